@@ -1,0 +1,26 @@
+"""Embedded defaults, overridable by environment variables."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def data_dir() -> Path:
+    """``MELO_DATA`` if set, else ``./data`` in the project root."""
+    return Path(os.environ.get("MELO_DATA") or PROJECT_ROOT / "data")
+
+
+def database_url() -> str:
+    """``MELO_DB_URL`` if set, else the SQLite file ``melo.db`` in the project root."""
+    return os.environ.get("MELO_DB_URL") or f"sqlite:///{PROJECT_ROOT / 'melo.db'}"
+
+
+DATA_HELP = (
+    "MELO data not found. Either download the official MELO benchmark release "
+    "(https://github.com/Avature/melo-benchmark: the processed datasets) into ./data, keeping "
+    "its layout (data/processed/melo/<dataset>/queries.tsv ...), or set MELO_DATA to a folder "
+    "with that layout, e.g. MELO_DATA=../shared/melo."
+)

@@ -1,0 +1,90 @@
+"""National terminology -> ESCO crosswalks in the MELO standardised JSON form:
+``{source code: {"title", "description", "matches": {ESCO URI: relation}}}``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from melo_core.errors import MeloInputError
+from melo_core.tsv import read_text
+
+# Closest first: the builder keeps the closest relation a term has.
+RELATIONS = ("exactMatch", "narrowMatch", "broadMatch", "closeMatch")
+_ALIASES = {"exactISCO": "exactMatch"}
+
+
+@dataclass
+class SourceTerm:
+    code: str
+    title: str
+    description: str = ""
+    matches: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Crosswalk:
+    name: str
+    terms: list[SourceTerm]
+
+    @property
+    def country(self) -> str:
+        return self.name.split("_")[0]
+
+    @property
+    def language(self) -> str | None:
+        parts = self.name.split("_")
+        return parts[1] if len(parts) == 2 else None
+
+
+def crosswalk_path(data_dir: str | Path | None, code_or_path: str) -> Path:
+    """A crosswalk given by code (``deu_de``) or by the path of its JSON file."""
+    as_path = Path(code_or_path)
+    if as_path.suffix == ".json" or as_path.is_file():
+        return as_path
+    if data_dir is None:
+        raise MeloInputError(f"crosswalk {code_or_path!r}: no data directory given")
+    path = Path(data_dir) / "raw" / "crosswalks_standard" / code_or_path / "crosswalk.json"
+    if not path.is_file():
+        raise MeloInputError(f"crosswalk {code_or_path!r} not found", path)
+    return path
+
+
+def list_crosswalks(data_dir: str | Path) -> list[str]:
+    root = Path(data_dir) / "raw" / "crosswalks_standard"
+    return sorted(p.parent.name for p in root.glob("*/crosswalk.json"))
+
+
+def load_crosswalk(path: str | Path, name: str | None = None) -> Crosswalk:
+    path = Path(path)
+    try:
+        raw = json.loads(read_text(path))
+    except json.JSONDecodeError as exc:
+        raise MeloInputError(f"invalid JSON ({exc.msg})", path, exc.lineno) from None
+    if not isinstance(raw, dict):
+        raise MeloInputError("expected a JSON object keyed by source code", path)
+    terms = []
+    for code, entry in raw.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("matches", {}), dict):
+            raise MeloInputError(f"term {code!r}: expected an object with title and matches", path)
+        matches = {}
+        for uri, relation in entry.get("matches", {}).items():
+            relation = _ALIASES.get(relation, relation)
+            if relation not in RELATIONS:
+                raise MeloInputError(
+                    f"term {code!r}: unknown relation {relation!r} (expected one of {', '.join(RELATIONS)})",
+                    path,
+                )
+            matches[uri] = relation
+        terms.append(
+            SourceTerm(
+                code=code,
+                title=str(entry.get("title", "")).strip(),
+                description=str(entry.get("description", "") or "").strip(),
+                matches=matches,
+            )
+        )
+    if name is None:
+        name = path.parent.name if path.name == "crosswalk.json" else path.stem
+    return Crosswalk(name=name, terms=terms)

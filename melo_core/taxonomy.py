@@ -1,0 +1,247 @@
+"""The ESCO taxonomy as concepts with surface forms per language.
+
+Two sources:
+- the MELO corpora themselves (``corpus_elements.tsv`` + ``concept_mapping.tsv``), which
+  together cover 21 languages;
+- the official ESCO CSV export (``occupations_<lang>.csv``, ``ISCOGroups_<lang>.csv``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from melo_core.datasets import MeloDataset, datasets_root, list_datasets, load_dataset
+from melo_core.errors import MeloInputError
+from melo_core.tsv import read_csv_records
+
+OCCUPATION = "occupation"
+ISCO_GROUP = "isco_group"
+
+
+def concept_kind(uri: str) -> str:
+    return ISCO_GROUP if "/isco/" in uri else OCCUPATION
+
+
+@dataclass
+class LanguageLabels:
+    preferred: str | None = None
+    alternative: list[str] = field(default_factory=list)
+    hidden: list[str] = field(default_factory=list)
+
+    def surface_forms(self, include_hidden: bool = False) -> list[str]:
+        """Preferred label first (index 0 in MELO ids), then alternatives in order."""
+        forms = ([self.preferred] if self.preferred else []) + self.alternative
+        return forms + self.hidden if include_hidden else forms
+
+
+@dataclass
+class Concept:
+    uri: str
+    number: int
+    kind: str
+    labels: dict[str, LanguageLabels] = field(default_factory=dict)
+    isco_code: str | None = None
+    description: str = ""
+
+    def preferred_label(self, languages: Iterable[str] = ("en",)) -> str:
+        for lang in languages:
+            labels = self.labels.get(lang)
+            if labels and labels.preferred:
+                return labels.preferred
+        for labels in self.labels.values():
+            if labels.preferred:
+                return labels.preferred
+        return self.uri
+
+
+@dataclass(frozen=True)
+class SurfaceForm:
+    """One label of one concept, with the id the MELO benchmark would give it."""
+
+    element_id: str
+    text: str
+    concept_uri: str
+    language: str
+
+
+class Taxonomy:
+    """Concepts in a stable order, each with a number used to build MELO element ids."""
+
+    def __init__(self, concepts: Iterable[Concept], source: str = ""):
+        self.concepts: list[Concept] = sorted(concepts, key=lambda c: c.number)
+        self.by_uri: dict[str, Concept] = {c.uri: c for c in self.concepts}
+        self.source = source
+
+    def __len__(self) -> int:
+        return len(self.concepts)
+
+    def __contains__(self, uri: object) -> bool:
+        return uri in self.by_uri
+
+    @property
+    def languages(self) -> list[str]:
+        return sorted({lang for c in self.concepts for lang in c.labels})
+
+    def surface_forms(self, languages: Iterable[str] | None = None) -> Iterator[SurfaceForm]:
+        """Surface forms in MELO order: per concept, preferred labels of each language, then
+        alternative labels of each language (languages in sorted order)."""
+        wanted = set(self.languages if languages is None else languages)
+        for concept in self.concepts:
+            langs = [lang for lang in sorted(concept.labels) if lang in wanted]
+            prefix = f"C{concept.number:06d}_"
+            for lang in langs:
+                preferred = concept.labels[lang].preferred
+                if preferred:
+                    yield SurfaceForm(f"{prefix}{lang}_000", preferred, concept.uri, lang)
+            for lang in langs:
+                for j, alt in enumerate(concept.labels[lang].alternative, start=1):
+                    yield SurfaceForm(f"{prefix}{lang}_{j:03d}", alt, concept.uri, lang)
+
+
+def _split_element_id(element_id: str) -> tuple[int, str, int] | None:
+    parts = element_id.split("_")
+    if len(parts) != 3 or not parts[0].startswith("C"):
+        return None
+    try:
+        return int(parts[0][1:]), parts[1], int(parts[2])
+    except ValueError:
+        return None
+
+
+def taxonomy_from_datasets(datasets: Iterable[MeloDataset], source: str = "") -> Taxonomy:
+    """Build the taxonomy from MELO corpora and their concept mappings.
+
+    Concepts are keyed by URI. Within one dataset the concept number and label order are
+    kept, so a dataset's own corpus yields back exactly its element ids. Across datasets (which
+    come from different ESCO versions) the first dataset seen, in the given order, supplies a
+    language's labels; concepts first seen later are numbered after the existing ones.
+    """
+    concepts: dict[str, Concept] = {}
+    numbers_used: set[int] = set()
+    for dataset in datasets:
+        if not dataset.concept_of:
+            raise MeloInputError(
+                "no concept_mapping.tsv: cannot tell which ESCO concept each element belongs to",
+                dataset.path,
+            )
+        filled: set[tuple[str, str]] = set()
+        pending: dict[tuple[str, str], dict[int, str]] = {}
+        numbers: dict[str, int] = {}
+        for element_id, text in zip(dataset.corpus_ids, dataset.corpus, strict=True):
+            parsed = _split_element_id(element_id)
+            uri = dataset.concept_of.get(element_id)
+            if parsed is None or uri is None:
+                raise MeloInputError(f"corpus element {element_id!r} has no concept", dataset.path)
+            number, lang, index = parsed
+            numbers.setdefault(uri, number)
+            pending.setdefault((uri, lang), {})[index] = text
+        for (uri, lang), by_index in pending.items():
+            concept = concepts.get(uri)
+            if concept is None:
+                number = numbers[uri]
+                if number in numbers_used:  # taken by another concept of an earlier dataset
+                    number = max(numbers_used) + 1
+                numbers_used.add(number)
+                concept = Concept(uri=uri, number=number, kind=concept_kind(uri))
+                concepts[uri] = concept
+            if lang in concept.labels or (uri, lang) in filled:
+                continue
+            filled.add((uri, lang))
+            concept.labels[lang] = LanguageLabels(
+                preferred=by_index.get(0),
+                alternative=[by_index[i] for i in sorted(by_index) if i != 0],
+            )
+    return Taxonomy(concepts.values(), source=source)
+
+
+def taxonomy_from_melo(data_dir: str | Path, languages: Iterable[str] | None = None) -> Taxonomy:
+    """The union of all MELO corpora under ``data_dir``: ESCO in up to 21 languages.
+
+    Monolingual corpora are read first (sorted by name), so a language's labels come from a
+    dataset whose corpus is in that language; the English-corpus datasets follow.
+    """
+    root = datasets_root(data_dir)
+    names = list_datasets(data_dir)
+    wanted = set(languages) if languages else None
+
+    def order(name: str) -> tuple[int, str]:
+        return (0 if not name.endswith("_c_en") or name.startswith("usa_") else 1, name)
+
+    selected = []
+    for name in sorted(names, key=order):
+        langs = name.split("_c_", 1)[1].split("_") if "_c_" in name else []
+        if wanted is not None and not wanted.intersection(langs):
+            continue
+        selected.append(name)
+    taxonomy = taxonomy_from_datasets((load_dataset(root / n) for n in selected), source=str(root))
+    if wanted is not None:
+        for concept in taxonomy.concepts:
+            concept.labels = {k: v for k, v in concept.labels.items() if k in wanted}
+        taxonomy = Taxonomy((c for c in taxonomy.concepts if c.labels), source=str(root))
+    return taxonomy
+
+
+def _lines(cell: str) -> list[str]:
+    return [part.strip() for part in cell.split("\n") if part.strip()]
+
+
+def taxonomy_from_esco_csv(folder: str | Path, languages: Iterable[str] | None = None) -> Taxonomy:
+    """Read the ESCO CSV export (``occupations_<lang>.csv`` and ``ISCOGroups_<lang>.csv``).
+
+    ISCO groups come first (ordered by code), then occupations (ordered by URI), which matches
+    the concept order of the MELO corpora.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise MeloInputError("ESCO CSV folder not found", folder)
+    found = sorted(folder.glob("occupations_*.csv"))
+    langs = sorted(p.stem.split("_", 1)[1] for p in found)
+    if languages is not None:
+        langs = [lang for lang in langs if lang in set(languages)]
+    if not langs:
+        raise MeloInputError("no occupations_<lang>.csv file found (download ESCO as CSV)", folder)
+
+    groups: dict[str, Concept] = {}
+    occupations: dict[str, Concept] = {}
+    for lang in langs:
+        isco_file = folder / f"ISCOGroups_{lang}.csv"
+        if isco_file.exists():
+            for number, row in read_csv_records(isco_file, ["conceptUri", "code", "preferredLabel"]):
+                uri = row["conceptUri"].strip()
+                if not uri:
+                    raise MeloInputError("empty conceptUri", isco_file, number)
+                concept = groups.setdefault(
+                    uri, Concept(uri=uri, number=0, kind=ISCO_GROUP, isco_code=row["code"].strip())
+                )
+                concept.labels[lang] = LanguageLabels(
+                    preferred=row["preferredLabel"].strip() or None,
+                    alternative=_lines(row.get("altLabels", "")),
+                    hidden=_lines(row.get("hiddenLabels", "")),
+                )
+                if lang == "en" or not concept.description:
+                    concept.description = row.get("description", "").strip() or concept.description
+        occ_file = folder / f"occupations_{lang}.csv"
+        required = ["conceptUri", "iscoGroup", "preferredLabel", "altLabels"]
+        for number, row in read_csv_records(occ_file, required):
+            uri = row["conceptUri"].strip()
+            if not uri:
+                raise MeloInputError("empty conceptUri", occ_file, number)
+            concept = occupations.setdefault(
+                uri, Concept(uri=uri, number=0, kind=OCCUPATION, isco_code=row["iscoGroup"].strip())
+            )
+            concept.labels[lang] = LanguageLabels(
+                preferred=row["preferredLabel"].strip() or None,
+                alternative=_lines(row["altLabels"]),
+                hidden=_lines(row.get("hiddenLabels", "")),
+            )
+            if lang == "en" or not concept.description:
+                concept.description = row.get("description", "").strip() or concept.description
+
+    ordered = sorted(groups.values(), key=lambda c: c.isco_code or "") + sorted(
+        occupations.values(), key=lambda c: c.uri
+    )
+    for i, concept in enumerate(ordered, start=1):
+        concept.number = i
+    return Taxonomy(ordered, source=str(folder))

@@ -1,0 +1,73 @@
+"""Strict readers for the benchmark's TSV files and for CSV exports.
+
+Every problem is reported with the file and 1-based line number, because these files are
+often hand-edited or produced by other tools.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+from melo_core.errors import MeloInputError
+
+
+def read_text(path: Path) -> str:
+    """Read a UTF-8 file; an undecodable byte is reported with its line number."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise MeloInputError("file not found", path) from None
+    except OSError as exc:
+        raise MeloInputError(f"cannot read file ({exc.strerror})", path) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise MeloInputError(
+            f"byte 0x{data[exc.start]:02x} is not valid UTF-8 (the file must be UTF-8)", path, line
+        ) from None
+    return text.removeprefix("\ufeff")
+
+
+def read_tsv(path: Path, n_fields: int) -> Iterator[tuple[int, list[str]]]:
+    """Yield (line number, fields) of a headerless TSV with exactly ``n_fields`` per line.
+
+    Blank lines are skipped; a trailing carriage return is tolerated.
+    """
+    for number, raw in enumerate(read_text(path).split("\n"), start=1):
+        line = raw.rstrip("\r")
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != n_fields:
+            raise MeloInputError(f"expected {n_fields} tab-separated fields, found {len(fields)}", path, number)
+        yield number, fields
+
+
+def read_csv_records(path: Path, required: list[str]) -> Iterator[tuple[int, dict[str, str]]]:
+    """Yield (line number, row) of a CSV with a header containing ``required`` columns.
+
+    The line number is that of the record's first physical line (cells may span lines).
+    """
+    text = read_text(path)
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    header = reader.fieldnames or []
+    missing = [name for name in required if name not in header]
+    if missing:
+        raise MeloInputError(
+            f"missing column(s) {', '.join(missing)}; found {', '.join(header) or 'no header'}",
+            path,
+            1,
+        )
+    start = reader.line_num + 1
+    try:
+        for row in reader:
+            if None in row:
+                raise MeloInputError("row has more cells than the header", path, start)
+            yield start, {k: (v or "") for k, v in row.items()}
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        raise MeloInputError(f"malformed CSV ({exc})", path, reader.line_num) from None
