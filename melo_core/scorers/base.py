@@ -1,0 +1,36 @@
+"""The one protocol every scorer follows, and the context it is created in."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ScorerContext:
+    """Languages of the task; lexical scorers use them to choose their text preparation."""
+
+    query_language: str | None = None
+    corpus_languages: tuple[str, ...] = ()
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        return ((self.query_language,) if self.query_language else ()) + self.corpus_languages
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Scores queries against a fixed corpus of surface forms. Higher is better."""
+
+    name: str
+
+    def fit(self, corpus: Sequence[str]) -> None:
+        """Index the corpus surface forms."""
+        ...
+
+    def score(self, queries: Sequence[str]) -> np.ndarray:
+        """Dense scores, shape (len(queries), len(corpus)), float64."""
+        ...

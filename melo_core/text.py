@@ -1,0 +1,66 @@
+"""Text preparation shared by the lexical scorers, as the MELO paper did it:
+lowercase, optionally lemmatise, then NFKD + ASCII folding (skipped for non-Latin scripts)."""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+
+import simplemma
+
+# ASCII folding deletes every Cyrillic or Greek letter, so the paper skipped it for Bulgarian.
+NON_LATIN_LANGUAGES = frozenset({"bg", "el"})
+# simplemma's codes where they differ from ESCO's ISO 639-1 codes.
+_SIMPLEMMA_CODES = {"hr": "hbs", "no": "nb"}
+
+
+def ascii_fold(text: str) -> str:
+    return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+
+
+def folding_applies(languages: tuple[str, ...] | list[str]) -> bool:
+    """ASCII folding is safe only when no language involved is written in a non-Latin script."""
+    return not NON_LATIN_LANGUAGES.intersection(languages)
+
+
+class Lemmatizer:
+    """Token-wise lemmatisation with simplemma (dictionary based, offline, all 21 languages)."""
+
+    def __init__(self, language: str):
+        self.language = _SIMPLEMMA_CODES.get(language, language)
+        try:
+            simplemma.lemmatize("test", lang=self.language)
+        except ValueError:
+            raise ValueError(f"no lemmatiser for language {language!r}") from None
+        self._lemma = lru_cache(maxsize=200_000)(self._lemmatize_token)
+
+    def _lemmatize_token(self, token: str) -> str:
+        return simplemma.lemmatize(token, lang=self.language).lower()
+
+    def __call__(self, text: str) -> str:
+        # Punctuation tokens are dropped, as spaCy's pipeline in the paper did.
+        return " ".join(self._lemma(t) for t in simplemma.simple_tokenizer(text) if any(c.isalnum() for c in t))
+
+
+@dataclass(frozen=True)
+class TextPrep:
+    """How a scorer prepares both queries and corpus surface forms."""
+
+    lowercase: bool = True
+    fold_ascii: bool = True
+    lemma_language: str | None = None
+
+    def build(self):
+        lemmatizer = Lemmatizer(self.lemma_language) if self.lemma_language else None
+
+        def prepare(text: str) -> str:
+            if self.lowercase:
+                text = text.lower()
+            if lemmatizer is not None:
+                text = lemmatizer(text)
+            if self.fold_ascii:
+                text = ascii_fold(text)
+            return text
+
+        return prepare
