@@ -1,0 +1,244 @@
+"""Command line: ``python -m melo_core <command>``. Bad input exits with code 2 and one line."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from tqdm import tqdm
+
+from melo_core import config
+from melo_core.builder import LOOSEST_RELATION_BY_CROSSWALK, build_dataset
+from melo_core.crosswalk import RELATIONS, crosswalk_path, load_crosswalk
+from melo_core.datasets import list_datasets, load_dataset, resolve_dataset, write_dataset
+from melo_core.errors import MeloInputError
+from melo_core.evaluation import MODES, Protocol, evaluate
+from melo_core.published import PUBLISHED_NAME, load_published, published_protocol
+from melo_core.scorers import ScorerContext, create_scorer, scorer_names
+from melo_core.taxonomy import taxonomy_from_datasets, taxonomy_from_esco_csv, taxonomy_from_melo
+
+SUMMARY_METRICS = ("mrr", "acc@1", "acc@5", "acc@10")
+CSV_METRICS = (
+    "mrr",
+    "acc@1",
+    "acc@5",
+    "acc@10",
+    "acc@20",
+    "acc@100",
+    "map",
+    "rprec",
+    "p@5",
+    "p@10",
+    "r@5",
+    "r@10",
+    "r@100",
+    "ndcg@10",
+)
+
+
+def _split(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _diff(ours: float, published: float) -> float:
+    """Difference to a published value, which has 4 decimals: compare at that precision."""
+    return round(round(ours, 4) - published, 4)
+
+
+def _protocol_for(scorer: str, mode: str | None, depth: str) -> Protocol:
+    published = PUBLISHED_NAME.get(scorer)
+    default = published_protocol(published) if published else Protocol("trec", 0)
+    return Protocol(mode or default.mode, default.depth if depth == "auto" else int(depth))
+
+
+def _write_csv_atomic(path: Path, rows: list[dict[str, object]], columns: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as out:
+            writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(rows)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    names = list_datasets(args.data) if args.datasets == "all" else _split(args.datasets)
+    scorers = _split(args.scorers)
+    for scorer in scorers:
+        if scorer not in scorer_names():
+            raise MeloInputError(f"unknown scorer {scorer!r}; available: {', '.join(scorer_names())}")
+    folders = [resolve_dataset(args.data, name) for name in names]
+    datasets = [load_dataset(folder) for folder in folders]
+    if args.limit_queries:
+        datasets = [d.subset(args.limit_queries) for d in datasets]
+    total = sum(len(d.query_ids) for d in datasets) * len(scorers)
+    rows: list[dict[str, object]] = []
+    with tqdm(total=total, unit="query", desc="evaluating", disable=args.quiet, file=sys.stderr) as bar:
+        for dataset in datasets:
+            for scorer_name in scorers:
+                context = ScorerContext(dataset.query_language, dataset.corpus_languages)
+                scorer = create_scorer(scorer_name, context)
+                protocol = _protocol_for(scorer_name, args.mode, args.depth)
+                bar.set_postfix_str(f"{dataset.name} / {scorer_name}")
+                result = evaluate(dataset, scorer, protocol, on_progress=bar.update)
+                published_model = PUBLISHED_NAME.get(scorer_name)
+                published = load_published(args.data, published_model, dataset.name) if published_model else None
+                if args.limit_queries:
+                    published = None  # a slice is not comparable with the full published run
+                row: dict[str, object] = {
+                    "dataset": dataset.name,
+                    "scorer": scorer_name,
+                    "mode": protocol.mode,
+                    "depth": protocol.depth,
+                    "queries": len(result.query_ids),
+                    "skipped_queries": result.skipped_queries,
+                    "seconds": round(result.seconds, 3),
+                }
+                row.update({k: round(v, 6) for k, v in result.metrics.items() if k in CSV_METRICS})
+                if published:
+                    row["published_model"] = published_model
+                    for key in (*SUMMARY_METRICS, "map"):
+                        if key in published:
+                            row[f"published_{key}"] = published[key]
+                            row[f"diff_{key}"] = _diff(result.metrics[key], published[key])
+                rows.append(row)
+                bar.write(_summary_line(row, published, protocol, published_model))
+    columns = ["dataset", "scorer", "mode", "depth", "queries", "skipped_queries", "seconds", *CSV_METRICS]
+    extra = ["published_model"] + [f"{p}_{k}" for k in (*SUMMARY_METRICS, "map") for p in ("published", "diff")]
+    columns += [c for c in extra if any(c in r for r in rows)]
+    if args.out:
+        _write_csv_atomic(Path(args.out), rows, columns)
+        print(f"wrote {len(rows)} row(s) to {args.out}")
+    return 0
+
+
+def _summary_line(
+    row: dict[str, object], published: dict[str, float] | None, protocol: Protocol, model: str | None
+) -> str:
+    parts = [f"{row['dataset']:<24} {row['scorer']:<18}"]
+    for key in SUMMARY_METRICS:
+        value = float(row[key])  # type: ignore[arg-type]
+        text = f"{key.upper() if key == 'mrr' else key} {value:.4f}"
+        if published and key in published:
+            text += f" (pub {published[key]:.4f}, {_diff(value, published[key]):+.4f})"
+        parts.append(text)
+    if model and published and protocol != published_protocol(model):
+        parts.append(f"[published run used {published_protocol(model).describe()}]")
+    return "  ".join(parts)
+
+
+def cmd_build_dataset(args: argparse.Namespace) -> int:
+    crosswalk = load_crosswalk(crosswalk_path(args.data, args.crosswalk))
+    if crosswalk.language is None:
+        raise MeloInputError(
+            f"cannot tell the query language of crosswalk {crosswalk.name!r} (expected a code like deu_de)"
+        )
+    languages = _split(args.langs)
+    source = args.taxonomy
+    if source == "melo":
+        taxonomy = taxonomy_from_melo(args.data)
+    elif source.startswith("dataset:"):
+        taxonomy = taxonomy_from_datasets([load_dataset(resolve_dataset(args.data, source.split(":", 1)[1]))])
+    elif source.startswith("esco-csv:"):
+        taxonomy = taxonomy_from_esco_csv(source.split(":", 1)[1])
+    else:
+        raise MeloInputError(f"unknown taxonomy source {source!r} (melo, dataset:NAME or esco-csv:DIR)")
+    try:
+        dataset, report = build_dataset(crosswalk, taxonomy, languages, args.loosest_relation)
+    except ValueError as exc:
+        raise MeloInputError(str(exc)) from None
+    out = Path(args.out) if args.out else Path("datasets") / dataset.name
+    write_dataset(dataset, out, stats=report.as_stats_text())
+    print(
+        f"wrote {out}: {report.accepted} queries ({report.ambiguous} ambiguous and {report.vague} vague terms "
+        f"rejected, {report.unknown_concept} with a concept missing from the taxonomy), "
+        f"{report.corpus_elements} corpus elements"
+    )
+    return 0
+
+
+def cmd_list_datasets(args: argparse.Namespace) -> int:
+    for name in list_datasets(args.data):
+        print(name)
+    return 0
+
+
+def cmd_scorers(args: argparse.Namespace) -> int:
+    for name in scorer_names():
+        published = PUBLISHED_NAME.get(name)
+        print(f"{name:<20} {'published as ' + published if published else ''}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m melo_core",
+        description="MELO Studio: link occupation names to ESCO and evaluate on the MELO benchmark.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    data_help = f"data folder in the official MELO layout (default: $MELO_DATA or ./data; now {config.data_dir()})"
+
+    ev = commands.add_parser("eval", help="evaluate scorers on MELO datasets", description=cmd_eval.__doc__)
+    ev.add_argument("--data", default=config.data_dir(), help=data_help)
+    ev.add_argument("--datasets", default="all", help="'all', or comma-separated dataset names or folder paths")
+    ev.add_argument("--scorers", required=True, help=f"comma-separated: {', '.join(scorer_names())}")
+    ev.add_argument("--out", help="write every metric to this CSV (one row per dataset and scorer)")
+    ev.add_argument("--mode", choices=MODES, help="ranking protocol (default: trec, as published)")
+    ev.add_argument(
+        "--depth",
+        default="auto",
+        help="retrieval depth; 0 ranks the whole corpus; 'auto' (default) uses the published run's "
+        "depth for the same method (100 for lexical and mUSE-CNN), else 0",
+    )
+    ev.add_argument("--limit-queries", type=int, default=0, help="evaluate only the first N queries of each dataset")
+    ev.add_argument("--quiet", action="store_true", help="no progress bar")
+    ev.set_defaults(func=cmd_eval)
+
+    bd = commands.add_parser("build-dataset", help="build a dataset in the official format from a crosswalk")
+    bd.add_argument("--data", default=config.data_dir(), help=data_help)
+    bd.add_argument("--crosswalk", required=True, help="crosswalk code (e.g. deu_de) or path of a crosswalk JSON")
+    bd.add_argument("--langs", required=True, help="comma-separated corpus languages, e.g. de,fr,en")
+    bd.add_argument(
+        "--taxonomy",
+        default="melo",
+        help="where ESCO labels come from: 'melo' (union of the MELO corpora, default), "
+        "'dataset:NAME' (one dataset's corpus) or 'esco-csv:DIR' (the ESCO CSV export)",
+    )
+    bd.add_argument(
+        "--loosest-relation",
+        choices=RELATIONS,
+        help="loosest relation accepted as gold (default narrowMatch; "
+        + ", ".join(f"{k}: {v}" for k, v in LOOSEST_RELATION_BY_CROSSWALK.items())
+        + ", as in the official build)",
+    )
+    bd.add_argument("--out", help="output folder (default: ./datasets/<dataset name>)")
+    bd.set_defaults(func=cmd_build_dataset)
+
+    ls = commands.add_parser("list-datasets", help="list the datasets of a data folder")
+    ls.add_argument("--data", default=config.data_dir(), help=data_help)
+    ls.set_defaults(func=cmd_list_datasets)
+
+    sc = commands.add_parser("scorers", help="list the available scorers")
+    sc.set_defaults(func=cmd_scorers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except MeloInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
