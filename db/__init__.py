@@ -1,0 +1,1 @@
+"""Persistence (crosswalk store, stored runs). Populated by the curation and dashboard issues."""
