@@ -177,7 +177,8 @@ def datasets_root(data_dir: str | Path) -> Path:
         if candidate.is_dir() and any(_is_dataset_dir(p) for p in candidate.iterdir()):
             return candidate
     raise MeloInputError(
-        "no MELO datasets found (expected <dir>/processed/melo/<dataset>/queries.tsv, as in the official release)",
+        "no MELO datasets found (expected <dir>/processed/melo/<dataset>/queries.tsv, as in the official "
+        "release at https://github.com/Avature/melo-benchmark; pass --data DIR or set MELO_DATA)",
         data_dir,
     )
 

@@ -1,0 +1,60 @@
+"""Shared fixtures: the MELO data folder (``MELO_DATA``, default ``../shared/melo``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def melo_data_dir() -> Path:
+    return Path(os.environ.get("MELO_DATA", ROOT.parent / "shared" / "melo"))
+
+
+def esco_csv_dir() -> Path:
+    return Path(os.environ.get("MELO_ESCO_CSV", melo_data_dir().parent / "esco"))
+
+
+@pytest.fixture(scope="session")
+def melo_data() -> Path:
+    path = melo_data_dir()
+    if not (path / "processed").is_dir():
+        pytest.skip(f"MELO data not found at {path} (set MELO_DATA)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def esco_csv() -> Path:
+    path = esco_csv_dir()
+    if not (path / "occupations_en.csv").is_file():
+        pytest.skip(f"ESCO CSV export not found at {path} (set MELO_ESCO_CSV)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def datasets_dir(melo_data: Path) -> Path:
+    return melo_data / "processed" / "melo"
+
+
+def write_tsv(path: Path, rows: list[tuple[str, ...]]) -> None:
+    path.write_text("".join("\t".join(r) + "\n" for r in rows), encoding="utf-8")
+
+
+@pytest.fixture
+def tiny_dataset(tmp_path: Path) -> Path:
+    """A hand-made dataset folder in the official layout (no concept_mapping.tsv, like older releases)."""
+    folder = tmp_path / "tst_q_en_c_en"
+    folder.mkdir()
+    write_tsv(folder / "queries.tsv", [("Q1", "data scientist"), ("Q2", "baker"), ("Q3", "nurse")])
+    write_tsv(
+        folder / "corpus_elements.tsv",
+        [("C1", "data scientist"), ("C2", "data analyst"), ("C3", "baker"), ("C4", "pastry baker"), ("C5", "nurse")],
+    )
+    write_tsv(
+        folder / "annotations.tsv",
+        [("Q1", "0", "C1", "1"), ("Q1", "0", "C2", "1"), ("Q2", "0", "C3", "1"), ("Q3", "0", "C5", "1")],
+    )
+    return folder

@@ -1,0 +1,134 @@
+"""The command line, run as users run it (a subprocess), on real data and on bad input."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from melo_core import load_dataset
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "melo_core", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+
+
+def published_value(melo_data: Path, model: str, dataset: str, metric: str) -> float:
+    for line in (melo_data / "results" / model / dataset / "summary.tsv").read_text(encoding="utf-8").splitlines():
+        name, value = line.split("\t")
+        if name == metric:
+            return float(value)
+    raise KeyError(metric)
+
+
+def test_help_lists_the_commands() -> None:
+    result = cli("--help")
+    assert result.returncode == 0
+    for command in ("eval", "build-dataset", "list-datasets", "scorers"):
+        assert command in result.stdout
+
+
+def test_eval_char_tfidf_reproduces_published_mrr(melo_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run.csv"
+    result = cli(
+        "eval", "--data", str(melo_data), "--datasets", "nor_q_no_c_no", "--scorers", "char-tfidf", "--out", str(out)
+    )
+    assert result.returncode == 0, result.stderr
+    assert "evaluating" in result.stderr  # the progress bar
+    rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    assert len(rows) == 1
+    row = rows[0]
+    assert {"dataset", "scorer", "mrr", "acc@1", "acc@5", "acc@10", "map"} <= set(row)
+    assert (row["dataset"], row["scorer"], row["depth"], row["queries"]) == ("nor_q_no_c_no", "char-tfidf", "100", "96")
+    published = published_value(melo_data, "char_tf_idf", "nor_q_no_c_no", "recip_rank")
+    assert float(row["mrr"]) == pytest.approx(published, abs=0.01)
+    assert float(row["published_mrr"]) == published
+    assert f"pub {published:.4f}" in result.stdout
+
+
+def test_eval_accepts_a_dataset_folder_path(tiny_dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run.csv"
+    result = cli(
+        "eval", "--datasets", str(tiny_dataset), "--scorers", "bm25,edit-distance", "--out", str(out), "--quiet"
+    )
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    assert [(r["scorer"], float(r["mrr"])) for r in rows] == [("bm25", 1.0), ("edit-distance", 1.0)]
+
+
+def test_build_dataset_writes_the_official_dataset(melo_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "nor_q_no_c_no"
+    result = cli(
+        "build-dataset", "--data", str(melo_data), "--crosswalk", "nor_no", "--langs", "no",
+        "--taxonomy", "dataset:nor_q_no_c_no", "--out", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    built = load_dataset(out)
+    official = load_dataset(melo_data / "processed" / "melo" / "nor_q_no_c_no")
+    assert (built.queries, built.relevant, built.corpus_ids) == (
+        official.queries,
+        official.relevant,
+        official.corpus_ids,
+    )
+    assert (out / "logged_stats.txt").read_text(encoding="utf-8").count("Accepted") == 1
+
+
+def assert_user_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    line = result.stderr.strip()
+    assert line.startswith("error: ") and "\n" not in line, line
+    for fragment in fragments:
+        assert fragment in line, line
+
+
+@pytest.mark.parametrize("missing", ["queries.tsv", "corpus_elements.tsv", "annotations.tsv"])
+def test_eval_on_folder_without_a_file(tiny_dataset: Path, missing: str) -> None:
+    (tiny_dataset / missing).unlink()
+    assert_user_error(cli("eval", "--datasets", str(tiny_dataset), "--scorers", "bm25"), str(tiny_dataset), missing)
+
+
+def test_eval_with_unknown_annotation_id(tiny_dataset: Path) -> None:
+    qrels = tiny_dataset / "annotations.tsv"
+    qrels.write_text(qrels.read_text(encoding="utf-8") + "Q7\t0\tC1\t1\n", encoding="utf-8")
+    assert_user_error(cli("eval", "--datasets", str(tiny_dataset), "--scorers", "bm25"), f"{qrels}:5:", "'Q7'")
+
+
+def test_eval_with_undecodable_byte(tiny_dataset: Path) -> None:
+    queries = tiny_dataset / "queries.tsv"
+    queries.write_bytes(b"Q1\tdata scientist\nQ2\tb\xe4cker\nQ3\tnurse\n")
+    assert_user_error(cli("eval", "--datasets", str(tiny_dataset), "--scorers", "bm25"), f"{queries}:2:", "UTF-8")
+
+
+def test_build_dataset_with_esco_csv_of_wrong_columns(melo_data: Path, tmp_path: Path) -> None:
+    esco = tmp_path / "esco"
+    esco.mkdir()
+    (esco / "occupations_en.csv").write_text("uri,label\nhttp://x,baker\n", encoding="utf-8")
+    result = cli(
+        "build-dataset", "--data", str(melo_data), "--crosswalk", "nor_no", "--langs", "en",
+        "--taxonomy", f"esco-csv:{esco}", "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert_user_error(result, f"{esco / 'occupations_en.csv'}:1:", "conceptUri")
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_scorer_and_dataset(tiny_dataset: Path, melo_data: Path) -> None:
+    assert_user_error(cli("eval", "--datasets", str(tiny_dataset), "--scorers", "bm52"), "unknown scorer 'bm52'")
+    assert_user_error(cli("eval", "--data", str(melo_data), "--datasets", "xyz_q_no_c_no", "--scorers", "bm25"), "xyz")
+
+
+def test_missing_data_folder_says_how_to_get_data(tmp_path: Path) -> None:
+    result = cli("eval", "--data", str(tmp_path / "none"), "--datasets", "all", "--scorers", "bm25")
+    assert_user_error(result, "MELO_DATA")

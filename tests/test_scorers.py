@@ -1,0 +1,74 @@
+"""Lexical scorers behind the one protocol, on real MELO data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from melo_core import Protocol, Scorer, ScorerContext, create_scorer, evaluate, load_dataset, scorer_names
+from melo_core.text import TextPrep
+
+LEXICAL = ["edit-distance", "word-tfidf", "char-tfidf", "bm25", "word-tfidf-lemmas", "char-tfidf-lemmas", "bm25-lemmas"]
+
+
+def test_registry_names() -> None:
+    assert set(LEXICAL) | {"random"} <= set(scorer_names())
+    with pytest.raises(ValueError, match="unknown scorer 'nope'"):
+        create_scorer("nope")
+
+
+@pytest.mark.parametrize("name", LEXICAL)
+def test_every_scorer_follows_the_protocol_and_ranks_an_exact_match_first(name: str) -> None:
+    scorer = create_scorer(name, ScorerContext("de", ("de",)))
+    assert isinstance(scorer, Scorer) and scorer.name == name
+    corpus = ["Bäckerin", "Bäcker", "Konditor", "Krankenpfleger", "Softwareentwickler"]
+    scorer.fit(corpus)
+    scores = scorer.score(["Bäcker", "Softwareentwickler"])
+    assert scores.shape == (2, len(corpus)) and scores.dtype == np.float64
+    assert corpus[int(np.argmax(scores[0]))] in {"Bäcker", "Bäckerin"}  # lemmas may merge the two
+    assert int(np.argmax(scores[1])) == 4
+
+
+def test_edit_distance_is_normalised_indel_similarity_in_percent() -> None:
+    scorer = create_scorer("edit-distance", ScorerContext("en", ("en",)))
+    scorer.fit(["baker", "bakers", "nurse"])
+    s = scorer.score(["Baker"])[0]
+    assert s[0] == pytest.approx(100.0)  # lowercased before comparing; 0-100 as published
+    assert s[1] == pytest.approx(100 * (1 - 1 / 11))  # one insertion over 5 + 6 characters
+    assert s[2] < s[1]
+
+
+def test_bm25_matches_rank_bm25_exactly(datasets_dir: Path) -> None:
+    rank_bm25 = pytest.importorskip("rank_bm25")
+    ds = load_dataset(datasets_dir / "nor_q_no_c_no")
+    context = ScorerContext(ds.query_language, ds.corpus_languages)
+    prepare = TextPrep(lowercase=True, fold_ascii=True).build()
+    reference = rank_bm25.BM25Okapi([prepare(t).split(" ") for t in ds.corpus])
+    ours = create_scorer("bm25", context)
+    ours.fit(ds.corpus)
+    queries = ds.queries[:20]
+    expected = np.array([reference.get_scores(prepare(q).split(" ")) for q in queries])
+    np.testing.assert_allclose(ours.score(queries), expected, rtol=0, atol=1e-12)
+
+
+def test_ascii_folding_is_skipped_for_bulgarian() -> None:
+    latin = create_scorer("char-tfidf", ScorerContext("bg", ("en",)))
+    latin.fit(["медицинска сестра", "nurse"])
+    scores = latin.score(["медицинска сестра"])[0]
+    assert scores[0] == pytest.approx(1.0) and scores[1] == pytest.approx(0.0)
+
+
+def test_lemmatised_scorer_needs_a_language() -> None:
+    with pytest.raises(ValueError, match="query language"):
+        create_scorer("bm25-lemmas", ScorerContext())
+
+
+def test_random_scorer_is_seeded_and_near_chance(datasets_dir: Path) -> None:
+    ds = load_dataset(datasets_dir / "nor_q_no_c_no")
+    a = evaluate(ds, create_scorer("random"), Protocol("trec", 0)).metrics["mrr"]
+    b = evaluate(ds, create_scorer("random"), Protocol("trec", 0)).metrics["mrr"]
+    lexical = evaluate(ds, create_scorer("char-tfidf", ScorerContext("no", ("no",)))).metrics["mrr"]
+    assert a == b
+    assert a < 0.05 < lexical

@@ -1,0 +1,89 @@
+"""The ESCO taxonomy from the ESCO CSV export and from the union of the MELO corpora."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from melo_core import MeloInputError, Taxonomy, load_dataset, taxonomy_from_esco_csv, taxonomy_from_melo
+from melo_core.taxonomy import ISCO_GROUP, OCCUPATION
+
+
+@pytest.fixture(scope="module")
+def melo_union(melo_data: Path) -> Taxonomy:
+    return taxonomy_from_melo(melo_data)
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_esco_csv_import_matches_the_files(esco_csv: Path) -> None:
+    taxonomy = taxonomy_from_esco_csv(esco_csv)
+    occupations = read_rows(esco_csv / "occupations_en.csv")
+    groups = read_rows(esco_csv / "ISCOGroups_en.csv")
+    assert len(taxonomy) == len({r["conceptUri"] for r in occupations} | {r["conceptUri"] for r in groups})
+    assert taxonomy.languages == ["en"]
+    # ISCO groups first (by code), then occupations.
+    kinds = [c.kind for c in taxonomy.concepts]
+    assert kinds == [ISCO_GROUP] * len(groups) + [OCCUPATION] * len(occupations)
+    codes = [c.isco_code for c in taxonomy.concepts[: len(groups)]]
+    assert codes == sorted(codes)
+    row = occupations[0]
+    concept = taxonomy.by_uri[row["conceptUri"]]
+    labels = concept.labels["en"]
+    assert labels.preferred == row["preferredLabel"]
+    assert labels.alternative == [a.strip() for a in row["altLabels"].split("\n") if a.strip()]
+    assert concept.isco_code == row["iscoGroup"]
+    assert concept.description == row["description"].strip()
+    with_hidden = next(r for r in occupations if r["hiddenLabels"].strip())
+    hidden = taxonomy.by_uri[with_hidden["conceptUri"]].labels["en"].hidden
+    assert hidden == [h.strip() for h in with_hidden["hiddenLabels"].split("\n") if h.strip()]
+
+
+def test_esco_csv_with_wrong_columns_names_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "occupations_en.csv"
+    bad.write_text("conceptUri,preferred_label\nhttp://x,baker\n", encoding="utf-8")
+    with pytest.raises(MeloInputError, match="missing column") as info:
+        taxonomy_from_esco_csv(tmp_path)
+    assert info.value.path == bad and info.value.line == 1
+
+
+def test_esco_csv_with_undecodable_byte(tmp_path: Path, esco_csv: Path) -> None:
+    bad = tmp_path / "occupations_en.csv"
+    lines = (esco_csv / "occupations_en.csv").read_bytes().split(b"\n")[:40]
+    lines[30] = lines[30] + b"\xff"
+    bad.write_bytes(b"\n".join(lines))
+    with pytest.raises(MeloInputError, match="not valid UTF-8") as info:
+        taxonomy_from_esco_csv(tmp_path)
+    assert info.value.line == 31
+
+
+def test_melo_union_covers_21_languages_and_every_corpus(melo_union: Taxonomy, datasets_dir: Path) -> None:
+    assert len(melo_union.languages) == 21
+    # Every concept of every corpus is in the union (datasets come from different ESCO
+    # versions, so element numbering differs; concepts are matched by URI).
+    for name in ("deu_q_de_c_de", "nor_q_no_c_en", "bgr_q_bg_c_bg"):
+        ds = load_dataset(datasets_dir / name)
+        assert set(ds.concept_of.values()) <= set(melo_union.by_uri), name
+    # A language's labels come from the first monolingual corpus in that language, verbatim;
+    # later corpora only add concepts that it lacks.
+    first_german = load_dataset(datasets_dir / "aut_q_de_c_de")
+    union_german = {(f.concept_uri, f.text) for f in melo_union.surface_forms(["de"])}
+    corpus = {
+        (first_german.concept_of[c], t) for c, t in zip(first_german.corpus_ids, first_german.corpus, strict=True)
+    }
+    assert corpus <= union_german
+    added_concepts = {uri for uri, _ in union_german - corpus}
+    assert added_concepts and not added_concepts & set(first_german.concept_of.values())
+
+
+def test_esco_csv_and_melo_union_agree_on_concepts(melo_union: Taxonomy, esco_csv: Path) -> None:
+    esco = taxonomy_from_esco_csv(esco_csv)
+    shared = [c for c in esco.concepts if c.uri in melo_union]
+    assert len(shared) >= 0.95 * len(esco)
+    same_label = sum(melo_union.by_uri[c.uri].preferred_label(["en"]) == c.labels["en"].preferred for c in shared)
+    assert same_label >= 0.95 * len(shared)
