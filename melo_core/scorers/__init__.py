@@ -1,7 +1,15 @@
 """Scorers behind one protocol. Importing this package registers every built-in scorer."""
 
-from melo_core.scorers import bm25, edit_distance, random_scorer, tfidf  # noqa: F401  (registration)
+from melo_core.scorers import bm25, dense, edit_distance, hybrid, random_scorer, tfidf  # noqa: F401  (registration)
 from melo_core.scorers.base import Scorer, ScorerContext
-from melo_core.scorers.registry import create_scorer, register, scorer_names
+from melo_core.scorers.registry import create_scorer, is_scorer_spec, register, scorer_families, scorer_names
 
-__all__ = ["Scorer", "ScorerContext", "create_scorer", "register", "scorer_names"]
+__all__ = [
+    "Scorer",
+    "ScorerContext",
+    "create_scorer",
+    "is_scorer_spec",
+    "register",
+    "scorer_families",
+    "scorer_names",
+]

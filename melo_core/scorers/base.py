@@ -11,10 +11,12 @@ import numpy as np
 
 @dataclass(frozen=True)
 class ScorerContext:
-    """Languages of the task; lexical scorers use them to choose their text preparation."""
+    """The task a scorer is made for: lexical scorers choose their text preparation by language."""
 
     query_language: str | None = None
     corpus_languages: tuple[str, ...] = ()
+    cache_dir: str | None = None  # embedding cache of dense scorers; None: config.cache_dir()
+    show_progress: bool = True  # progress bars for long embedding runs
 
     @property
     def languages(self) -> tuple[str, ...]:

