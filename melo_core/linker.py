@@ -24,7 +24,7 @@ from melo_core import config
 from melo_core.encoders import is_encoder_spec
 from melo_core.index import VectorIndex
 from melo_core.scorers.base import Scorer, ScorerContext
-from melo_core.scorers.dense import DenseScorer, cached_encoder
+from melo_core.scorers.dense import DenseScorer, cached_encoder, caps_rule, split_caps
 from melo_core.scorers.hybrid import POOL, HybridSpec, fuse, top_pool
 from melo_core.scorers.registry import create_scorer
 from melo_core.taxonomy import Taxonomy
@@ -60,10 +60,12 @@ class _Component:
         self.dense = is_encoder_spec(spec)
         self.cache_queries = True
         if self.dense:
-            encoder = cached_encoder(spec, str(cache_dir / "embeddings"))
+            encoder_spec, rule = split_caps(spec)
+            encoder = cached_encoder(encoder_spec, str(cache_dir / "embeddings"))
             self.encoder = encoder
+            self.prepare = caps_rule(rule, None)
             on_status(f"embedding {len(texts)} surface forms with {spec} (cached after the first time)")
-            self.vectors = DenseScorer(encoder).embed(texts, "passage")
+            self.vectors = DenseScorer(encoder, prepare=self.prepare).embed(texts, "passage")
             index_path = cache_dir / "indexes" / f"{_fingerprint(spec, fingerprint, index_kind)}.faiss"
             if index_path.is_file():
                 self.index = VectorIndex.load(index_path, index_kind)
@@ -94,10 +96,11 @@ class _Component:
         """Per query: (candidate ids best first, their scores, exact scorer for any ids)."""
         out = []
         if self.dense:
+            texts = [self.prepare(q, "query") for q in queries]
             if self.cache_queries:
-                vectors = self.encoder.encode(list(queries), "query")
+                vectors = self.encoder.encode(texts, "query")
             else:
-                vectors = self.encoder.encoder.encode(list(queries), "query")
+                vectors = self.encoder.encoder.encode(texts, "query")
             scores, ids = self.index.search(vectors, size)
             for q, vector in enumerate(vectors):
                 keep = ids[q] >= 0

@@ -34,6 +34,11 @@ DEPTH_100_MODELS = frozenset(
 )
 
 
+def published_model(scorer: str) -> str | None:
+    """The published run of the same method: ``muse@caps=paper`` compares with ``muse_cnn``."""
+    return PUBLISHED_NAME.get(scorer) or PUBLISHED_NAME.get(scorer.split("@", 1)[0])
+
+
 def published_protocol(model: str) -> Protocol:
     return Protocol("trec", 100 if model in DEPTH_100_MODELS else 0)
 

@@ -76,3 +76,12 @@ class Preparer:
         if self.prep.fold_ascii:
             text = ascii_fold(text)
         return text
+
+
+def calm_capitals(text: str) -> str:
+    """Lowercase a text written entirely in capitals (e.g. the Spanish national titles).
+
+    Encoders read shouted text as another register and rank it poorly; upstream MELO lowercased
+    the Spanish queries for its semantic models for this reason. Mixed-case text is unchanged.
+    """
+    return text.lower() if text.isupper() else text

