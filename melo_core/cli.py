@@ -336,7 +336,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     sc = commands.add_parser("scorers", help="list the available scorers")
     sc.set_defaults(func=cmd_scorers)
+    _add_store_commands(commands)
     return parser
+
+
+def _add_store_commands(commands: argparse._SubParsersAction) -> None:
+    """Commands of the crosswalk store (import-taxonomy, import-terms, export) live in ``db``."""
+    try:
+        from db.commands import add_commands
+    except ModuleNotFoundError as exc:
+        if exc.name != "db.commands":
+            raise
+        return  # not built yet
+    add_commands(commands)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
