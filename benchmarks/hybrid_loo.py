@@ -30,9 +30,29 @@ from tqdm import tqdm
 from melo_core.datasets import datasets_root, list_datasets, load_dataset
 from melo_core.evaluation import Protocol, evaluate
 from melo_core.scorers import Scorer, ScorerContext, create_scorer
-from melo_core.scorers.hybrid import HybridScorer, HybridSpec
+from melo_core.scorers.hybrid import HybridSpec, Pools, candidate_pools, fused_matrix
 
 GRID_WEIGHTS = [round(0.1 * i, 1) for i in range(1, 10)]
+
+
+class FusedFromPools:
+    """A hybrid whose component scores and candidate pools were computed once per dataset; each
+    fusion in the grid only re-weights the candidates (same arithmetic as HybridScorer)."""
+
+    def __init__(self, spec: HybridSpec, pools_of: dict[tuple[str, ...], Pools], components: list[ScoreOnce]):
+        self.name, self.spec, self.pools_of, self.components = str(spec), spec, pools_of, components
+        self.n_corpus = 0
+
+    def fit(self, corpus: Sequence[str]) -> None:
+        for component in self.components:
+            component.fit(corpus)
+        self.n_corpus = len(corpus)
+
+    def score(self, queries: Sequence[str]) -> np.ndarray:
+        key = tuple(queries)
+        if key not in self.pools_of:
+            self.pools_of[key] = candidate_pools([c.score(queries) for c in self.components])
+        return fused_matrix(self.spec, self.pools_of[key], self.n_corpus)
 
 
 class ScoreOnce:
@@ -81,9 +101,10 @@ def main() -> None:
         context = ScorerContext(dataset.query_language, dataset.corpus_languages, show_progress=False)
         lexical = ScoreOnce(create_scorer(args.lexical, context))
         dense = ScoreOnce(create_scorer(args.dense, context))
+        pools_of: dict[tuple[str, ...], Pools] = {}
         for spec in grid:
             parsed = HybridSpec.parse(spec)
-            result = evaluate(dataset, HybridScorer(parsed, [lexical, dense]), protocol, batch_size=4096)
+            result = evaluate(dataset, FusedFromPools(parsed, pools_of, [lexical, dense]), protocol, batch_size=512)
             mrr[(name, spec)] = result.metrics["mrr"]
             metrics[(name, spec)] = result.metrics
     rows = []

@@ -40,7 +40,7 @@ def main() -> None:
     names = list_datasets(args.data)
     columns: dict[str, dict[str, float]] = {}
     for item in args.run:
-        label, _, rest = item.partition("=")
+        label, _, rest = item.rpartition("=")
         path, _, scorer = rest.partition(":")
         columns[label] = read_run(path, scorer or None)
     for model in [m for m in args.published.split(",") if m]:

@@ -10,12 +10,13 @@ datasets only), to compare with the published numbers; ``keep`` leaves text unch
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 from melo_core import config
-from melo_core.encoders import CachedEncoder, EmbeddingCache, EncoderSpec, is_encoder_spec, load_encoder
+from melo_core.encoders import CachedEncoder, EmbeddingCache, Encoder, EncoderSpec, is_encoder_spec, load_encoder
 from melo_core.scorers.base import ScorerContext
 from melo_core.scorers.registry import register_family
 from melo_core.text import calm_capitals
@@ -66,8 +67,19 @@ class DenseScorer:
         return (self.embed(queries, "query") @ self.corpus_vectors.T).astype(np.float64)
 
 
+_CACHES: dict[Path, EmbeddingCache] = {}
+_ENCODERS: dict[str, Encoder] = {}
+
+
 def cached_encoder(spec: str, cache_dir: str | None = None) -> CachedEncoder:
-    return CachedEncoder(load_encoder(spec), EmbeddingCache(cache_dir or config.cache_dir() / "embeddings"))
+    """One loaded encoder per spec and one cache per folder per process: a sweep over many
+    datasets loads the model and reads the cache shards once."""
+    root = Path(cache_dir or config.cache_dir() / "embeddings").resolve()
+    cache = _CACHES.setdefault(root, EmbeddingCache(root))
+    encoder = _ENCODERS.get(spec)
+    if encoder is None:
+        encoder = _ENCODERS[spec] = load_encoder(spec)
+    return CachedEncoder(encoder, cache)
 
 
 def _accepts(spec: str) -> bool:

@@ -90,17 +90,53 @@ class HybridScorer:
 
     def score(self, queries: Sequence[str]) -> np.ndarray:
         matrices = [np.asarray(c.score(queries), dtype=np.float64) for c in self.components]
-        out = np.full(matrices[0].shape, -np.inf)
-        for q in range(len(queries)):
-            rows = [m[q] for m in matrices]
-            pools = [top_pool(r, self.pool) for r in rows]
-            candidates = np.unique(np.concatenate(pools))
-            ranks = np.full((len(rows), candidates.size), np.inf)
-            for c, pool in enumerate(pools):
-                ranks[c, np.searchsorted(candidates, pool)] = np.arange(1, pool.size + 1)
-            scores = np.stack([r[candidates] for r in rows])
-            out[q, candidates] = fuse(self.spec.method, self.spec.weights, scores, ranks)
-        return out
+        return fused_matrix(self.spec, candidate_pools(matrices, self.pool), matrices[0].shape[1])
+
+
+@dataclass
+class Pools:
+    """Per query, the concatenated top pools of all components (duplicates allowed: they get
+    the same fused score), with every component's exact score and rank for each candidate."""
+
+    candidates: np.ndarray  # (queries, components * pool) corpus indices
+    scores: np.ndarray  # (components, queries, components * pool)
+    ranks: np.ndarray  # (components, queries, components * pool), inf outside that component's pool
+
+
+def candidate_pools(matrices: list[np.ndarray], pool: int = POOL) -> Pools:
+    n_queries, n_corpus = matrices[0].shape
+    size = min(pool, n_corpus)
+    rows = np.arange(n_queries)[:, None]
+    tops = []
+    for matrix in matrices:
+        if size < n_corpus:
+            top = np.argpartition(-matrix, size - 1, axis=1)[:, :size]  # as top_pool, so ties cut alike
+        else:
+            top = np.tile(np.arange(n_corpus), (n_queries, 1))
+        tops.append(np.take_along_axis(top, np.argsort(-matrix[rows, top], axis=1, kind="stable"), axis=1))
+    candidates = np.concatenate(tops, axis=1)
+    scores = np.stack([m[rows, candidates] for m in matrices])
+    ranks = np.full(scores.shape, np.inf)
+    for c, top in enumerate(tops):
+        rank_of = np.full((n_queries, n_corpus), np.inf, dtype=np.float32)
+        rank_of[rows, top] = np.arange(1, size + 1, dtype=np.float32)
+        ranks[c] = rank_of[rows, candidates]
+    return Pools(candidates, scores, ranks)
+
+
+def fused_matrix(spec: HybridSpec, pools: Pools, n_corpus: int) -> np.ndarray:
+    """Full (queries, corpus) scores: fused on the candidates, -inf elsewhere."""
+    w = np.asarray(spec.weights, dtype=np.float64)[:, None, None]
+    if spec.method == "rrf":
+        fused = (w / (RRF_K + pools.ranks)).sum(axis=0)
+    else:
+        low = pools.scores.min(axis=2, keepdims=True)
+        span = pools.scores.max(axis=2, keepdims=True) - low
+        normalised = np.where(span > 0, (pools.scores - low) / np.where(span > 0, span, 1.0), 0.0)
+        fused = (w * normalised).sum(axis=0)
+    out = np.full((pools.candidates.shape[0], n_corpus), -np.inf)
+    np.put_along_axis(out, pools.candidates, fused, axis=1)
+    return out
 
 
 def _accepts(spec: str) -> bool:
