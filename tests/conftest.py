@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def melo_data_dir() -> Path:
-    return Path(os.environ.get("MELO_DATA", ROOT.parent / "shared" / "melo"))
+    return Path(os.environ.get("MELO_DATA", ROOT.parent / "shared" / "melo")).resolve()
 
 
 def esco_csv_dir() -> Path:

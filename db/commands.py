@@ -1,0 +1,179 @@
+"""CLI commands of the crosswalk store, registered into ``python -m melo_core``.
+
+- ``import-taxonomy --data DIR | --esco-csv DIR``: the ESCO union of the MELO corpora, or the
+  ESCO CSV export.
+- ``import-terms --scheme NAME --csv FILE | --crosswalk CODE|FILE.json [--with-decisions] |
+  --skos-csv FILE``.
+- ``export --scheme NAME --format skos-csv|sssom --out FILE [--negatives]``.
+
+The store is ``--db URL``, else ``MELO_DB_URL``, else ``melo.db`` in the project root. Files are
+checked completely before the store is opened: a bad file exits with code 2 and writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+
+from melo_core import config
+from melo_core.errors import MeloInputError
+
+DB_HELP = "store URL (SQLAlchemy); default: $MELO_DB_URL, else the SQLite file melo.db in the project root"
+
+
+def _split(value: str | None) -> list[str] | None:
+    if not value:
+        return None
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _esco_version(folder: Path) -> str:
+    """The ESCO version named in the export's folder (``ESCO dataset - v1.2.0 - ...``)."""
+    for part in (folder.resolve().name, folder.resolve().parent.name):
+        match = re.search(r"\bv(\d+(?:\.\d+)+)\b", part)
+        if match:
+            return f"v{match.group(1)}"
+    return "esco-csv"
+
+
+def cmd_import_taxonomy(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from db.imports import count_labels, import_taxonomy
+    from db.store import Store
+    from melo_core.taxonomy import cached_taxonomy_from_melo, taxonomy_from_esco_csv, taxonomy_from_melo
+
+    languages = _split(args.langs)
+    started = time.perf_counter()
+    say = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
+    if args.esco_csv:
+        say(f"reading the ESCO CSV export in {args.esco_csv} ...")
+        taxonomy = taxonomy_from_esco_csv(args.esco_csv, languages)
+        version = args.version or _esco_version(Path(args.esco_csv))
+        source = str(Path(args.esco_csv).resolve())
+    else:
+        say(f"reading the MELO corpora in {args.data} ...")
+        if languages:
+            taxonomy = taxonomy_from_melo(args.data, languages)
+        else:
+            taxonomy = cached_taxonomy_from_melo(args.data)
+        version = args.version or "melo-union"
+        source = str(Path(args.data).resolve())
+    total = len(taxonomy.concepts) + count_labels(taxonomy)
+    with Store(args.db) as store:
+        with tqdm(total=total, unit="row", desc="importing taxonomy", disable=args.quiet, file=sys.stderr) as bar:
+            report = import_taxonomy(store, taxonomy, args.name, version, source, on_progress=bar.update)
+        print(f"{report.summary()} in {store.display_url} ({time.perf_counter() - started:.1f} s)")
+    return 0
+
+
+def cmd_import_terms(args: argparse.Namespace) -> int:
+    from db.imports import import_terms, read_crosswalk, read_skos_csv, read_terms_csv
+    from db.store import Store
+    from melo_core.crosswalk import crosswalk_path
+
+    if args.with_decisions and not args.crosswalk:
+        raise MeloInputError("--with-decisions goes with --crosswalk (a SKOS CSV always brings its decisions)")
+    if args.csv:
+        source = read_terms_csv(args.csv)
+    elif args.crosswalk:
+        source = read_crosswalk(crosswalk_path(args.data, args.crosswalk), with_decisions=args.with_decisions)
+    else:
+        source = read_skos_csv(args.skos_csv)
+    with Store(args.db) as store:
+        report = import_terms(store, args.scheme, source, kind=args.kind, language=args.lang, base_uri=args.base_uri)
+        print(f"{report.summary()} (from {source.path}, into {store.display_url})")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from db.exports import export
+    from db.store import Store
+
+    with Store(args.db) as store:
+        rows = export(
+            store,
+            args.scheme,
+            args.format,
+            args.out,
+            negatives=args.negatives,
+            license=args.license,
+            mapping_set_id=args.mapping_set_id,
+        )
+    print(f"wrote {rows} row(s) of scheme {args.scheme} as {args.format} to {args.out}")
+    return 0
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    data_help = f"data folder in the official MELO layout (default: $MELO_DATA or ./data; now {config.data_dir()})"
+
+    it = commands.add_parser(
+        "import-taxonomy",
+        help="import ESCO (MELO corpora union or ESCO CSV export) into the crosswalk store",
+        description="Import a taxonomy version into the store with bulk inserts. Importing the same "
+        "content again changes nothing; new content under the same name and version replaces the old.",
+    )
+    source = it.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", help=f"the ESCO union of the MELO corpora under this folder ({data_help})")
+    source.add_argument("--esco-csv", help="folder of the ESCO CSV export (occupations_<lang>.csv, ISCOGroups_...)")
+    it.add_argument("--name", default="esco", help="taxonomy name (default: esco)")
+    it.add_argument(
+        "--version",
+        help="taxonomy version (default: melo-union for --data; for --esco-csv the vX.Y.Z in the folder "
+        "name, else esco-csv)",
+    )
+    it.add_argument("--langs", help="comma-separated label languages to keep (default: all)")
+    it.add_argument("--db", help=DB_HELP)
+    it.add_argument("--quiet", action="store_true", help="no progress bar")
+    it.set_defaults(func=cmd_import_taxonomy)
+
+    terms = commands.add_parser(
+        "import-terms",
+        help="import source terms (and decisions) of a scheme into the crosswalk store",
+        description="Add a scheme's terms from a CSV (code,label[,description][,lang]), a standardised "
+        "crosswalk JSON, or our SKOS CSV export (terms and decisions). Idempotent; a bad file is "
+        "rejected with its line and column, and nothing is written.",
+    )
+    terms.add_argument("--scheme", required=True, help="source scheme name (created if new), e.g. nor_no")
+    given = terms.add_mutually_exclusive_group(required=True)
+    given.add_argument("--csv", help="CSV with a header: code,label[,description][,lang]")
+    given.add_argument("--crosswalk", help="crosswalk code (e.g. nor_no, looked up under --data) or a JSON file")
+    given.add_argument("--skos-csv", help="a SKOS CSV written by `export --format skos-csv`")
+    terms.add_argument(
+        "--with-decisions",
+        action="store_true",
+        help="with --crosswalk: its matches become decisions by curator import:<file name>",
+    )
+    terms.add_argument("--data", default=config.data_dir(), help=data_help)
+    terms.add_argument(
+        "--lang", help="language of a new scheme (default: from a crosswalk name like nor_no, else none)"
+    )
+    terms.add_argument("--kind", choices=("terminology", "job-titles"), help="kind of a new scheme")
+    terms.add_argument(
+        "--base-uri",
+        help="URIs of a new scheme's terms: BASE + code (default: the code when it is a URI, "
+        "else urn:melo:scheme:<scheme>:<code>)",
+    )
+    terms.add_argument("--db", help=DB_HELP)
+    terms.set_defaults(func=cmd_import_terms)
+
+    ex = commands.add_parser(
+        "export",
+        help="export a scheme's current crosswalk as SKOS CSV or SSSOM TSV",
+        description="Write the current crosswalk (latest decision per term and concept) of a scheme.",
+    )
+    ex.add_argument("--scheme", required=True, help="source scheme name")
+    ex.add_argument("--format", required=True, choices=("skos-csv", "sssom"), help="output format")
+    ex.add_argument("--out", required=True, help="output file")
+    ex.add_argument("--negatives", action="store_true", help="include rejections (SSSOM: predicate_modifier Not)")
+    ex.add_argument(
+        "--license",
+        default="https://creativecommons.org/licenses/by/4.0/",
+        help="SSSOM licence URI (default: CC BY 4.0, as ESCO)",
+    )
+    ex.add_argument("--mapping-set-id", help="SSSOM mapping set id (default: urn:melo:mapping-set:<scheme>)")
+    ex.add_argument("--db", help=DB_HELP)
+    ex.set_defaults(func=cmd_export)

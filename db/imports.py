@@ -1,0 +1,632 @@
+"""Imports into the store: taxonomies, and source terms with their decisions.
+
+Every file is read and checked completely before the store is touched, and each import is one
+transaction, so a bad file writes nothing; errors name the file, the line and the column (or
+JSON field) at fault. Imports are idempotent: importing the same file twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import itertools
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.orm import Session
+
+from db.formats import (
+    LANGUAGE_RE,
+    OUTCOME_OF_RELATION,
+    SKOS_COLUMNS,
+    is_uri,
+    parse_time,
+    term_uri,
+    unneutralise,
+)
+from db.models import (
+    MATCH_OUTCOMES,
+    SCHEME_KINDS,
+    Base,
+    ConceptRow,
+    DecisionRow,
+    LabelRow,
+    SchemeRow,
+    TaxonomyRow,
+    TermRow,
+    utcnow,
+)
+from db.store import IMPORT_CURATOR_PREFIX, Store, search_text
+from melo_core.crosswalk import load_crosswalk
+from melo_core.errors import MeloInputError
+from melo_core.taxonomy import Taxonomy
+from melo_core.tsv import read_csv_records, read_text
+
+TERM_CSV_COLUMNS = ("code", "label", "description", "lang")
+# Mirrors melo_core.crosswalk: the relations of the standardised crosswalk JSON, and its aliases.
+CROSSWALK_RELATIONS = ("exactMatch", "narrowMatch", "broadMatch", "closeMatch", "exactISCO")
+_MAX_CODE = 500
+_BATCH = 5000
+
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class TermRecord:
+    line: int
+    code: str
+    label: str
+    description: str | None = None  # None: leave a stored description alone
+    language: str | None = None
+    uri: str | None = None  # None: derived from the code (db.formats.term_uri)
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    line: int
+    code: str
+    concept_uri: str
+    outcome: str
+    curator: str
+    decided_at: datetime | None = None  # None: the time of the import
+    concept_label: str | None = None
+
+
+@dataclass
+class TermFile:
+    path: Path
+    terms: list[TermRecord]
+    decisions: list[DecisionRecord] = field(default_factory=list)
+    language: str | None = None  # the language the file itself declares (crosswalk name)
+
+
+@dataclass
+class ImportReport:
+    what: str
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    decisions_added: int = 0
+    decisions_skipped: int = 0
+    labels: int = 0
+
+    def summary(self) -> str:
+        if self.what.startswith("taxonomy"):
+            if self.unchanged:
+                return f"{self.what}: unchanged ({self.unchanged} concepts already stored)"
+            verb = "replaced" if self.updated else "imported"
+            return f"{self.what}: {verb}, {self.added} concepts, {self.labels} labels"
+        text = f"{self.what}: {self.added} terms added, {self.updated} updated, {self.unchanged} unchanged"
+        if self.decisions_added or self.decisions_skipped:
+            text += f"; {self.decisions_added} decisions added, {self.decisions_skipped} already there"
+        return text
+
+
+# -- reading files -------------------------------------------------------------------------------
+
+
+def _column_error(path: Path, line: int, column: str, message: str) -> MeloInputError:
+    return MeloInputError(f"column {column!r}: {message}", path, line)
+
+
+def _check_code(path: Path, line: int, column: str, code: str, first_seen: dict[str, int]) -> None:
+    if not code:
+        raise _column_error(path, line, column, "empty code")
+    if len(code) > _MAX_CODE:
+        raise _column_error(path, line, column, f"code longer than {_MAX_CODE} characters")
+    if code in first_seen:
+        raise _column_error(path, line, column, f"duplicate code {code!r} (first on line {first_seen[code]})")
+
+
+def read_terms_csv(path: str | Path) -> TermFile:
+    """``code,label[,description][,lang]`` with a header; one term per row."""
+    path = Path(path)
+    header = _csv_header(path)
+    unknown = [name for name in header if name not in TERM_CSV_COLUMNS]
+    if unknown:
+        raise MeloInputError(
+            f"column {unknown[0]!r}: unknown column (expected code,label[,description][,lang])", path, 1
+        )
+    terms: list[TermRecord] = []
+    first_seen: dict[str, int] = {}
+    for line, row in read_csv_records(path, ["code", "label"]):
+        code = row["code"].strip()
+        _check_code(path, line, "code", code, first_seen)
+        first_seen[code] = line
+        label = row["label"].strip()
+        if not label:
+            raise _column_error(path, line, "label", "empty label")
+        for column, value in (("code", code), ("label", label)):
+            if "\n" in value or "\r" in value:
+                # Most often a quote left open, which swallows the rows after it.
+                raise _column_error(path, line, column, "line break inside the cell (a quote left open?)")
+        language = row.get("lang", "").strip() or None
+        if language is not None and not LANGUAGE_RE.match(language):
+            raise _column_error(path, line, "lang", f"{language!r} is not a language code (e.g. de, nb, pt-BR)")
+        description = row.get("description", "").strip() if "description" in header else None
+        terms.append(TermRecord(line, code, label, description, language))
+    if not terms:
+        raise MeloInputError("no terms (only a header)", path, 1)
+    return TermFile(path, terms)
+
+
+def _csv_header(path: Path) -> list[str]:
+    text = read_text(path)
+    header = next(csv.reader(io.StringIO(text, newline="")), [])
+    duplicates = sorted({name for name in header if header.count(name) > 1})
+    if duplicates:
+        raise MeloInputError(f"column {duplicates[0]!r}: appears twice in the header", path, 1)
+    return header
+
+
+def _key_offset(text: str, key: str, start: int = 0) -> int | None:
+    """Offset of the JSON object key ``key`` (its opening quote) at or after ``start``."""
+    for encoded in dict.fromkeys((json.dumps(key, ensure_ascii=False), json.dumps(key))):
+        position = text.find(encoded, start)
+        while position != -1:
+            after = position + len(encoded)
+            if text[after : after + 100].lstrip().startswith(":"):
+                return position
+            position = text.find(encoded, after)
+    return None
+
+
+class _Lines:
+    """Line numbers of offsets, counted incrementally (offsets mostly grow)."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.offset = 0
+        self.line = 1
+
+    def at(self, offset: int | None) -> int | None:
+        if offset is None:
+            return None
+        if offset < self.offset:
+            return self.text.count("\n", 0, offset) + 1
+        self.line += self.text.count("\n", self.offset, offset)
+        self.offset = offset
+        return self.line
+
+
+def _duplicate_line(text: str, key: str) -> int | None:
+    """Line of the second of two occurrences of a key: the closest pair in the text (the json
+    module gives no positions; a key such as an ESCO URI may recur in other objects)."""
+    starts = []
+    for encoded in {json.dumps(key, ensure_ascii=False), json.dumps(key)}:
+        starts += [m.start() for m in re.finditer(re.escape(encoded) + r"\s*:", text)]
+    starts.sort()
+    if len(starts) < 2:
+        return None
+    _, second = min(itertools.pairwise(starts), key=lambda pair: pair[1] - pair[0])
+    return text.count("\n", 0, second) + 1
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str):
+        self.key = key
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    result: dict[str, object] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKey(key)
+        result[key] = value
+    return result
+
+
+def read_crosswalk(path: str | Path, with_decisions: bool = False) -> TermFile:
+    """The standardised crosswalk JSON ``{code: {"title", "description", "matches": {URI:
+    relation}}}``; with ``with_decisions`` each match becomes a decision by ``import:<file
+    name>``."""
+    path = Path(path)
+    text = read_text(path)
+    try:
+        raw = json.loads(text, object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as exc:
+        raise MeloInputError(f"invalid JSON at column {exc.colno}: {exc.msg}", path, exc.lineno) from None
+    except _DuplicateKey as dup:
+        raise MeloInputError(
+            f"key {dup.key!r} appears twice in one object", path, _duplicate_line(text, dup.key)
+        ) from None
+    if not isinstance(raw, dict) or not raw:
+        raise MeloInputError("expected a non-empty JSON object keyed by source code", path, 1)
+    curator = f"{IMPORT_CURATOR_PREFIX}{path.name}"
+    lines = _Lines(text)
+    offset = 0
+    first_seen: dict[str, int] = {}
+    for code, entry in raw.items():
+        found = _key_offset(text, code, offset)
+        offset = found if found is not None else offset
+        where = lines.at(found) or 1
+
+        def fail(message: str, key: str | None = None, code: str = code, start: int = offset) -> MeloInputError:
+            # The line of the field at fault (looked up only now: errors are rare).
+            line = lines.at(_key_offset(text, key, start)) if key is not None else None
+            return MeloInputError(f"term {code!r}: {message}", path, line or lines.at(start) or 1)
+
+        if not code.strip():
+            raise fail("empty code")
+        if code.strip() in first_seen:
+            raise fail(f"duplicate code (first on line {first_seen[code.strip()]})")
+        first_seen[code.strip()] = where
+        if not isinstance(entry, dict):
+            raise fail("expected an object with title, description and matches")
+        title = entry.get("title")
+        if not isinstance(title, str) or not title.strip():
+            raise fail('field "title": missing or empty', "title")
+        description = entry.get("description", "")
+        if description is not None and not isinstance(description, str):
+            raise fail('field "description": expected a string', "description")
+        matches = entry.get("matches", {})
+        if not isinstance(matches, dict):
+            raise fail('field "matches": expected an object {ESCO URI: relation}', "matches")
+        for uri, relation in matches.items():
+            if not is_uri(uri):
+                raise fail(f'field "matches": {uri!r} is not a URI', uri)
+            if relation not in CROSSWALK_RELATIONS:
+                raise fail(
+                    f'field "matches": {uri}: unknown relation {relation!r} '
+                    f"(expected one of {', '.join(CROSSWALK_RELATIONS[:4])})",
+                    uri,
+                )
+    # The structure is sound: melo_core's loader gives the canonical reading (aliases, stripping).
+    crosswalk = load_crosswalk(path)
+    terms: list[TermRecord] = []
+    decisions: list[DecisionRecord] = []
+    for term in crosswalk.terms:
+        line = first_seen.get(term.code.strip(), 1)
+        terms.append(TermRecord(line, term.code.strip(), term.title, term.description, None))
+        if with_decisions:
+            for uri, relation in term.matches.items():
+                decisions.append(DecisionRecord(line, term.code.strip(), uri, relation, curator))
+    return TermFile(path, terms, decisions, language=crosswalk.language)
+
+
+def read_skos_csv(path: str | Path) -> TermFile:
+    """Our own SKOS CSV export: terms, and the decisions of the crosswalk it was exported from."""
+    path = Path(path)
+    header = _csv_header(path)
+    if tuple(header) != SKOS_COLUMNS:
+        missing = [c for c in SKOS_COLUMNS if c not in header]
+        extra = [c for c in header if c not in SKOS_COLUMNS]
+        detail = (
+            f"missing column {missing[0]!r}" if missing else f"unknown column {extra[0]!r}" if extra else "wrong order"
+        )
+        raise MeloInputError(f"not a MELO SKOS CSV ({detail}); expected header {','.join(SKOS_COLUMNS)}", path, 1)
+    terms: dict[str, TermRecord] = {}
+    uris: dict[str, tuple[str, int]] = {}
+    decisions: list[DecisionRecord] = []
+    pairs: dict[tuple[str, str], int] = {}
+    for line, raw in read_csv_records(path, list(SKOS_COLUMNS)):
+        row = {k: unneutralise(v) for k, v in raw.items()}
+
+        def fail(column: str, message: str, line: int = line) -> MeloInputError:
+            return _column_error(path, line, column, message)
+
+        code = row["source_code"].strip()
+        if not code:
+            raise fail("source_code", "empty code")
+        label = row["source_label"].strip()
+        uri = row["source_uri"].strip()
+        if not uri:
+            raise fail("source_uri", "empty URI")
+        if not label:
+            raise fail("source_label", "empty label")
+        known = terms.get(code)
+        if known is None:
+            if uri in uris:
+                raise fail("source_uri", f"URI already used by code {uris[uri][0]!r} on line {uris[uri][1]}")
+            if len(code) > _MAX_CODE:
+                raise fail("source_code", f"code longer than {_MAX_CODE} characters")
+            uris[uri] = (code, line)
+            terms[code] = TermRecord(line, code, label, None, None, uri)
+        else:
+            if uri != known.uri:
+                raise fail("source_uri", f"{uri!r} differs from {known.uri!r} on line {known.line} for the same code")
+            if label != known.label:
+                raise fail("source_label", f"{label!r} differs from {known.label!r} on line {known.line}")
+        relation = row["relation"].strip()
+        rest = ("target_uri", "target_label", "curator", "decided_at")
+        if not relation:
+            filled = [c for c in rest if row[c].strip()]
+            if filled:
+                raise fail(filled[0], "a value without a relation")
+            continue
+        outcome = OUTCOME_OF_RELATION.get(relation)
+        if outcome is None:
+            raise fail("relation", f"unknown relation {relation!r} (expected one of {', '.join(OUTCOME_OF_RELATION)})")
+        target = row["target_uri"].strip()
+        if not is_uri(target):
+            raise fail("target_uri", f"{target!r} is not a URI" if target else "empty URI")
+        curator = row["curator"].strip()
+        if not curator:
+            raise fail("curator", "empty curator")
+        try:
+            decided_at = parse_time(row["decided_at"])
+        except ValueError as exc:
+            raise fail("decided_at", f"{row['decided_at']!r} is not a date and time ({exc})") from None
+        if (code, target) in pairs:
+            raise fail("target_uri", f"{code!r} -> {target} already on line {pairs[(code, target)]}")
+        pairs[(code, target)] = line
+        decisions.append(
+            DecisionRecord(line, code, target, outcome, curator, decided_at, row["target_label"].strip() or None)
+        )
+    if not terms:
+        raise MeloInputError("no terms (only a header)", path, 1)
+    return TermFile(path, list(terms.values()), decisions)
+
+
+# -- writing to the store ------------------------------------------------------------------------
+
+
+def import_terms(
+    store: Store,
+    scheme: str,
+    source: TermFile,
+    *,
+    kind: str | None = None,
+    language: str | None = None,
+    base_uri: str | None = None,
+) -> ImportReport:
+    """Add the file's terms to the scheme (created if new) and its decisions, in one transaction.
+
+    A term already there (same code) is updated when its label, description or language
+    changed; terms missing from the file stay. A decision is skipped when the pair already has
+    one with the same outcome and curator (and time, when the file gives one)."""
+    if not scheme.strip():
+        raise MeloInputError("empty scheme name")
+    if kind is not None and kind not in SCHEME_KINDS:
+        raise MeloInputError(f"scheme kind must be one of {', '.join(SCHEME_KINDS)}")
+    if language is not None and not LANGUAGE_RE.match(language):
+        raise MeloInputError(f"{language!r} is not a language code")
+    if base_uri is not None and not is_uri(base_uri):
+        raise MeloInputError(f"base URI {base_uri!r} is not an http(s) or urn URI")
+    report = ImportReport(f"scheme {scheme}")
+    with store.write() as s:
+        row = s.scalars(select(SchemeRow).where(SchemeRow.name == scheme)).first()
+        if row is None:
+            row = SchemeRow(
+                name=scheme, kind=kind or "terminology", language=language or source.language, base_uri=base_uri
+            )
+            s.add(row)
+            s.flush()
+        else:
+            for attribute, wanted in (("kind", kind), ("language", language), ("base_uri", base_uri)):
+                stored = getattr(row, attribute)
+                if wanted is not None and wanted != stored:
+                    raise MeloInputError(
+                        f"scheme {scheme!r} exists with {attribute} {stored!r}, not {wanted!r} "
+                        "(a scheme's settings are fixed when it is created)"
+                    )
+        scheme_id, scheme_base = row.id, row.base_uri
+        existing = {t.code: t for t in s.scalars(select(TermRow).where(TermRow.scheme_id == scheme_id))}
+        uri_owner = {t.uri: t.code for t in existing.values()}
+        new_rows: list[dict[str, object]] = []
+        for record in source.terms:
+            stored = existing.get(record.code)
+            if stored is None:
+                uri = record.uri or term_uri(scheme, record.code, scheme_base)
+                if uri in uri_owner:
+                    raise MeloInputError(
+                        f"term {record.code!r}: URI {uri} already belongs to term {uri_owner[uri]!r}",
+                        source.path,
+                        record.line,
+                    )
+                uri_owner[uri] = record.code
+                description = record.description or ""
+                new_rows.append(
+                    {
+                        "scheme_id": scheme_id,
+                        "code": record.code,
+                        "uri": uri,
+                        "label": record.label,
+                        "description": description,
+                        "language": record.language,
+                        "search_text": search_text(record.code, record.label, description),
+                    }
+                )
+                report.added += 1
+                continue
+            if record.uri is not None and record.uri != stored.uri:
+                raise MeloInputError(
+                    f"term {record.code!r}: URI {record.uri} differs from the stored {stored.uri}",
+                    source.path,
+                    record.line,
+                )
+            description = stored.description if record.description is None else record.description
+            language_now = record.language if record.language is not None else stored.language
+            if (record.label, description, language_now) == (stored.label, stored.description, stored.language):
+                report.unchanged += 1
+                continue
+            s.execute(
+                update(TermRow)
+                .where(TermRow.id == stored.id)
+                .values(
+                    label=record.label,
+                    description=description,
+                    language=language_now,
+                    search_text=search_text(record.code, record.label, description),
+                )
+            )
+            report.updated += 1
+        for batch in _batches(new_rows):
+            _bulk_insert(s, TermRow, batch)
+        if source.decisions:
+            _add_decisions(s, scheme_id, source, report)
+    return report
+
+
+def _bulk_insert(s: Session, model: type[Base], rows: Sequence[dict[str, object]]) -> None:
+    """Insert many rows at once: COPY on PostgreSQL with psycopg (an executemany there sends
+    one statement per row), executemany elsewhere."""
+    if not rows:
+        return
+    connection = s.connection()
+    table = model.__table__
+    if connection.dialect.name == "postgresql" and connection.dialect.driver == "psycopg":
+        from psycopg import sql
+
+        columns = list(rows[0])
+        statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
+            sql.Identifier(table.name), sql.SQL(", ").join(sql.Identifier(c) for c in columns)
+        )
+        with connection.connection.driver_connection.cursor() as cursor:  # type: ignore[union-attr]
+            with cursor.copy(statement) as copy:
+                for row in rows:
+                    copy.write_row([row[c] for c in columns])
+    else:
+        s.execute(insert(table), rows)
+
+
+def _batches(rows: Sequence[dict[str, object]], size: int = _BATCH) -> Iterable[Sequence[dict[str, object]]]:
+    for start in range(0, len(rows), size):
+        yield rows[start : start + size]
+
+
+def _add_decisions(s: Session, scheme_id: int, source: TermFile, report: ImportReport) -> None:
+    term_ids = dict(s.execute(select(TermRow.code, TermRow.id).where(TermRow.scheme_id == scheme_id)).all())
+    seen: set[tuple[int, str, str, str, datetime | None]] = set()
+    query = (
+        select(
+            DecisionRow.term_id,
+            DecisionRow.concept_uri,
+            DecisionRow.outcome,
+            DecisionRow.curator,
+            DecisionRow.decided_at,
+        )
+        .join(TermRow, TermRow.id == DecisionRow.term_id)
+        .where(TermRow.scheme_id == scheme_id)
+    )
+    for term_id, uri, outcome, curator, decided_at in s.execute(query):
+        seen.add((term_id, uri, outcome, curator, None))
+        seen.add((term_id, uri, outcome, curator, decided_at.replace(microsecond=0)))
+    now = utcnow()
+    rows: list[dict[str, object]] = []
+    for record in source.decisions:
+        if record.outcome not in MATCH_OUTCOMES and record.outcome != "rejected":
+            raise MeloInputError(f"unknown outcome {record.outcome!r}", source.path, record.line)
+        term_id = term_ids[record.code]
+        key = (term_id, record.concept_uri, record.outcome, record.curator, record.decided_at)
+        if key in seen:
+            report.decisions_skipped += 1
+            continue
+        seen.add(key)
+        rows.append(
+            {
+                "term_id": term_id,
+                "concept_uri": record.concept_uri,
+                "outcome": record.outcome,
+                "curator": record.curator,
+                "decided_at": record.decided_at or now,
+                "comment": "",
+                "concept_label": record.concept_label,
+            }
+        )
+    for batch in _batches(rows):
+        _bulk_insert(s, DecisionRow, batch)
+    report.decisions_added += len(rows)
+
+
+def taxonomy_checksum(taxonomy: Taxonomy) -> str:
+    digest = hashlib.sha256()
+    for c in taxonomy.concepts:
+        digest.update(f"{c.uri}\0{c.number}\0{c.kind}\0{c.isco_code or ''}\0{c.description}\n".encode())
+        for lang in sorted(c.labels):
+            labels = c.labels[lang]
+            parts = [lang, labels.preferred or "", *labels.alternative, "\0", *labels.hidden]
+            digest.update(("\x1f".join(parts) + "\n").encode())
+    return digest.hexdigest()
+
+
+def count_labels(taxonomy: Taxonomy) -> int:
+    return sum(
+        (1 if labels.preferred else 0) + len(labels.alternative) + len(labels.hidden)
+        for c in taxonomy.concepts
+        for labels in c.labels.values()
+    )
+
+
+def import_taxonomy(
+    store: Store,
+    taxonomy: Taxonomy,
+    name: str,
+    version: str,
+    source: str = "",
+    on_progress: Progress | None = None,
+) -> ImportReport:
+    """Store a taxonomy version with bulk inserts. The same content again is a no-op; other
+    content under the same name and version replaces the stored one (decisions refer to
+    concepts by URI, so they are unaffected)."""
+    if not name.strip() or not version.strip():
+        raise MeloInputError("a taxonomy needs a name and a version")
+    if not taxonomy.concepts:
+        raise MeloInputError("the taxonomy has no concepts", source or None)
+    report = ImportReport(f"taxonomy {name} {version}")
+    checksum = taxonomy_checksum(taxonomy)
+    progress = on_progress or (lambda n: None)
+    with store.write() as s:
+        row = s.scalars(select(TaxonomyRow).where(TaxonomyRow.name == name, TaxonomyRow.version == version)).first()
+        if row is not None and row.checksum == checksum:
+            report.unchanged = len(taxonomy.concepts)
+            progress(len(taxonomy.concepts) + count_labels(taxonomy))
+            return report
+        if row is not None:
+            s.execute(delete(ConceptRow).where(ConceptRow.taxonomy_id == row.id))  # labels cascade
+            s.execute(
+                update(TaxonomyRow)
+                .where(TaxonomyRow.id == row.id)
+                .values(checksum=checksum, source=source, imported_at=utcnow())
+            )
+            taxonomy_id = row.id
+            report.updated = 1
+        else:
+            created = TaxonomyRow(name=name, version=version, source=source, checksum=checksum)
+            s.add(created)
+            s.flush()
+            taxonomy_id = created.id
+        concept_rows = [
+            {
+                "taxonomy_id": taxonomy_id,
+                "uri": c.uri,
+                "number": c.number,
+                "kind": c.kind,
+                "isco_code": c.isco_code,
+                "description": c.description or "",
+            }
+            for c in taxonomy.concepts
+        ]
+        for batch in _batches(concept_rows):
+            _bulk_insert(s, ConceptRow, batch)
+            progress(len(batch))
+        ids = dict(s.execute(select(ConceptRow.uri, ConceptRow.id).where(ConceptRow.taxonomy_id == taxonomy_id)).all())
+        labels: list[dict[str, object]] = []
+        for c in taxonomy.concepts:
+            concept_id = ids[c.uri]
+            for lang, forms in c.labels.items():
+                if forms.preferred:
+                    labels.append(_label(concept_id, lang, "preferred", 0, forms.preferred))
+                labels.extend(_label(concept_id, lang, "alternative", i, t) for i, t in enumerate(forms.alternative, 1))
+                labels.extend(_label(concept_id, lang, "hidden", i, t) for i, t in enumerate(forms.hidden, 1))
+            if len(labels) >= _BATCH:
+                _bulk_insert(s, LabelRow, labels)
+                progress(len(labels))
+                report.labels += len(labels)
+                labels = []
+        if labels:
+            _bulk_insert(s, LabelRow, labels)
+            progress(len(labels))
+            report.labels += len(labels)
+        report.added = len(concept_rows)
+    return report
+
+
+def _label(concept_id: int, language: str, kind: str, position: int, text: str) -> dict[str, object]:
+    return {"concept_id": concept_id, "language": language, "kind": kind, "position": position, "text": text}

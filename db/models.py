@@ -1,0 +1,217 @@
+"""Tables of the crosswalk store (SQLAlchemy 2.0 declarative models).
+
+The schema itself is created and upgraded by the Alembic migrations in ``db/migrations``; these
+models must stay in step with them (a test compares the two).
+
+Decisions name their ESCO concept by URI rather than by a foreign key to ``concepts``: a
+crosswalk outlives any one imported taxonomy version, and a crosswalk file may be imported into a
+store that holds no taxonomy at all.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+# Outcomes a curator can record. The SKOS mapping relations, closest first.
+MATCH_OUTCOMES = ("exactMatch", "narrowMatch", "broadMatch", "closeMatch", "relatedMatch")
+REJECTED = "rejected"
+UNSURE = "unsure"
+# Written only by undo, when the state to restore is "never decided".
+UNDECIDED = "undecided"
+OUTCOMES = (*MATCH_OUTCOMES, REJECTED, UNSURE, UNDECIDED)
+
+LABEL_KINDS = ("preferred", "alternative", "hidden")
+CONCEPT_KINDS = ("occupation", "isco_group")
+SCHEME_KINDS = ("terminology", "job-titles")
+
+# Stable constraint names, so later migrations (and SQLite batch mode) can refer to them.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend.
+
+    SQLite has no time zones: values are stored as naive UTC and read back as aware UTC.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store; use an aware (UTC) datetime")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _one_of(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class TaxonomyRow(Base):
+    """One imported taxonomy version (e.g. ESCO v1.2.0, or the union of the MELO corpora)."""
+
+    __tablename__ = "taxonomies"
+    __table_args__ = (UniqueConstraint("name", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    version: Mapped[str] = mapped_column(String(200))
+    source: Mapped[str] = mapped_column(Text, default="")
+    # Fingerprint of the imported content: importing the same content again is a no-op.
+    checksum: Mapped[str] = mapped_column(String(64))
+    imported_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    concepts: Mapped[list[ConceptRow]] = relationship(back_populates="taxonomy", passive_deletes=True)
+
+
+class ConceptRow(Base):
+    __tablename__ = "concepts"
+    __table_args__ = (
+        UniqueConstraint("taxonomy_id", "uri"),
+        CheckConstraint(_one_of("kind", CONCEPT_KINDS), name="kind"),
+        Index("ix_concepts_uri", "uri"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    taxonomy_id: Mapped[int] = mapped_column(ForeignKey("taxonomies.id", ondelete="CASCADE"))
+    uri: Mapped[str] = mapped_column(String(500))
+    # The concept number MELO element ids are built from (C000123_...).
+    number: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(20))
+    isco_code: Mapped[str | None] = mapped_column(String(20))
+    description: Mapped[str] = mapped_column(Text, default="")
+
+    taxonomy: Mapped[TaxonomyRow] = relationship(back_populates="concepts")
+
+
+class LabelRow(Base):
+    __tablename__ = "labels"
+    __table_args__ = (
+        # position: 0 for the preferred label, 1.. for alternatives (MELO's surface form numbers)
+        # and for hidden labels, in source order.
+        UniqueConstraint("concept_id", "language", "kind", "position"),
+        CheckConstraint(_one_of("kind", LABEL_KINDS), name="kind"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    concept_id: Mapped[int] = mapped_column(ForeignKey("concepts.id", ondelete="CASCADE"))
+    language: Mapped[str] = mapped_column(String(35))
+    kind: Mapped[str] = mapped_column(String(20))
+    position: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+
+
+class SchemeRow(Base):
+    """A source scheme: a national terminology or a list of job titles."""
+
+    __tablename__ = "source_schemes"
+    __table_args__ = (CheckConstraint(_one_of("kind", SCHEME_KINDS), name="kind"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    kind: Mapped[str] = mapped_column(String(20), default="terminology")
+    language: Mapped[str | None] = mapped_column(String(35))
+    # Terms whose code is not a URI get the URI base_uri + code, else urn:melo:scheme:<name>:<code>.
+    base_uri: Mapped[str | None] = mapped_column(String(500))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    terms: Mapped[list[TermRow]] = relationship(back_populates="scheme")
+
+
+class TermRow(Base):
+    __tablename__ = "source_terms"
+    __table_args__ = (UniqueConstraint("scheme_id", "code"), Index("ix_source_terms_scheme_uri", "scheme_id", "uri"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    scheme_id: Mapped[int] = mapped_column(ForeignKey("source_schemes.id"))
+    code: Mapped[str] = mapped_column(String(500))
+    # Fixed when the term is first imported, so exported URIs never change.
+    uri: Mapped[str] = mapped_column(String(1000))
+    label: Mapped[str] = mapped_column(Text)
+    description: Mapped[str] = mapped_column(Text, default="")
+    language: Mapped[str | None] = mapped_column(String(35))
+    # casefold(code + label + description): portable case-insensitive search (SQLite's LIKE
+    # folds ASCII only).
+    search_text: Mapped[str] = mapped_column(Text, default="")
+
+    scheme: Mapped[SchemeRow] = relationship(back_populates="terms")
+
+
+class SuggestionRow(Base):
+    """A candidate concept a scorer proposed for a term."""
+
+    __tablename__ = "suggestions"
+    __table_args__ = (UniqueConstraint("term_id", "scorer", "concept_uri"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    term_id: Mapped[int] = mapped_column(ForeignKey("source_terms.id", ondelete="CASCADE"))
+    concept_uri: Mapped[str] = mapped_column(String(500))
+    scorer: Mapped[str] = mapped_column(String(200))
+    score: Mapped[float] = mapped_column(Float)
+    rank: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class DecisionRow(Base):
+    """One curator decision. Append-only (database triggers refuse UPDATE and DELETE): the
+    current crosswalk is the latest decision per (term, concept); undo appends a decision."""
+
+    __tablename__ = "decisions"
+    __table_args__ = (
+        CheckConstraint(_one_of("outcome", OUTCOMES), name="outcome"),
+        Index("ix_decisions_pair", "term_id", "concept_uri", "id"),
+        Index("ix_decisions_curator", "curator", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    term_id: Mapped[int] = mapped_column(ForeignKey("source_terms.id"))
+    concept_uri: Mapped[str] = mapped_column(String(500))
+    outcome: Mapped[str] = mapped_column(String(20))
+    curator: Mapped[str] = mapped_column(String(200))
+    decided_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    comment: Mapped[str] = mapped_column(Text, default="")
+    # What the curator was shown when deciding (None when not decided from a suggestion).
+    scorer: Mapped[str | None] = mapped_column(String(200))
+    score: Mapped[float | None] = mapped_column(Float)
+    rank: Mapped[int | None] = mapped_column(Integer)
+    concept_label: Mapped[str | None] = mapped_column(Text)
+    # Set on a decision written by undo: the decision it took back.
+    undoes_id: Mapped[int | None] = mapped_column(ForeignKey("decisions.id"))
