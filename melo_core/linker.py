@@ -12,6 +12,7 @@ are then ranked by an aggregation of their surface forms' scores:
 from __future__ import annotations
 
 import hashlib
+import os
 import pickle
 import time
 from collections.abc import Callable, Sequence
@@ -64,8 +65,18 @@ class _Component:
             encoder = cached_encoder(encoder_spec, str(cache_dir / "embeddings"))
             self.encoder = encoder
             self.prepare = caps_rule(rule, None)
-            on_status(f"embedding {len(texts)} surface forms with {spec} (cached after the first time)")
-            self.vectors = DenseScorer(encoder, prepare=self.prepare).embed(texts, "passage")
+            # The union's vectors in one file, memory-mapped: start-up reads no cache shards.
+            snapshot = cache_dir / "linker" / f"{_fingerprint(encoder.spec, rule, fingerprint)}.npy"
+            if snapshot.is_file():
+                self.vectors = np.load(snapshot, mmap_mode="r")
+            else:
+                on_status(f"embedding {len(texts)} surface forms with {spec} (cached after the first time)")
+                self.vectors = DenseScorer(encoder, prepare=self.prepare).embed(texts, "passage")
+                snapshot.parent.mkdir(parents=True, exist_ok=True)
+                temporary = snapshot.with_name(f".tmp-{os.getpid()}-{snapshot.name}")
+                with temporary.open("wb") as handle:
+                    np.save(handle, self.vectors)
+                os.replace(temporary, snapshot)
             index_path = cache_dir / "indexes" / f"{_fingerprint(spec, fingerprint, index_kind)}.faiss"
             if index_path.is_file():
                 self.index = VectorIndex.load(index_path, index_kind)
@@ -87,7 +98,7 @@ class _Component:
                 scorer = create_scorer(spec, context)
                 scorer.fit(texts)
                 state.parent.mkdir(parents=True, exist_ok=True)
-                temporary = state.with_name(f".tmp-{state.name}")
+                temporary = state.with_name(f".tmp-{os.getpid()}-{state.name}")
                 temporary.write_bytes(pickle.dumps(scorer, protocol=pickle.HIGHEST_PROTOCOL))
                 temporary.replace(state)
             self.scorer = scorer
@@ -135,15 +146,12 @@ class Linker:
         self.aggregation = aggregation
         self.display_languages = tuple(display_languages)
         self.languages = tuple(sorted(set(languages) if languages else taxonomy.languages))
-        forms = list(taxonomy.surface_forms(self.languages))
-        if not forms:
+        table = taxonomy.form_table(self.languages)
+        if not table.texts:
             raise ValueError(f"the taxonomy has no labels in {', '.join(self.languages)}")
-        self.texts = [f.text for f in forms]
-        self.form_language = [f.language for f in forms]
-        concept_index = {c.uri: i for i, c in enumerate(taxonomy.concepts)}
-        self.form_concept = np.array([concept_index[f.concept_uri] for f in forms], dtype=np.int64)
+        self.texts, self.form_language, self.form_concept = table.texts, table.languages, table.concept_index
         fingerprint = _fingerprint(len(self.texts), hashlib.sha1("\0".join(self.texts).encode()).hexdigest(),
-                                   self.form_concept.tobytes().hex()[:64], self.languages)  # fmt: skip
+                                   hashlib.sha1(self.form_concept.tobytes()).hexdigest(), self.languages)  # fmt: skip
         cache = Path(cache_dir) if cache_dir else config.cache_dir()
         if scorer.partition(":")[0] in ("rrf", "wsum"):
             self.hybrid: HybridSpec | None = HybridSpec.parse(scorer)

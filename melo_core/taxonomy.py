@@ -15,6 +15,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from melo_core import config
 from melo_core.datasets import MeloDataset, datasets_root, list_datasets, load_dataset
 from melo_core.errors import MeloInputError
@@ -70,6 +72,13 @@ class SurfaceForm:
     language: str
 
 
+@dataclass
+class FormTable:
+    texts: list[str]
+    languages: list[str]
+    concept_index: np.ndarray  # position in Taxonomy.concepts of each form's concept
+
+
 class Taxonomy:
     """Concepts in a stable order, each with a number used to build MELO element ids."""
 
@@ -77,6 +86,21 @@ class Taxonomy:
         self.concepts: list[Concept] = sorted(concepts, key=lambda c: c.number)
         self.by_uri: dict[str, Concept] = {c.uri: c for c in self.concepts}
         self.source = source
+        self._form_tables: dict[tuple[str, ...], FormTable] = {}
+
+    def form_table(self, languages: Iterable[str] | None = None) -> FormTable:
+        """The surface forms as parallel arrays (memoised: the linker's start-up reads them)."""
+        key = tuple(sorted(set(self.languages if languages is None else languages)))
+        tables = self.__dict__.setdefault("_form_tables", {})
+        if key not in tables:
+            forms = list(self.surface_forms(key))
+            position = {c.uri: i for i, c in enumerate(self.concepts)}
+            tables[key] = FormTable(
+                texts=[f.text for f in forms],
+                languages=[f.language for f in forms],
+                concept_index=np.array([position[f.concept_uri] for f in forms], dtype=np.int64),
+            )
+        return tables[key]
 
     def __len__(self) -> int:
         return len(self.concepts)
@@ -251,6 +275,9 @@ def taxonomy_from_esco_csv(folder: str | Path, languages: Iterable[str] | None =
     return Taxonomy(ordered, source=str(folder))
 
 
+TAXONOMY_CACHE_VERSION = 2  # bump when the pickled Taxonomy changes shape
+
+
 def cached_taxonomy_from_melo(data_dir: str | Path, cache_dir: str | Path | None = None) -> Taxonomy:
     """``taxonomy_from_melo`` remembered on disk (8 s to build, well under 1 s to load), keyed by
     the size and modification time of every corpus file, so edited data is re-read."""
@@ -259,13 +286,18 @@ def cached_taxonomy_from_melo(data_dir: str | Path, cache_dir: str | Path | None
     for path in sorted(root.glob("*/*.tsv")):
         info = path.stat()
         stamp.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
-    target = Path(cache_dir or config.cache_dir()) / "taxonomy" / f"melo-{stamp.hexdigest()[:16]}.pkl"
+    target = (
+        Path(cache_dir or config.cache_dir())
+        / "taxonomy"
+        / f"melo-v{TAXONOMY_CACHE_VERSION}-{stamp.hexdigest()[:16]}.pkl"
+    )
     if target.is_file():
         try:
             return pickle.loads(target.read_bytes())
         except (pickle.UnpicklingError, EOFError, AttributeError, ImportError):
             pass  # a stale format: rebuild
     taxonomy = taxonomy_from_melo(data_dir)
+    taxonomy.form_table()  # stored with it: generating 316k forms takes longer than unpickling them
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".tmp-{os.getpid()}-{target.name}")
     temporary.write_bytes(pickle.dumps(taxonomy, protocol=pickle.HIGHEST_PROTOCOL))
