@@ -32,6 +32,7 @@ from melo_core.taxonomy import Taxonomy
 
 AGGREGATIONS = ("max", "softmax")
 SOFTMAX_TEMPERATURE = 0.05
+LEXICAL_STATE_VERSION = 2  # bump when a fitted lexical scorer pickles differently
 LEXICAL_BATCH = 32  # queries per lexical scoring call: a dense row over 317k forms is 2.5 MB
 
 
@@ -85,7 +86,7 @@ class _Component:
                 self.index = VectorIndex.build(self.vectors, index_kind)
                 self.index.save(index_path)
         else:
-            state = cache_dir / "lexical" / f"{_fingerprint(spec, fingerprint)}.pkl"
+            state = cache_dir / "lexical" / f"{_fingerprint(spec, fingerprint, LEXICAL_STATE_VERSION)}.pkl"
             scorer: Scorer | None = None
             if state.is_file():
                 try:

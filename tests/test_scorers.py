@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -72,3 +73,18 @@ def test_random_scorer_is_seeded_and_near_chance(datasets_dir: Path) -> None:
     lexical = evaluate(ds, create_scorer("char-tfidf", ScorerContext("no", ("no",)))).metrics["mrr"]
     assert a == b
     assert a < 0.05 < lexical
+
+
+@pytest.mark.parametrize("name", ["word-tfidf", "char-tfidf"])
+def test_pickled_tfidf_scores_like_scikit_learn_without_it(name: str, datasets_dir: Path) -> None:
+    """The linker caches fitted scorers; the pickle carries a scikit-learn-free transformer."""
+    corpus = (
+        load_dataset(datasets_dir / "bgr_q_bg_c_bg").corpus[:3000]
+        + load_dataset(datasets_dir / "deu_q_de_c_de").corpus[:3000]
+    )
+    queries = ["медицинска  сестра", "Bäcker /  Konditor", "software-entwickler (m/w/d)", "", "  x  "]
+    scorer = create_scorer(name, ScorerContext(None, ("bg", "de")))
+    scorer.fit(corpus)
+    restored = pickle.loads(pickle.dumps(scorer))
+    assert type(restored._vectorizer).__name__ == "FittedTfidf"
+    np.testing.assert_allclose(restored.score(queries), scorer.score(queries), rtol=0, atol=1e-12)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
-from sklearn.feature_extraction.text import TfidfVectorizer
+from scipy import sparse
 
 from melo_core.scorers.base import ScorerContext
 from melo_core.scorers.lexical import paper_text_prep
@@ -13,15 +15,61 @@ from melo_core.scorers.registry import register
 from melo_core.text import TextPrep
 
 
+class FittedTfidf:
+    """What a fitted TfidfVectorizer needs to transform queries, without importing scikit-learn
+    (its import alone takes ~2 s: the linker's cold start keeps this instead). Same analyzers
+    and arithmetic as TfidfVectorizer's defaults: counts x idf, L2-normalised rows."""
+
+    _WORD = re.compile(r"(?u)\b\w\w+\b")
+    _SPACES = re.compile(r"\s\s+")
+
+    def __init__(self, vectorizer: object):
+        self.analyzer = vectorizer.analyzer  # type: ignore[attr-defined]
+        self.ngram_range = vectorizer.ngram_range  # type: ignore[attr-defined]
+        self.vocabulary: dict[str, int] = dict(vectorizer.vocabulary_)  # type: ignore[attr-defined]
+        self.idf = np.asarray(vectorizer.idf_, dtype=np.float64)  # type: ignore[attr-defined]
+
+    def _terms(self, text: str) -> list[str]:
+        text = text.lower()
+        low, high = self.ngram_range
+        if self.analyzer == "word":
+            tokens = self._WORD.findall(text)
+            return [" ".join(tokens[i : i + n]) for n in range(low, high + 1) for i in range(len(tokens) - n + 1)]
+        text = self._SPACES.sub(" ", text)
+        return [text[i : i + n] for n in range(low, min(high, len(text)) + 1) for i in range(len(text) - n + 1)]
+
+    def transform(self, texts: Sequence[str]) -> sparse.csr_matrix:
+        rows, cols, values = [], [], []
+        for r, text in enumerate(texts):
+            for term, count in Counter(self._terms(text)).items():
+                column = self.vocabulary.get(term)
+                if column is not None:
+                    rows.append(r)
+                    cols.append(column)
+                    values.append(count * self.idf[column])
+        matrix = sparse.csr_matrix((values, (rows, cols)), shape=(len(texts), len(self.idf)))
+        norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
+        return sparse.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ matrix
+
+
 class TfidfScorer:
     """Cosine similarity of TF-IDF vectors; rows are L2-normalised, so it is a dot product."""
 
     def __init__(self, name: str, prep: TextPrep, analyzer: str = "word", ngram_range: tuple[int, int] = (1, 1)):
+        from sklearn.feature_extraction.text import TfidfVectorizer  # imported only to fit
+
         self.name = name
         self._prepare = prep.build()
         # Paper settings: word = TfidfVectorizer() defaults; char = analyzer="char", (1, 3).
         self._vectorizer = TfidfVectorizer(analyzer=analyzer, ngram_range=ngram_range, dtype=np.float64)
         self._matrix_t = None
+
+    def __getstate__(self) -> dict:
+        # Pickle the fitted state without scikit-learn objects (see FittedTfidf).
+        state = dict(self.__dict__)
+        if self._matrix_t is not None and not isinstance(self._vectorizer, FittedTfidf):
+            state["_vectorizer"] = FittedTfidf(self._vectorizer)
+        return state
 
     def fit(self, corpus: Sequence[str]) -> None:
         self._matrix_t = self._vectorizer.fit_transform([self._prepare(c) for c in corpus]).T.tocsr()
