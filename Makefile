@@ -17,8 +17,12 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/streamlit run app.py
 
+# The store tests also run on PostgreSQL: MELO_TEST_PG_URL, else a throwaway local server
+# (scripts/with_postgres.sh installs Debian's postgresql when root on a fresh machine), and the
+# browser test uses Debian's chromium (scripts/ensure_chromium.sh, the same way; else it skips).
 test: $(STAMP)
-	MELO_DATA=$${MELO_DATA:-../shared/melo} $(BIN)/python -m pytest tests -q
+	scripts/ensure_chromium.sh
+	MELO_DATA=$${MELO_DATA:-../shared/melo} scripts/with_postgres.sh $(BIN)/python -m pytest tests -q
 	$(BIN)/ruff check .
 
 lint: $(STAMP)

@@ -58,3 +58,5 @@ st.code(
 )
 st.markdown(f"Available scorers: {', '.join(f'`{n}`' for n in scorer_names())}.")
 st.page_link("pages/1_Datasets.py", label="Browse the datasets", icon="📚")
+st.page_link("pages/2_Link.py", label="Link terms to ESCO (curation)", icon="🔗")
+st.page_link("pages/3_Crosswalk.py", label="Review and export the crosswalk", icon="🗺️")

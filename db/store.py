@@ -152,6 +152,18 @@ class HourCount:
 
 
 @dataclass(frozen=True)
+class LabelMatch:
+    """A concept found by one of its labels (``find_concepts``)."""
+
+    uri: str
+    label: str  # the label that matched
+    language: str
+    label_kind: str  # preferred, alternative or hidden
+    concept_kind: str
+    isco_code: str | None
+
+
+@dataclass(frozen=True)
 class ConceptInfo:
     uri: str
     kind: str
@@ -351,6 +363,35 @@ class Store:
         if rest:
             fetch(sorted(rest), None)
         return {uri: label for uri, (_, label) in best.items()}
+
+    def find_concepts(self, text: str, limit: int = 20, languages: Iterable[str] | None = None) -> list[LabelMatch]:
+        """Concepts having a label that contains ``text`` (any language, or ``languages``), one
+        match per concept, best first: the label equal to the text, then labels starting with
+        it, then shorter labels. Case-insensitive as the database's ``lower()`` is (SQLite:
+        ASCII letters only)."""
+        needle = text.strip().lower()
+        if not needle:
+            return []
+        lowered = func.lower(LabelRow.text)
+        escaped = re.sub(r"([\\%_])", r"\\\1", needle)
+        closeness = case((lowered == needle, 0), (lowered.like(f"{escaped}%", escape="\\"), 1), else_=2)
+        query = (
+            select(
+                ConceptRow.uri, LabelRow.text, LabelRow.language, LabelRow.kind, ConceptRow.kind, ConceptRow.isco_code
+            )
+            .join(LabelRow, LabelRow.concept_id == ConceptRow.id)
+            .where(lowered.like(f"%{escaped}%", escape="\\"))
+            .order_by(closeness, func.length(LabelRow.text), LabelRow.text, ConceptRow.uri)
+            .limit(limit * 10)
+        )
+        if languages is not None:
+            query = query.where(LabelRow.language.in_(sorted(set(languages))))
+        found: dict[str, LabelMatch] = {}
+        with self.read() as s:
+            for row in s.execute(query):
+                if row[0] not in found:
+                    found[row[0]] = LabelMatch(*row)
+        return list(found.values())[:limit]
 
     def concept(self, uri: str) -> ConceptInfo | None:
         """A concept as the most recently imported taxonomy that has it describes it."""

@@ -410,3 +410,21 @@ def test_sqlite_readers_do_not_block_a_writer(tmp_path: Path) -> None:
             writer.decide(b1, BAKER, "exactMatch", "alice")  # WAL: the write goes through at once
             assert session.execute(text("SELECT count(*) FROM decisions")).scalar() == 0  # its snapshot
         assert [d.outcome for d in reader.current(b1)] == ["exactMatch"]
+
+
+def test_find_concepts_by_any_label(store: Store) -> None:
+    import_taxonomy(store, tiny_taxonomy(), "esco", "v1")
+    found = store.find_concepts("baker")
+    # The equal label first, then labels starting with the text, then shorter; one per concept.
+    assert [(m.uri, m.label, m.language, m.label_kind) for m in found] == [
+        (BAKER, "baker", "en", "preferred"),
+        (ISCO_7512, "Bakers", "en", "preferred"),
+        (PASTRY, "pastry baker", "en", "preferred"),
+    ]
+    assert store.find_concepts("BAKER") == found
+    assert found[0].concept_kind == "occupation" and found[0].isco_code == "7512"
+    assert [m.label for m in store.find_concepts("brød")] == ["brødbaker"]
+    assert [m.uri for m in store.find_concepts("baker", languages=["no"])] == [BAKER]
+    assert [m.uri for m in store.find_concepts("bakers")] == [ISCO_7512]
+    assert store.find_concepts("  ") == [] and store.find_concepts("%") == []
+    assert len(store.find_concepts("e", limit=2)) == 2

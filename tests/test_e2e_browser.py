@@ -1,0 +1,143 @@
+"""End to end in a real browser: `streamlit run app.py`, headless Chromium (Debian's, driven by
+Playwright), accept a suggestion on the Link page, download the SKOS CSV on the Crosswalk page.
+
+Skips when Playwright or Chromium is missing (`make test` installs both where it can). Set
+MELO_SCREENSHOT_DIR to keep the Link page's screenshot (docs/link-page.png comes from here)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from db.quickstart import start_curation
+from db.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium_path() -> str | None:
+    return os.environ.get("MELO_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def app_url(melo_data: Path, tmp_path: Path) -> Iterator[str]:
+    data = tmp_path / "data"
+    (data / "processed" / "melo").mkdir(parents=True)
+    (data / "processed" / "melo" / "nor_q_no_c_no").symlink_to(
+        (melo_data / "processed" / "melo" / "nor_q_no_c_no").resolve()
+    )
+    (data / "raw" / "crosswalks_standard").mkdir(parents=True)
+    (data / "raw" / "crosswalks_standard" / "nor_no").symlink_to(
+        (melo_data / "raw" / "crosswalks_standard" / "nor_no").resolve()
+    )
+    env = dict(
+        os.environ,
+        MELO_DATA=str(data),
+        MELO_CACHE=str(tmp_path / "cache"),
+        MELO_DB_URL=f"sqlite:///{tmp_path / 'melo.db'}",
+    )
+    with Store(env["MELO_DB_URL"]) as store:
+        start_curation(store, data, "nor_no")
+    port = free_port()
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+               "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
+               "--server.fileWatcherType", "none"]  # fmt: skip
+    log = (tmp_path / "streamlit.log").open("w")
+    server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
+                    if response.read() == b"ok":
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"streamlit did not start: {(tmp_path / 'streamlit.log').read_text()[-2000:]}")
+            time.sleep(0.3)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+@pytest.fixture
+def browser_tools() -> tuple[object, str]:
+    """Playwright's sync API and Chromium's path; the test skips (before starting the app) without them."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (requirements-dev.txt)")
+    executable = chromium_path()
+    if executable is None:
+        pytest.skip("Chromium not found (Debian package chromium; or set MELO_CHROMIUM)")
+    return sync_api, executable
+
+
+def test_accept_a_suggestion_and_download_the_skos_csv(
+    browser_tools: tuple[object, str], app_url: str, tmp_path: Path
+) -> None:
+    sync_api, executable = browser_tools
+    with sync_api.sync_playwright() as playwright:  # type: ignore[attr-defined]
+        browser = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=executable,
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            accept_downloads=True,
+            viewport={"width": 1400, "height": 1100},
+        )
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(60_000)
+            page.goto(f"{app_url}/Link")
+            page.get_by_label("Your name (recorded with every decision)").fill("Alice")
+            page.get_by_role("button", name="Start").click()
+            page.get_by_role("button", name="Exact").wait_for()
+            page.get_by_text("Offiserer fra fenrik og høyere grad", exact=True).first.wait_for()
+            page.wait_for_timeout(1500)  # let the table and the fonts settle for the screenshot
+            shots = Path(os.environ.get("MELO_SCREENSHOT_DIR") or tmp_path)
+            shots.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(shots / "link-page.png"), full_page=True)
+
+            page.get_by_role("button", name="Exact").click()
+            page.get_by_text("Saved: Offiserer fra fenrik og høyere grad").first.wait_for()
+
+            page.goto(f"{app_url}/Crosswalk")
+            page.get_by_label("Your name (recorded with every decision)").fill("Alice")
+            page.get_by_role("button", name="Start").click()
+            with page.expect_download() as download_info:
+                page.get_by_role("button", name="SKOS CSV").click()
+            content = Path(download_info.value.path()).read_text(encoding="utf-8")
+        finally:
+            browser.close()
+    header, *rows = content.splitlines()
+    assert header.startswith("source_uri,source_code,source_label,relation,target_uri")
+    accepted = [r for r in rows if ",skos:exactMatch," in r]
+    assert len(accepted) == 1 and "Offiserer fra fenrik" in accepted[0] and ",Alice," in accepted[0]

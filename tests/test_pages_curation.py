@@ -1,0 +1,211 @@
+"""The curation pages (Link, Crosswalk) with Streamlit's AppTest, a temporary SQLite store and a
+data folder holding one real dataset (nor_q_no_c_no) and one crosswalk (nor_no)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from db.exports import skos_csv_text
+from db.quickstart import start_curation
+from db.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+LINK = "pages/2_Link.py"
+CROSSWALK = "pages/3_Crosswalk.py"
+
+
+@pytest.fixture(scope="module")
+def small_data(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The official layout with one dataset and one crosswalk (linked, not copied)."""
+    root = tmp_path_factory.mktemp("data")
+    (root / "processed" / "melo").mkdir(parents=True)
+    (root / "processed" / "melo" / "nor_q_no_c_no").symlink_to(
+        (melo_data / "processed" / "melo" / "nor_q_no_c_no").resolve()
+    )
+    (root / "raw" / "crosswalks_standard").mkdir(parents=True)
+    (root / "raw" / "crosswalks_standard" / "nor_no").symlink_to(
+        (melo_data / "raw" / "crosswalks_standard" / "nor_no").resolve()
+    )
+    return root
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache for the module: the taxonomy and the fitted char-tfidf are built once."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture
+def env(small_data: Path, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    url = f"sqlite:///{tmp_path / 'melo.db'}"
+    monkeypatch.setenv("MELO_DATA", str(small_data))
+    monkeypatch.setenv("MELO_CACHE", str(cache))
+    monkeypatch.setenv("MELO_DB_URL", url)
+    monkeypatch.chdir(ROOT)
+    return url
+
+
+@pytest.fixture
+def started(env: str, small_data: Path) -> str:
+    """A store holding the ESCO union of the small data folder and the nor_no terms."""
+    with Store(env) as store:
+        start_curation(store, small_data, "nor_no")
+    return env
+
+
+def page(script: str, curator: str | None = "alice") -> AppTest:
+    app = AppTest.from_file(str(ROOT / script), default_timeout=60)
+    if curator:
+        app.session_state["curator"] = curator
+    return app
+
+
+def button(app: AppTest, label: str):  # AppTest's Button
+    return next(b for b in app.button if b.label == label)
+
+
+def test_first_run_asks_the_curator_then_imports_with_one_click(env: str) -> None:
+    app = page(LINK, curator=None).run()
+    assert not app.exception
+    assert [t.label for t in app.text_input] == ["Your name (recorded with every decision)"]
+    app.text_input[0].input("Alice")
+    button(app, "Start").click().run()
+    assert not app.exception
+    assert app.session_state["curator"] == "Alice"
+    assert any("store is empty" in i.value for i in app.info)
+    assert app.selectbox(key="start_crosswalk").value == "nor_no"
+
+    app.button(key="start_import").click().run()
+    assert not app.exception
+    with Store(env) as store:
+        [scheme] = store.schemes()
+        assert (scheme.name, scheme.language, scheme.todo) == ("nor_no", "no", scheme.terms)
+        assert scheme.terms > 100
+        assert store.taxonomies()[0].concepts > 1000
+        first = store.queue("nor_no", limit=1)[0]
+    assert app.subheader[0].value == first.label  # straight into the queue
+
+
+def test_accept_a_candidate_then_see_it_on_the_crosswalk_page(started: str) -> None:
+    app = page(LINK).run()
+    assert not app.exception
+    with Store(started) as store:
+        first = store.queue("nor_no", limit=2)
+    assert app.subheader[0].value == first[0].label
+    table = app.dataframe[0].value
+    assert len(table) == 10 and list(table["rank"]) == list(range(1, 11))
+    assert {"concept", "matched label", "ISCO", "score"} <= set(table.columns)
+    choice = app.radio(key=f"link_choice_{first[0].id}")
+    assert choice.index == 0 and choice.value.startswith("1|")  # the top candidate is preselected
+
+    button(app, "Exact").click().run()
+    assert not app.exception
+    assert app.subheader[0].value == first[1].label  # the accepted term left the todo queue
+    with Store(started) as store:
+        [decision] = store.current(first[0].id)
+        assert decision.concept_uri == table.iloc[0]["uri"]
+        assert (decision.outcome, decision.curator, decision.scorer, decision.rank) == (
+            "exactMatch",
+            "alice",
+            "char-tfidf",
+            1,
+        )
+        assert decision.score == pytest.approx(float(table.iloc[0]["score"]), abs=1e-4)
+        assert decision.concept_label == table.iloc[0]["concept"]
+        assert store.suggestions(first[0].id, "char-tfidf")[0].concept_uri == decision.concept_uri
+        assert store.queue_counts("nor_no")["done"] == 1
+        assert decision.concept_uri in skos_csv_text(store, "nor_no")
+
+    crosswalk = page(CROSSWALK).run()
+    assert not crosswalk.exception
+    rows = crosswalk.dataframe[0].value
+    assert list(rows["code"]) == [first[0].code]
+    assert list(rows["relation"]) == ["exactMatch"] and list(rows["curator"]) == ["alice"]
+    assert [d.label for d in crosswalk.get("download_button")] == ["SKOS CSV", "SSSOM TSV"]
+
+    # Change it, then revoke it: new decisions, the history stays.
+    crosswalk.selectbox(key="cw_new_relation").select("broadMatch")
+    button(crosswalk, "Change").click().run()
+    assert not crosswalk.exception
+    assert list(crosswalk.dataframe[0].value["relation"]) == ["broadMatch"]
+    button(crosswalk, "Revoke").click().run()
+    assert not crosswalk.exception
+    assert crosswalk.dataframe[0].value.empty
+    with Store(started) as store:
+        outcomes = [d.outcome for d in store.history(first[0].id)]
+    assert outcomes == ["exactMatch", "broadMatch", "rejected"]
+
+
+def test_reload_shows_the_same_term_and_undo_skip_unsure_work(started: str) -> None:
+    with Store(started) as store:
+        terms = store.queue("nor_no", limit=3)
+    app = page(LINK).run()
+    button(app, "Skip ▶").click().run()
+    assert app.subheader[0].value == terms[1].label
+    assert app.query_params["term"] == str(terms[1].id)
+
+    reloaded = page(LINK)
+    reloaded.query_params["term"] = str(terms[1].id)
+    reloaded.query_params["scheme"] = "nor_no"
+    reloaded.run()
+    assert not reloaded.exception
+    assert reloaded.subheader[0].value == terms[1].label
+
+    button(reloaded, "Unsure").click().run()
+    assert reloaded.subheader[0].value == terms[2].label  # unsure terms wait in their own queue
+    reloaded.button(key="link_undo").click().run()
+    assert not reloaded.exception
+    assert reloaded.subheader[0].value == terms[1].label  # back to the undone term
+    with Store(started) as store:
+        assert store.term_by_id(terms[1].id).status == "todo"
+        assert [d.outcome for d in store.history(terms[1].id)] == ["unsure", "undecided"]
+
+    reloaded.radio(key="link_status").set_value("unsure").run()
+    assert not reloaded.exception
+    assert any("Nothing in this queue" in s.value for s in reloaded.success)
+
+
+def test_find_a_concept_by_label_and_reject_it(started: str) -> None:
+    with Store(started) as store:
+        term = store.queue("nor_no", limit=1)[0]
+        match = store.find_concepts("lege", limit=1)[0]
+    app = page(LINK).run()
+    app.text_input(key="link_concept_search").input("LEGE").run()
+    assert not app.exception
+    choice = app.radio(key=f"link_choice_{term.id}")
+    searched = [o for o in choice.options if o.startswith("🔎")]
+    assert searched and match.label in searched[0]
+    choice.set_value(f"search|{match.uri}")
+    button(app, "Reject").click().run()
+    assert not app.exception
+    with Store(started) as store:
+        [decision] = store.current(term.id)
+    assert (decision.concept_uri, decision.outcome, decision.scorer, decision.rank) == (
+        match.uri,
+        "rejected",
+        None,
+        None,
+    )
+
+
+def test_crosswalk_page_kappa_and_warnings(started: str) -> None:
+    with Store(started) as store:
+        terms = store.queue("nor_no", limit=4)
+        uri = store.find_concepts("lege", limit=1)[0].uri
+        for who in ("alice", "bob"):
+            for t in terms:
+                store.decide(t.id, uri, "exactMatch", who)
+        store.decide(terms[0].id, uri, "rejected", "bob")
+    app = page(CROSSWALK).run()
+    assert not app.exception
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics["Pairs both decided"] == "4" and metrics["Agreed"] == "3"
+    warnings = app.dataframe[1].value
+    assert "concept-many-exact" in set(warnings["kind"])
+    app.selectbox(key="cw_curator").select("bob").run()
+    assert set(app.dataframe[0].value["curator"]) == {"bob"} and len(app.dataframe[0].value) == 3
+    app.multiselect(key="cw_relations").set_value(["rejected"]).run()
+    assert list(app.dataframe[0].value["code"]) == [terms[0].code]

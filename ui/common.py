@@ -1,0 +1,114 @@
+"""What the curation pages share: the store, the linker, the curator's name and languages, and
+the newcomer's one-click start. Streamlit glue only: the work is done in ``db`` and ``melo_core``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from db.quickstart import start_curation
+from db.store import Store
+from melo_core import config
+from melo_core.crosswalk import list_crosswalks
+from melo_core.errors import MeloInputError
+from melo_core.linker import Linker
+from melo_core.taxonomy import cached_taxonomy_from_melo
+
+DEFAULT_SCORER = "char-tfidf"
+DEFAULT_CROSSWALK = "nor_no"
+
+
+@st.cache_resource(show_spinner=False)
+def _store(url: str) -> Store:
+    return Store(url)
+
+
+def store() -> Store:
+    """The store of ``MELO_DB_URL`` (else ``melo.db``), opened once per process."""
+    try:
+        return _store(config.database_url())
+    except MeloInputError as exc:
+        st.error(str(exc))
+        st.stop()
+        raise  # unreachable: st.stop() raises
+
+
+@st.cache_resource(show_spinner="Preparing the linker (the first time for a scorer takes a while)…", max_entries=4)
+def _linker(data_dir: str, cache_dir: str, scorer: str, languages: tuple[str, ...] | None,
+            display_languages: tuple[str, ...]) -> Linker:  # fmt: skip
+    taxonomy = cached_taxonomy_from_melo(data_dir, cache_dir)
+    return Linker(taxonomy, scorer, languages, cache_dir=cache_dir, display_languages=display_languages)
+
+
+def linker(scorer: str, languages: tuple[str, ...] | None, display_languages: tuple[str, ...]) -> Linker:
+    """A Linker over the ESCO union of the MELO corpora, kept per scorer and languages."""
+    return _linker(str(config.data_dir()), str(config.cache_dir()), scorer, languages, display_languages)
+
+
+def curator() -> str:
+    """The curator's name, asked once per browser session; every decision carries it."""
+    name = st.session_state.get("curator", "")
+    if name:
+        with st.sidebar:
+            st.markdown(f"Curator: **{name}**")
+            if st.button("Change curator", key="change_curator"):
+                del st.session_state["curator"]
+                st.rerun()
+        return name
+    st.subheader("Who is curating?")
+    with st.form("curator_form"):
+        typed = st.text_input("Your name (recorded with every decision)", key="curator_input")
+        if st.form_submit_button("Start") and typed.strip():
+            st.session_state["curator"] = typed.strip()
+            st.rerun()
+    st.stop()
+    raise RuntimeError  # unreachable: st.stop() raises
+
+
+def curator_languages(default: tuple[str, ...] = ("en",)) -> tuple[str, ...]:
+    """The languages the curator reads (concept labels are shown in the first that has one)."""
+    chosen = st.sidebar.text_input(
+        "Your languages (comma-separated, first preferred)",
+        value=st.session_state.get("curator_languages", ",".join(default)),
+        key="curator_languages_input",
+    )
+    languages = tuple(lang.strip() for lang in chosen.split(",") if lang.strip()) or ("en",)
+    st.session_state["curator_languages"] = ",".join(languages)
+    return languages
+
+
+def first_run(store: Store) -> None:
+    """With an empty store: offer the one-click start when there is data, else explain."""
+    st.info("The crosswalk store is empty: no source terms to link yet.")
+    data_dir = config.data_dir()
+    try:
+        crosswalks = list_crosswalks(data_dir)
+        has_corpora = any(Path(data_dir, "processed", "melo").glob("*/corpus_elements.tsv"))
+    except OSError:
+        crosswalks, has_corpora = [], False
+    if not crosswalks or not has_corpora:
+        st.markdown(
+            f"No MELO data with crosswalks in `{data_dir}`. Import a taxonomy and terms from the command line:\n\n"
+            "```bash\npython -m melo_core import-taxonomy --data DATA\n"
+            "python -m melo_core import-terms --scheme titles --csv titles.csv --kind job-titles --lang de\n```\n\n"
+            f"{config.DATA_HELP}"
+        )
+        st.stop()
+    st.subheader("Start curating")
+    st.markdown(
+        "One click imports the ESCO union of the MELO corpora (21 languages) and the terms of one national "
+        "crosswalk as the source scheme to link (its published matches are left out)."
+    )
+    index = crosswalks.index(DEFAULT_CROSSWALK) if DEFAULT_CROSSWALK in crosswalks else 0
+    chosen = st.selectbox("National terminology", crosswalks, index=index, key="start_crosswalk")
+    if st.button("Import ESCO and these terms", type="primary", key="start_import"):
+        bar = st.progress(0.0, text="starting…")
+        try:
+            report = start_curation(store, data_dir, chosen, lambda f, message: bar.progress(f, text=message))
+        except MeloInputError as exc:
+            st.error(str(exc))
+            st.stop()
+        st.success(f"{report.taxonomy.summary()}; {report.terms.summary()}")
+        st.rerun()
+    st.stop()
