@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from melo_core import config
+from melo_core.disk_cache import load_pickle, save_pickle
 from melo_core.encoders import is_encoder_spec
 from melo_core.index import VectorIndex
 from melo_core.scorers.base import Scorer, ScorerContext
@@ -87,22 +87,14 @@ class _Component:
                 self.index.save(index_path)
         else:
             state = cache_dir / "lexical" / f"{_fingerprint(spec, fingerprint, LEXICAL_STATE_VERSION)}.pkl"
-            scorer: Scorer | None = None
-            if state.is_file():
-                try:
-                    scorer = pickle.loads(state.read_bytes())
-                except (pickle.UnpicklingError, EOFError, AttributeError, ImportError):
-                    scorer = None  # stale or partial: refit
+            scorer = load_pickle(state)
             if scorer is None:
                 on_status(f"fitting {spec} on {len(texts)} surface forms")
                 context = ScorerContext(languages[0] if len(languages) == 1 else None, languages)
                 scorer = create_scorer(spec, context)
                 scorer.fit(texts)
-                state.parent.mkdir(parents=True, exist_ok=True)
-                temporary = state.with_name(f".tmp-{os.getpid()}-{state.name}")
-                temporary.write_bytes(pickle.dumps(scorer, protocol=pickle.HIGHEST_PROTOCOL))
-                temporary.replace(state)
-            self.scorer = scorer
+                save_pickle(state, scorer)
+            self.scorer: Scorer = scorer  # type: ignore[assignment]
 
     def pools(self, queries: Sequence[str], size: int) -> list[tuple[np.ndarray, np.ndarray, Callable]]:
         """Per query: (candidate ids best first, their scores, exact scorer for any ids)."""

@@ -9,8 +9,6 @@ Two sources:
 from __future__ import annotations
 
 import hashlib
-import os
-import pickle
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +17,7 @@ import numpy as np
 
 from melo_core import config
 from melo_core.datasets import MeloDataset, datasets_root, list_datasets, load_dataset
+from melo_core.disk_cache import load_pickle, save_pickle
 from melo_core.errors import MeloInputError
 from melo_core.tsv import read_csv_records
 
@@ -291,15 +290,10 @@ def cached_taxonomy_from_melo(data_dir: str | Path, cache_dir: str | Path | None
         / "taxonomy"
         / f"melo-v{TAXONOMY_CACHE_VERSION}-{stamp.hexdigest()[:16]}.pkl"
     )
-    if target.is_file():
-        try:
-            return pickle.loads(target.read_bytes())
-        except (pickle.UnpicklingError, EOFError, AttributeError, ImportError):
-            pass  # a stale format: rebuild
+    cached = load_pickle(target)
+    if isinstance(cached, Taxonomy):
+        return cached
     taxonomy = taxonomy_from_melo(data_dir)
     taxonomy.form_table()  # stored with it: generating 316k forms takes longer than unpickling them
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".tmp-{os.getpid()}-{target.name}")
-    temporary.write_bytes(pickle.dumps(taxonomy, protocol=pickle.HIGHEST_PROTOCOL))
-    os.replace(temporary, target)
+    save_pickle(target, taxonomy)
     return taxonomy
