@@ -58,3 +58,23 @@ def snapshot(url: str) -> dict[str, list[tuple[object, ...]]]:
             }
     finally:
         engine.dispose()
+
+
+def run_cli(*args: str) -> tuple[int, str, str]:
+    """``python -m melo_core ARGS`` in this process: (exit code, stdout, stderr)."""
+    import contextlib
+    import io
+
+    from melo_core.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+def run_cli_ok(*args: str) -> str:
+    """``run_cli`` that must succeed; returns stdout."""
+    code, out, err = run_cli(*args)
+    assert code == 0, err
+    return out

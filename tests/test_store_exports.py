@@ -5,7 +5,6 @@ Norwegian MELO corpus."""
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import re
@@ -19,8 +18,7 @@ import yaml
 from db.formats import neutralise, unneutralise
 from db.imports import import_taxonomy
 from db.store import Store
-from db.testing import BACKENDS, empty_store_url, pg_url, snapshot
-from melo_core.cli import main
+from db.testing import BACKENDS, empty_store_url, pg_url, run_cli, run_cli_ok, snapshot
 from melo_core.datasets import load_dataset
 from melo_core.taxonomy import taxonomy_from_datasets
 
@@ -45,17 +43,7 @@ TRICKY_TERMS = {  # code -> label a spreadsheet would run, or that looks like a 
 }
 
 
-def cli(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return code, out.getvalue(), err.getvalue()
-
-
-def ok(*args: str) -> str:
-    code, out, err = cli(*args)
-    assert code == 0, err
-    return out
+cli, ok = run_cli, run_cli_ok
 
 
 @pytest.fixture(scope="module", params=BACKENDS_UNDER_TEST)

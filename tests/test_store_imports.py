@@ -4,9 +4,7 @@ code 2 and nothing written."""
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import io
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from db.store import Store
-from db.testing import BACKENDS, empty_store_url, pg_url, snapshot
-from melo_core.cli import main
+from db.testing import BACKENDS, empty_store_url, pg_url, run_cli, run_cli_ok, snapshot
 from melo_core.taxonomy import taxonomy_from_esco_csv, taxonomy_from_melo
 
 BACKENDS_UNDER_TEST = [b for b in BACKENDS if b == "sqlite" or pg_url()]
@@ -27,17 +24,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield url
 
 
-def cli(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return code, out.getvalue(), err.getvalue()
-
-
-def ok(*args: str) -> str:
-    code, out, err = cli(*args)
-    assert code == 0, err
-    return out
+cli, ok = run_cli, run_cli_ok
 
 
 def rejected(*args: str) -> str:
