@@ -23,6 +23,20 @@ def models_dir() -> Path:
     return Path(os.environ.get("MELO_MODELS") or PROJECT_ROOT / "models")
 
 
+def esco_dir(data: str | Path | None = None) -> Path | None:
+    """The ESCO CSV export (``occupations_<lang>.csv``, ``ISCOGroups_<lang>.csv``) that gives the
+    MELO union its ISCO groups and descriptions: ``MELO_ESCO`` if set, else an ``esco`` folder
+    inside the data folder or beside it (``../shared/esco`` for ``MELO_DATA=../shared/melo``);
+    None when there is none."""
+    if os.environ.get("MELO_ESCO"):
+        return Path(os.environ["MELO_ESCO"])
+    root = Path(data) if data is not None else data_dir()
+    for candidate in (root / "esco", root.parent / "esco"):
+        if any(candidate.glob("occupations_*.csv")):
+            return candidate
+    return None
+
+
 def database_url() -> str:
     """``MELO_DB_URL`` if set, else the SQLite file ``melo.db`` in the project root."""
     return os.environ.get("MELO_DB_URL") or f"sqlite:///{PROJECT_ROOT / 'melo.db'}"

@@ -28,7 +28,7 @@ from melo_core.scorers.base import Scorer, ScorerContext
 from melo_core.scorers.dense import DenseScorer, cached_encoder, caps_rule, split_caps
 from melo_core.scorers.hybrid import POOL, HybridSpec, fuse, top_pool
 from melo_core.scorers.registry import create_scorer
-from melo_core.taxonomy import Taxonomy
+from melo_core.taxonomy import Taxonomy, isco_group_uri
 
 AGGREGATIONS = ("max", "softmax")
 SOFTMAX_TEMPERATURE = 0.05
@@ -46,6 +46,7 @@ class Candidate:
     matched_language: str
     kind: str
     isco_code: str | None
+    isco_label: str | None  # the ISCO group's preferred label in the display languages
     component_scores: dict[str, float] = field(default_factory=dict)
 
 
@@ -177,6 +178,10 @@ class Linker:
             results.append(self._concepts(candidates, scores, component_scores, top_k))
         return results
 
+    def _isco_label(self, code: str | None) -> str | None:
+        group = self.taxonomy.by_uri.get(isco_group_uri(code)) if code else None
+        return group.preferred_label(self.display_languages) if group else None
+
     def _concepts(self, forms: np.ndarray, scores: np.ndarray, component_scores: dict[str, np.ndarray],
                   top_k: int) -> list[Candidate]:  # fmt: skip
         concepts = self.form_concept[forms]
@@ -206,6 +211,7 @@ class Linker:
                 matched_language=self.form_language[form],
                 kind=concept.kind,
                 isco_code=concept.isco_code,
+                isco_label=self._isco_label(concept.isco_code),
                 component_scores={s: float(v[order][position]) for s, v in component_scores.items()},
             ))  # fmt: skip
         return out

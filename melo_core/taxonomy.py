@@ -25,8 +25,20 @@ OCCUPATION = "occupation"
 ISCO_GROUP = "isco_group"
 
 
+ISCO_URI_PREFIX = "http://data.europa.eu/esco/isco/C"
+
+
 def concept_kind(uri: str) -> str:
     return ISCO_GROUP if "/isco/" in uri else OCCUPATION
+
+
+def isco_code_of(uri: str) -> str | None:
+    """An ISCO group's code is in its URI (``.../isco/C7512`` → ``7512``); occupations have none."""
+    return uri[len(ISCO_URI_PREFIX) :] if uri.startswith(ISCO_URI_PREFIX) else None
+
+
+def isco_group_uri(code: str) -> str:
+    return f"{ISCO_URI_PREFIX}{code}"
 
 
 @dataclass
@@ -171,7 +183,7 @@ def taxonomy_from_datasets(datasets: Iterable[MeloDataset], source: str = "") ->
                 if number in numbers_used:  # taken by another concept of an earlier dataset
                     number = max(numbers_used) + 1
                 numbers_used.add(number)
-                concept = Concept(uri=uri, number=number, kind=concept_kind(uri))
+                concept = Concept(uri=uri, number=number, kind=concept_kind(uri), isco_code=isco_code_of(uri))
                 concepts[uri] = concept
             if lang in concept.labels or (uri, lang) in filled:
                 continue
@@ -274,15 +286,37 @@ def taxonomy_from_esco_csv(folder: str | Path, languages: Iterable[str] | None =
     return Taxonomy(ordered, source=str(folder))
 
 
-TAXONOMY_CACHE_VERSION = 2  # bump when the pickled Taxonomy changes shape
+def add_esco_details(taxonomy: Taxonomy, esco: Taxonomy) -> int:
+    """Give the concepts of ``taxonomy`` the ISCO group and description that ``esco`` (read from
+    the ESCO CSV export) has for the same URI, where they lack them; returns how many changed.
+    The MELO corpora carry labels only, so this is how the union learns its ISCO groups."""
+    changed = 0
+    for concept in taxonomy.concepts:
+        other = esco.by_uri.get(concept.uri)
+        if other is None:
+            continue
+        before = (concept.isco_code, concept.description)
+        concept.isco_code = concept.isco_code or other.isco_code
+        concept.description = concept.description or other.description
+        changed += (concept.isco_code, concept.description) != before
+    return changed
 
 
-def cached_taxonomy_from_melo(data_dir: str | Path, cache_dir: str | Path | None = None) -> Taxonomy:
+TAXONOMY_CACHE_VERSION = 3  # bump when the pickled Taxonomy changes shape
+
+
+def cached_taxonomy_from_melo(
+    data_dir: str | Path, cache_dir: str | Path | None = None, esco_dir: str | Path | None = None
+) -> Taxonomy:
     """``taxonomy_from_melo`` remembered on disk (8 s to build, well under 1 s to load), keyed by
-    the size and modification time of every corpus file, so edited data is re-read."""
+    the size and modification time of every corpus file, so edited data is re-read. When an ESCO
+    CSV export is found (``esco_dir``, else ``config.esco_dir(data_dir)``), its ISCO groups and
+    descriptions are added (``add_esco_details``)."""
     root = datasets_root(data_dir)
+    esco = esco_dir or config.esco_dir(data_dir)
+    esco_files = sorted(Path(esco).glob("*.csv")) if esco else []
     stamp = hashlib.sha1()
-    for path in sorted(root.glob("*/*.tsv")):
+    for path in [*sorted(root.glob("*/*.tsv")), *esco_files]:
         info = path.stat()
         stamp.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
     target = (
@@ -294,6 +328,8 @@ def cached_taxonomy_from_melo(data_dir: str | Path, cache_dir: str | Path | None
     if isinstance(cached, Taxonomy):
         return cached
     taxonomy = taxonomy_from_melo(data_dir)
+    if esco_files:
+        add_esco_details(taxonomy, taxonomy_from_esco_csv(esco))
     taxonomy.form_table()  # stored with it: generating 316k forms takes longer than unpickling them
     save_pickle(target, taxonomy)
     return taxonomy

@@ -1,6 +1,8 @@
 """Link source terms to ESCO: a queue of terms, the linker's top 10 for the current one, and one
-click (or Tab + Space) to record a decision. Every decision is stored at once; the current term
-is kept in the URL, so a reload shows the same state."""
+click or key to record a decision (1–9 and 0 pick a candidate; E, N, B, L, T accept it as
+exact, narrow, broad, close, related; X rejects; U marks unsure; S skips; Z undoes). Every
+decision is stored at once; the current term is kept in the URL, so a reload shows the same
+state."""
 
 from __future__ import annotations
 
@@ -22,15 +24,17 @@ schemes = store.schemes()
 if not schemes:
     ui.first_run(store)
 
+# (label, outcome, key). Streamlit reserves C and R, hence cLose, relaTed and X for reject.
 BUTTONS = (
-    ("Exact", "exactMatch"),
-    ("Narrow", "narrowMatch"),
-    ("Broad", "broadMatch"),
-    ("Close", "closeMatch"),
-    ("Related", "relatedMatch"),
-    ("Reject", "rejected"),
-    ("Unsure", "unsure"),
+    ("Exact", "exactMatch", "E"),
+    ("Narrow", "narrowMatch", "N"),
+    ("Broad", "broadMatch", "B"),
+    ("Close", "closeMatch", "L"),
+    ("Related", "relatedMatch", "T"),
+    ("Reject", "rejected", "X"),
+    ("Unsure", "unsure", "U"),
 )
+PICK_KEYS = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "0")  # candidates 1..10
 STATUS_FILTERS = ("todo", "unsure", "done", "all")
 
 # -- queue filters (sidebar) ------------------------------------------------------------------
@@ -106,6 +110,10 @@ def skip(next_id: int) -> None:
     st.session_state["link_term"] = next_id
 
 
+def pick(choice_key: str, option: str) -> None:
+    st.session_state[choice_key] = option
+
+
 if message := st.session_state.pop("link_flash", None):
     st.toast(message)
     st.caption(message)
@@ -165,7 +173,7 @@ st.dataframe(
                 "rank": c.rank,
                 "concept": c.label,
                 "matched label": f"{c.matched_label} ({c.matched_language})",
-                "ISCO": c.isco_code or "",
+                "ISCO group": f"{c.isco_code} {c.isco_label or ''}".strip() if c.isco_code else "",
                 "kind": c.kind,
                 "score": round(c.score, 4),
                 **({name: round(value, 4) for name, value in c.component_scores.items()} if linker.hybrid else {}),
@@ -197,7 +205,7 @@ for c in candidates:
         "rank": c.rank,
         "text": f"{c.rank}. {c.label} — “{c.matched_label}” ({c.matched_language}) · {c.concept_uri.rsplit('/', 1)[-1]}"
         + (f" · ISCO {c.isco_code}" if c.isco_code else "")
-        + f" · {c.score:.3f}",
+        + f" · {c.score:.3f}  [{PICK_KEYS[c.rank - 1]}]",
     }
 for match in found:
     key = f"search|{match.uri}"
@@ -214,6 +222,12 @@ for match in found:
 
 marks = {k: f"  ✔ {current[str(o['uri'])].outcome}" for k, o in options.items() if o["uri"] in current}
 choice_key = f"link_choice_{term.id}"
+ranked = [k for k in options if not k.startswith("search|")]
+with st.container(horizontal=True):
+    st.caption("Pick by key:")
+    for key, option in zip(PICK_KEYS, ranked, strict=False):
+        st.button(key, key=f"link_pick_{key}", on_click=pick, args=(choice_key, option), shortcut=key,
+                  type="tertiary", help=str(options[option]["label"]))  # fmt: skip
 with st.form(f"decide_{term.id}", enter_to_submit=False, border=True):
     st.radio(
         "Concept",
@@ -222,19 +236,24 @@ with st.form(f"decide_{term.id}", enter_to_submit=False, border=True):
         key=choice_key,
     )
     st.text_input("Comment (optional)", key=f"link_comment_{term.id}")
-    for column, (label, outcome) in zip(st.columns(len(BUTTONS)), BUTTONS, strict=True):
+    for column, (label, outcome, key) in zip(st.columns(len(BUTTONS)), BUTTONS, strict=True):
         column.form_submit_button(
             label,
             on_click=decide,
             args=(term.id, outcome, choice_key, options),
             type="primary" if outcome == "exactMatch" else "secondary",
             width="stretch",
+            shortcut=key,
         )
 
 next_id = next((t.id for t in queue if t.id > term.id), queue[0].id)
 skip_column, undo_column, _ = st.columns([1, 1, 4])
-skip_column.button("Skip ▶", on_click=skip, args=(next_id,), key="link_skip", width="stretch")
-undo_column.button("Undo my last", on_click=undo_last, key="link_undo", width="stretch")
+skip_column.button("Skip ▶", on_click=skip, args=(next_id,), key="link_skip", width="stretch", shortcut="S")
+undo_column.button("Undo my last", on_click=undo_last, key="link_undo", width="stretch", shortcut="Z")
+st.caption(
+    "Keys: 1–9, 0 pick a candidate · E exact · N narrow · B broad · L close · T related · X reject · "
+    "U unsure · S skip · Z undo (not while typing in a text box)."
+)
 
 with st.expander("Your decisions per hour (last 24 h, UTC)"):
     if hourly:

@@ -15,7 +15,7 @@ def melo_data_dir() -> Path:
 
 
 def esco_csv_dir() -> Path:
-    return Path(os.environ.get("MELO_ESCO_CSV", melo_data_dir().parent / "esco"))
+    return Path(os.environ.get("MELO_ESCO", melo_data_dir().parent / "esco"))
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +30,7 @@ def melo_data() -> Path:
 def esco_csv() -> Path:
     path = esco_csv_dir()
     if not (path / "occupations_en.csv").is_file():
-        pytest.skip(f"ESCO CSV export not found at {path} (set MELO_ESCO_CSV)")
+        pytest.skip(f"ESCO CSV export not found at {path} (set MELO_ESCO)")
     return path
 
 

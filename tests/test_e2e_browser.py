@@ -1,5 +1,6 @@
 """End to end in a real browser: `streamlit run app.py`, headless Chromium (Debian's, driven by
-Playwright), accept a suggestion on the Link page, download the SKOS CSV on the Crosswalk page.
+Playwright), accept a suggestion on the Link page with the mouse and one with the keyboard,
+download the SKOS CSV on the Crosswalk page.
 
 Skips when Playwright or Chromium is missing (`make test` installs both where it can). Set
 MELO_SCREENSHOT_DIR to keep the Link page's screenshot (docs/link-page.png comes from here)."""
@@ -129,6 +130,20 @@ def test_accept_a_suggestion_and_download_the_skos_csv(
             page.get_by_role("button", name="Exact").click()
             page.get_by_text("Saved: Offiserer fra fenrik og høyere grad").first.wait_for()
 
+            # The keyboard: letters typed into a text box are text, not shortcuts...
+            comment = page.get_by_label("Comment (optional)")
+            comment.fill("")
+            comment.press_sequentially("xu")
+            page.wait_for_timeout(1500)
+            assert page.get_by_text("(rejected).").count() == 0 and page.get_by_text("(unsure).").count() == 0
+            comment.fill("")
+            page.evaluate("document.activeElement.blur()")
+            # ...elsewhere, 2 picks the second candidate and N accepts it as a narrow match.
+            page.keyboard.press("2")
+            page.wait_for_timeout(1000)
+            page.keyboard.press("n")
+            page.get_by_text("(narrowMatch).").first.wait_for()
+
             page.goto(f"{app_url}/Crosswalk")
             page.get_by_label("Your name (recorded with every decision)").fill("Alice")
             page.get_by_role("button", name="Start").click()
@@ -141,3 +156,5 @@ def test_accept_a_suggestion_and_download_the_skos_csv(
     assert header.startswith("source_uri,source_code,source_label,relation,target_uri")
     accepted = [r for r in rows if ",skos:exactMatch," in r]
     assert len(accepted) == 1 and "Offiserer fra fenrik" in accepted[0] and ",Alice," in accepted[0]
+    by_key = [r for r in rows if ",skos:narrowMatch," in r]
+    assert len(by_key) == 1 and ",Alice," in by_key[0] and "Offiserer fra fenrik" not in by_key[0]

@@ -127,3 +127,23 @@ def test_link_command_errors(small_data: Path, tmp_path: Path) -> None:
     query = run_link("--data", str(small_data), "--query", "lege", "--top", "2", cache=tmp_path / "cache")
     assert query.returncode == 0, query.stderr
     assert len(query.stdout.strip().splitlines()) == 2
+
+
+def test_candidates_carry_isco_groups_from_the_esco_export(small_data: Path, esco_csv: Path, tmp_path: Path) -> None:
+    with (esco_csv / "occupations_en.csv").open(encoding="utf-8", newline="") as handle:
+        isco_of = {row["conceptUri"]: row["iscoGroup"] for row in csv.DictReader(handle)}
+    taxonomy = cached_taxonomy_from_melo(small_data, tmp_path, esco_dir=esco_csv)
+    occupations = [c for c in taxonomy.concepts if c.kind == "occupation"]
+    known = [c for c in occupations if c.uri in isco_of]
+    assert known and [c.isco_code for c in known] == [isco_of[c.uri] for c in known]
+    assert all(c.isco_code is None for c in occupations if c.uri not in isco_of)
+    groups = [c for c in taxonomy.concepts if c.kind == "isco_group"]
+    assert groups and all(c.uri.endswith(f"/isco/C{c.isco_code}") for c in groups)  # from the URI
+
+    linker = Linker(taxonomy, "char-tfidf", cache_dir=tmp_path, display_languages=("en",))
+    top = linker.link(["baker", "sykepleier"], top_k=10)
+    with_group = [c for result in top for c in result if c.isco_code]
+    assert with_group
+    for candidate in with_group:
+        group = taxonomy.by_uri[f"http://data.europa.eu/esco/isco/C{candidate.isco_code}"]
+        assert candidate.isco_label == group.preferred_label(("en",))

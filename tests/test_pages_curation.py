@@ -39,9 +39,10 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def env(small_data: Path, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+def env(small_data: Path, cache: Path, esco_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     url = f"sqlite:///{tmp_path / 'melo.db'}"
     monkeypatch.setenv("MELO_DATA", str(small_data))
+    monkeypatch.setenv("MELO_ESCO", str(esco_csv))  # ISCO groups for the union's occupations
     monkeypatch.setenv("MELO_CACHE", str(cache))
     monkeypatch.setenv("MELO_DB_URL", url)
     monkeypatch.chdir(ROOT)
@@ -97,7 +98,8 @@ def test_accept_a_candidate_then_see_it_on_the_crosswalk_page(started: str) -> N
     assert app.subheader[0].value == first[0].label
     table = app.dataframe[0].value
     assert len(table) == 10 and list(table["rank"]) == list(range(1, 11))
-    assert {"concept", "matched label", "ISCO", "score"} <= set(table.columns)
+    assert {"concept", "matched label", "ISCO group", "score"} <= set(table.columns)
+    assert any(group[:1].isdigit() for group in table["ISCO group"])  # "2221 Nursing professionals"
     choice = app.radio(key=f"link_choice_{first[0].id}")
     assert choice.index == 0 and choice.value.startswith("1|")  # the top candidate is preselected
 
@@ -166,6 +168,22 @@ def test_reload_shows_the_same_term_and_undo_skip_unsure_work(started: str) -> N
     reloaded.radio(key="link_status").set_value("unsure").run()
     assert not reloaded.exception
     assert any("Nothing in this queue" in s.value for s in reloaded.success)
+
+
+def test_pick_a_candidate_by_its_number_then_accept_as_narrow(started: str) -> None:
+    with Store(started) as store:
+        term = store.queue("nor_no", limit=1)[0]
+    app = page(LINK).run()
+    table = app.dataframe[0].value
+    pick = app.button(key="link_pick_3")  # the button that key 3 presses
+    assert pick.label == "3"
+    pick.click().run()
+    assert app.radio(key=f"link_choice_{term.id}").value.startswith("3|")
+    button(app, "Narrow").click().run()
+    assert not app.exception
+    with Store(started) as store:
+        [decision] = store.current(term.id)
+    assert (decision.concept_uri, decision.outcome, decision.rank) == (table.iloc[2]["uri"], "narrowMatch", 3)
 
 
 def test_find_a_concept_by_label_and_reject_it(started: str) -> None:
