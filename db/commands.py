@@ -5,6 +5,8 @@
 - ``import-terms --scheme NAME --csv FILE | --crosswalk CODE|FILE.json [--with-decisions] |
   --skos-csv FILE``.
 - ``export --scheme NAME --format skos-csv|sssom --out FILE [--negatives]``.
+- ``import-results --data DIR``: the published baselines of ``results/`` as read-only evaluation
+  runs (``eval --store`` stores runs of ours).
 
 The store is ``--db URL``, else ``MELO_DB_URL``, else ``melo.db`` in the project root. Files are
 checked completely before the store is opened: a bad file exits with code 2 and writes nothing.
@@ -107,6 +109,21 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import_results(args: argparse.Namespace) -> int:
+    from db.runs import import_published, list_runs
+    from db.store import Store
+    from melo_core.published import published_models, results_dir
+
+    if not published_models(args.data):
+        expected = "expected results/<model>/<dataset>/summary.tsv"
+        raise MeloInputError(f"no published results here ({expected})", results_dir(args.data))
+    with Store(args.db) as store:
+        added = import_published(store, args.data)
+        total = len(list_runs(store, "published"))
+        print(f"imported {added} published run(s) ({total} in all, read-only) into {store.display_url}")
+    return 0
+
+
 def add_commands(commands: argparse._SubParsersAction) -> None:
     data_help = f"data folder in the official MELO layout (default: $MELO_DATA or ./data; now {config.data_dir()})"
 
@@ -177,3 +194,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     ex.add_argument("--mapping-set-id", help="SSSOM mapping set id (default: urn:melo:mapping-set:<scheme>)")
     ex.add_argument("--db", help=DB_HELP)
     ex.set_defaults(func=cmd_export)
+
+    ir = commands.add_parser(
+        "import-results",
+        help="load the published baselines (results/) as read-only evaluation runs",
+        description="One read-only run (metrics only) per published model and dataset, for comparing "
+        "with runs of `eval --store`. Importing again adds only what is new.",
+    )
+    ir.add_argument("--data", default=config.data_dir(), help=data_help)
+    ir.add_argument("--db", help=DB_HELP)
+    ir.set_defaults(func=cmd_import_results)

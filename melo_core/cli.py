@@ -8,21 +8,29 @@ import os
 import sys
 import tempfile
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
 from melo_core import config
 from melo_core.builder import LOOSEST_RELATION_BY_CROSSWALK, build_dataset
 from melo_core.crosswalk import RELATIONS, crosswalk_path, load_crosswalk
-from melo_core.datasets import list_datasets, load_dataset, resolve_dataset, write_dataset
+from melo_core.datasets import MeloDataset, list_datasets, load_dataset, resolve_dataset, write_dataset
 from melo_core.encoders import is_encoder_spec
 from melo_core.encoders.prefill import fill_cache
 from melo_core.errors import MeloInputError
 from melo_core.evaluation import MODES, Protocol, evaluate
 from melo_core.index import INDEX_KINDS
 from melo_core.linker import AGGREGATIONS, Linker
-from melo_core.published import PUBLISHED_NAME, load_published, published_model, published_protocol
+from melo_core.published import (
+    PUBLISHED_NAME,
+    default_protocol,
+    load_published,
+    published_model,
+    published_protocol,
+)
 from melo_core.scorers import ScorerContext, create_scorer, is_scorer_spec, scorer_families, scorer_names
 from melo_core.taxonomy import (
     cached_taxonomy_from_melo,
@@ -32,6 +40,10 @@ from melo_core.taxonomy import (
 )
 from melo_core.text import calm_capitals
 from melo_core.tsv import read_csv_records
+from melo_core.version import code_version
+
+if TYPE_CHECKING:  # db is imported only by the commands that use the store
+    from db.store import Store
 
 SUMMARY_METRICS = ("mrr", "acc@1", "acc@5", "acc@10")
 CSV_METRICS = (
@@ -61,12 +73,6 @@ def _diff(ours: float, published: float) -> float:
     return round(round(ours, 4) - published, 4)
 
 
-def _protocol_for(scorer: str, mode: str | None, depth: str) -> Protocol:
-    published = published_model(scorer)
-    default = published_protocol(published) if published else Protocol("trec", 0)
-    return Protocol(mode or default.mode, default.depth if depth == "auto" else int(depth))
-
-
 def _write_csv_atomic(path: Path, rows: list[dict[str, object]], columns: list[str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -89,10 +95,39 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise MeloInputError(
                 f"unknown scorer {scorer!r}; available: {', '.join(scorer_names())}; or {'; or '.join(scorer_families())}"
             )
+    if args.db and not args.store:
+        raise MeloInputError("--db goes with --store")
+    protocols = {scorer: default_protocol(scorer, args.mode, args.depth) for scorer in scorers}
     folders = [resolve_dataset(args.data, name) for name in names]
     datasets = [load_dataset(folder) for folder in folders]
     if args.limit_queries:
         datasets = [d.subset(args.limit_queries) for d in datasets]
+    with ExitStack() as cleanup:
+        store = None
+        if args.store:
+            # Opened before evaluating: a bad store URL fails at once, not after the whole run.
+            from db.store import Store
+
+            store = cleanup.enter_context(Store(args.db))
+        rows = _evaluate_all(args, datasets, scorers, protocols, store)
+    columns = ["dataset", "scorer", "mode", "depth", "queries", "skipped_queries", "seconds", *CSV_METRICS]
+    extra = ["published_model"] + [f"{p}_{k}" for k in (*SUMMARY_METRICS, "map") for p in ("published", "diff")]
+    columns += [c for c in extra if any(c in r for r in rows)]
+    if args.out:
+        _write_csv_atomic(Path(args.out), rows, columns)
+        print(f"wrote {len(rows)} row(s) to {args.out}")
+    return 0
+
+
+def _evaluate_all(
+    args: argparse.Namespace,
+    datasets: list[MeloDataset],
+    scorers: list[str],
+    protocols: dict[str, Protocol],
+    store: Store | None,
+) -> list[dict[str, object]]:
+    """Evaluate every scorer on every dataset: one CSV row each, stored as a run with --store."""
+    version = code_version() if store is not None else None
     total = sum(len(d.query_ids) for d in datasets) * len(scorers)
     rows: list[dict[str, object]] = []
     with tqdm(total=total, unit="query", desc="evaluating", disable=args.quiet, file=sys.stderr) as bar:
@@ -100,7 +135,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             for scorer_name in scorers:
                 context = ScorerContext(dataset.query_language, dataset.corpus_languages, show_progress=not args.quiet)
                 scorer = create_scorer(scorer_name, context)
-                protocol = _protocol_for(scorer_name, args.mode, args.depth)
+                protocol = protocols[scorer_name]
                 bar.set_postfix_str(f"{dataset.name} / {scorer_name}")
                 result = evaluate(dataset, scorer, protocol, on_progress=bar.update)
                 published_name = published_model(scorer_name)
@@ -125,13 +160,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
                             row[f"diff_{key}"] = _diff(result.metrics[key], published[key])
                 rows.append(row)
                 bar.write(_summary_line(row, published, protocol, published_name))
-    columns = ["dataset", "scorer", "mode", "depth", "queries", "skipped_queries", "seconds", *CSV_METRICS]
-    extra = ["published_model"] + [f"{p}_{k}" for k in (*SUMMARY_METRICS, "map") for p in ("published", "diff")]
-    columns += [c for c in extra if any(c in r for r in rows)]
-    if args.out:
-        _write_csv_atomic(Path(args.out), rows, columns)
-        print(f"wrote {len(rows)} row(s) to {args.out}")
-    return 0
+                if store is not None:
+                    from db.runs import save_run
+
+                    run_id = save_run(store, result, dataset, scorer=scorer_name, code_version=version)
+                    bar.write(f"stored run {run_id} ({dataset.name} / {scorer_name}) in {store.display_url}")
+    return rows
 
 
 def _summary_line(
@@ -281,6 +315,14 @@ def build_parser() -> argparse.ArgumentParser:
         "depth for the same method (100 for lexical and mUSE-CNN), else 0",
     )
     ev.add_argument("--limit-queries", type=int, default=0, help="evaluate only the first N queries of each dataset")
+    ev.add_argument(
+        "--store",
+        action="store_true",
+        help="also store every result as an evaluation run (metrics, per-query ranks and top 10) in the store",
+    )
+    ev.add_argument(
+        "--db", help="store URL for --store (SQLAlchemy); default: $MELO_DB_URL, else melo.db in the project root"
+    )
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.set_defaults(func=cmd_eval)
 

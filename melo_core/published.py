@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from melo_core.errors import MeloInputError
 from melo_core.evaluation import Protocol
 from melo_core.metrics import TREC_NAMES
 from melo_core.tsv import read_tsv
@@ -41,6 +42,24 @@ def published_model(scorer: str) -> str | None:
 
 def published_protocol(model: str) -> Protocol:
     return Protocol("trec", 100 if model in DEPTH_100_MODELS else 0)
+
+
+def default_protocol(scorer: str, mode: str | None = None, depth: int | str | None = None) -> Protocol:
+    """The protocol to evaluate ``scorer`` with: ``mode`` (default trec) and ``depth`` (None or
+    'auto': the published run's depth for the same method, else 0 = the whole corpus)."""
+    published = published_model(scorer)
+    default = published_protocol(published) if published else Protocol("trec", 0)
+    if depth is None or depth == "auto":
+        chosen = default.depth
+    else:
+        try:
+            chosen = int(depth)
+        except ValueError:
+            raise MeloInputError(f"depth must be 'auto' or a whole number, not {depth!r}") from None
+    try:
+        return Protocol(mode or default.mode, chosen)
+    except ValueError as exc:
+        raise MeloInputError(str(exc)) from None
 
 
 def results_dir(data_dir: str | Path) -> Path:
