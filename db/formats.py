@@ -10,6 +10,7 @@ first imported.
 from __future__ import annotations
 
 import re
+import unicodedata
 from datetime import UTC, datetime
 from urllib.parse import quote
 
@@ -40,6 +41,14 @@ TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 # A spreadsheet runs a cell starting with one of these as a formula (CSV injection). Tab and
 # carriage return are on OWASP's list too.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def search_fold(text: str) -> str:
+    """Text as the store searches it: case-folded and without accents (``Bäcker`` → ``backer``),
+    so search behaves the same on every backend and language (SQLite's ``lower()`` only folds
+    ASCII, PostgreSQL's depends on the server's locale)."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    return unicodedata.normalize("NFC", "".join(c for c in decomposed if not unicodedata.combining(c)))
 
 
 def is_uri(code: str) -> bool:

@@ -27,6 +27,7 @@ from db.formats import (
     SKOS_COLUMNS,
     is_uri,
     parse_time,
+    search_fold,
     term_uri,
     unneutralise,
 )
@@ -367,6 +368,28 @@ def read_skos_csv(path: str | Path) -> TermFile:
 # -- writing to the store ------------------------------------------------------------------------
 
 
+# The kinds of term files, as the CLI options and the Import page name them.
+TERM_FORMATS = {
+    "csv": "terms CSV (code,label[,description][,lang])",
+    "crosswalk": "standardised crosswalk JSON",
+    "skos-csv": "SKOS CSV written by our export (terms and decisions)",
+}
+
+
+def read_term_file(path: str | Path, file_format: str, with_decisions: bool = False) -> TermFile:
+    """Read a term file of one of ``TERM_FORMATS``; the whole file is checked before anything is
+    written. ``with_decisions`` (crosswalks only) turns its matches into decisions."""
+    if file_format not in TERM_FORMATS:
+        raise MeloInputError(f"unknown term file format {file_format!r}; expected one of {', '.join(TERM_FORMATS)}")
+    if with_decisions and file_format != "crosswalk":
+        raise MeloInputError("with decisions goes with a crosswalk (a SKOS CSV always brings its decisions)")
+    if file_format == "csv":
+        return read_terms_csv(path)
+    if file_format == "crosswalk":
+        return read_crosswalk(path, with_decisions=with_decisions)
+    return read_skos_csv(path)
+
+
 def import_terms(
     store: Store,
     scheme: str,
@@ -629,4 +652,11 @@ def import_taxonomy(
 
 
 def _label(concept_id: int, language: str, kind: str, position: int, text: str) -> dict[str, object]:
-    return {"concept_id": concept_id, "language": language, "kind": kind, "position": position, "text": text}
+    return {
+        "concept_id": concept_id,
+        "language": language,
+        "kind": kind,
+        "position": position,
+        "text": text,
+        "search_text": search_fold(text),
+    }

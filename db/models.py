@@ -142,6 +142,8 @@ class LabelRow(Base):
     kind: Mapped[str] = mapped_column(String(20))
     position: Mapped[int] = mapped_column(Integer)
     text: Mapped[str] = mapped_column(Text)
+    # db.formats.search_fold(text): what the concept search matches against
+    search_text: Mapped[str] = mapped_column(Text, default="", server_default="")
 
 
 class SchemeRow(Base):

@@ -30,6 +30,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from db.formats import search_fold
 from db.models import (
     MATCH_OUTCOMES,
     OUTCOMES,
@@ -261,13 +262,16 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]
         yield items[start : start + size]
 
 
+def _like_escape(folded: str) -> str:
+    return re.sub(r"([\\%_])", r"\\\1", folded)
+
+
 def _like_pattern(query: str) -> str:
-    escaped = re.sub(r"([\\%_])", r"\\\1", query.casefold())
-    return f"%{escaped}%"
+    return f"%{_like_escape(search_fold(query))}%"
 
 
 def search_text(code: str, label: str, description: str) -> str:
-    return "\n".join((code, label, description)).casefold()
+    return search_fold("\n".join((code, label, description)))
 
 
 def _stack(history: Iterable[DecisionRow]) -> list[DecisionRow]:
@@ -367,20 +371,20 @@ class Store:
     def find_concepts(self, text: str, limit: int = 20, languages: Iterable[str] | None = None) -> list[LabelMatch]:
         """Concepts having a label that contains ``text`` (any language, or ``languages``), one
         match per concept, best first: the label equal to the text, then labels starting with
-        it, then shorter labels. Case-insensitive as the database's ``lower()`` is (SQLite:
-        ASCII letters only)."""
-        needle = text.strip().lower()
+        it, then shorter labels. Case- and accent-insensitive on every backend (``search_fold``:
+        ``backer`` finds ``Bäcker``)."""
+        needle = search_fold(text.strip())
         if not needle:
             return []
-        lowered = func.lower(LabelRow.text)
-        escaped = re.sub(r"([\\%_])", r"\\\1", needle)
-        closeness = case((lowered == needle, 0), (lowered.like(f"{escaped}%", escape="\\"), 1), else_=2)
+        folded = LabelRow.search_text
+        escaped = _like_escape(needle)
+        closeness = case((folded == needle, 0), (folded.like(f"{escaped}%", escape="\\"), 1), else_=2)
         query = (
             select(
                 ConceptRow.uri, LabelRow.text, LabelRow.language, LabelRow.kind, ConceptRow.kind, ConceptRow.isco_code
             )
             .join(LabelRow, LabelRow.concept_id == ConceptRow.id)
-            .where(lowered.like(f"%{escaped}%", escape="\\"))
+            .where(folded.like(f"%{escaped}%", escape="\\"))
             .order_by(closeness, func.length(LabelRow.text), LabelRow.text, ConceptRow.uri)
             .limit(limit * 10)
         )

@@ -15,9 +15,10 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.exc import DBAPIError
 
+from db.formats import search_fold
 from db.imports import import_taxonomy, import_terms, read_terms_csv
 from db.models import Base
-from db.store import Store, current_revisions, head_revisions
+from db.store import Store, current_revisions, head_revisions, search_text
 from db.testing import BACKENDS, empty_store_url, pg_url
 from melo_core.errors import MeloInputError
 from melo_core.taxonomy import Concept, LanguageLabels, Taxonomy
@@ -53,11 +54,14 @@ def tiny_taxonomy() -> Taxonomy:
                 {
                     "en": LanguageLabels("baker", ["bread baker"], ["bakery worker"]),
                     "no": LanguageLabels("baker (no)", ["brødbaker"]),
+                    "de": LanguageLabels("Bäckerin"),
                 },
                 isco_code="7512",
                 description="Bakes bread.",
             ),
-            Concept(PASTRY, 3, "occupation", {"en": LanguageLabels("pastry baker")}),
+            Concept(
+                PASTRY, 3, "occupation", {"en": LanguageLabels("pastry baker"), "el": LanguageLabels("ζαχαροπλάστης πάστας")}
+            ),
             Concept(NURSE, 4, "occupation", {"de": LanguageLabels("Krankenpfleger")}),
         ]
     )
@@ -122,6 +126,26 @@ def test_migrations_downgrade_to_empty_and_back(store_url: str) -> None:
         assert set(inspect(store.engine).get_table_names()) <= {"alembic_version"}
     with Store(store_url) as store:
         assert current_revisions(store.engine) == head_revisions()
+
+
+def test_migration_0003_folds_existing_labels_and_terms(store_url: str, tmp_path: Path) -> None:
+    from alembic import command
+
+    from db.store import _alembic_config
+
+    with Store(store_url) as store:
+        import_taxonomy(store, tiny_taxonomy(), "esco", "v1")
+        add_terms(store, tmp_path)
+        with store.engine.begin() as connection:  # back to before 0003, with rows written then
+            command.downgrade(_alembic_config(connection), "0002")
+            connection.exec_driver_sql("UPDATE source_terms SET search_text = 'stale'")
+    with Store(store_url) as store:  # opening upgrades to head, which folds the rows
+        with store.read() as session:
+            labels = session.execute(text("SELECT text, search_text FROM labels")).all()
+            terms = session.execute(text("SELECT code, label, description, search_text FROM source_terms")).all()
+        assert labels and all(folded == search_fold(label) for label, folded in labels)
+        assert terms and all(row[3] == search_text(*row[:3]) for row in terms)
+        assert [m.label for m in store.find_concepts("BRØDBAKER")] == ["brødbaker"]
 
 
 def test_a_bad_url_is_one_clear_error(tmp_path: Path) -> None:
@@ -424,6 +448,11 @@ def test_find_concepts_by_any_label(store: Store) -> None:
     assert store.find_concepts("BAKER") == found
     assert found[0].concept_kind == "occupation" and found[0].isco_code == "7512"
     assert [m.label for m in store.find_concepts("brød")] == ["brødbaker"]
+    # Case and accents fold the same on every backend, beyond ASCII (SQLite's lower() does not).
+    assert [m.label for m in store.find_concepts("BRØD")] == ["brødbaker"]
+    assert [m.label for m in store.find_concepts("Bäcker")] == ["Bäckerin"]
+    assert [m.label for m in store.find_concepts("backerin")] == ["Bäckerin"]
+    assert [m.label for m in store.find_concepts("ΠΑΣΤΑ")] == ["ζαχαροπλάστης πάστας"]
     assert [m.uri for m in store.find_concepts("baker", languages=["no"])] == [BAKER]
     assert [m.uri for m in store.find_concepts("bakers")] == [ISCO_7512]
     assert store.find_concepts("  ") == [] and store.find_concepts("%") == []
