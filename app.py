@@ -60,3 +60,4 @@ st.markdown(f"Available scorers: {', '.join(f'`{n}`' for n in scorer_names())}."
 st.page_link("pages/1_Datasets.py", label="Browse the datasets", icon="📚")
 st.page_link("pages/2_Link.py", label="Link terms to ESCO (curation)", icon="🔗")
 st.page_link("pages/3_Crosswalk.py", label="Review and export the crosswalk", icon="🗺️")
+st.page_link("pages/4_Import.py", label="Import a taxonomy, terms or a crosswalk", icon="📥")

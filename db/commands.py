@@ -73,18 +73,18 @@ def cmd_import_taxonomy(args: argparse.Namespace) -> int:
 
 
 def cmd_import_terms(args: argparse.Namespace) -> int:
-    from db.imports import import_terms, read_crosswalk, read_skos_csv, read_terms_csv
+    from db.imports import import_terms, read_term_file
     from db.store import Store
     from melo_core.crosswalk import crosswalk_path
 
     if args.with_decisions and not args.crosswalk:
         raise MeloInputError("--with-decisions goes with --crosswalk (a SKOS CSV always brings its decisions)")
     if args.csv:
-        source = read_terms_csv(args.csv)
+        source = read_term_file(args.csv, "csv")
     elif args.crosswalk:
-        source = read_crosswalk(crosswalk_path(args.data, args.crosswalk), with_decisions=args.with_decisions)
+        source = read_term_file(crosswalk_path(args.data, args.crosswalk), "crosswalk", args.with_decisions)
     else:
-        source = read_skos_csv(args.skos_csv)
+        source = read_term_file(args.skos_csv, "skos-csv")
     with Store(args.db) as store:
         report = import_terms(store, args.scheme, source, kind=args.kind, language=args.lang, base_uri=args.base_uri)
         print(f"{report.summary()} (from {source.path}, into {store.display_url})")
