@@ -350,7 +350,9 @@ def published_topk_frame(
     ]
     if not long:
         return pd.DataFrame(columns=["model", "dataset", "k", "accuracy"])
-    return pd.concat(long, ignore_index=True).sort_values(["model", "dataset", "k"], ignore_index=True)
+    # A table mixing our runs (k up to 100) with published ones (1, 5, 10) has NaN at the other ks.
+    frame = pd.concat(long, ignore_index=True).dropna(subset=["accuracy"])
+    return frame.sort_values(["model", "dataset", "k"], ignore_index=True)
 
 
 def mrr_matrix(
@@ -501,3 +503,36 @@ def compare_queries(a: pd.DataFrame, b: pd.DataFrame) -> PairedComparison:
         statistic=statistic,
         p_value=p_value,
     )
+
+
+def drilldown_table(queries: pd.DataFrame, concept_of: Mapping[str, str] | None = None, top_n: int = 5) -> pd.DataFrame:
+    """A stored run's queries (``db.runs.run_queries``: gold and top as (corpus id, form) pairs)
+    for reading: query_id, query, gold concepts, gold labels, first_rank, reciprocal_rank, and the
+    top ``top_n`` predictions, a relevant one marked with ✔."""
+    mapping = concept_of or {}
+    rows = []
+    for row in queries.itertuples(index=False):
+        gold_ids = {cid for cid, _ in row.gold}
+        rows.append(
+            {
+                "query_id": row.query_id,
+                "query": row.query_text,
+                "gold concepts": " | ".join(dict.fromkeys(_concept(cid, mapping) for cid, _ in row.gold)),
+                "gold labels": " | ".join(form for _, form in row.gold),
+                "first_rank": row.first_rank,
+                "reciprocal_rank": row.reciprocal_rank,
+                **{
+                    f"top {i}": (("✔ " if cid in gold_ids else "") + form)
+                    for i, (cid, form) in enumerate(row.top[:top_n], start=1)
+                },
+            }
+        )
+    columns = ["query_id", "query", "gold concepts", "gold labels", "first_rank", "reciprocal_rank"]
+    return pd.DataFrame(rows, columns=columns + [f"top {i}" for i in range(1, top_n + 1)])
+
+
+def mean_curves(curves: pd.DataFrame) -> pd.DataFrame:
+    """model, k, accuracy, datasets: the curves of ``topk_curves_frame`` / ``published_topk_frame``
+    averaged over datasets per model and k (each dataset weighs the same, as the paper's means)."""
+    grouped = curves.groupby(["model", "k"], sort=True)["accuracy"]
+    return grouped.agg(accuracy="mean", datasets="count").reset_index()

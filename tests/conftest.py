@@ -58,3 +58,25 @@ def tiny_dataset(tmp_path: Path) -> Path:
         [("Q1", "0", "C1", "1"), ("Q1", "0", "C2", "1"), ("Q2", "0", "C3", "1"), ("Q3", "0", "C5", "1")],
     )
     return folder
+
+
+# A small stored run set for the analysis pages: two lexical scorers on three small datasets (the
+# first 60 queries of each) and every published baseline of the paper.
+RUN_SET_DATASETS = ("nor_q_no_c_no", "bel_q_fr_c_fr", "nor_q_no_c_en")
+RUN_SET_SCORERS = ("edit-distance", "char-tfidf")
+RUN_SET_QUERIES = 60
+
+
+@pytest.fixture(scope="session")
+def run_set_db(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file holding the run set; copy it before writing to it."""
+    from db.runs import evaluate_and_store, import_published
+    from db.store import Store
+
+    path = tmp_path_factory.mktemp("runs") / "melo.db"
+    with Store(f"sqlite:///{path}") as store:
+        evaluate_and_store(
+            store, melo_data, list(RUN_SET_DATASETS), list(RUN_SET_SCORERS), limit_queries=RUN_SET_QUERIES
+        )
+        import_published(store, melo_data)
+    return path

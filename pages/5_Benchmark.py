@@ -1,0 +1,154 @@
+"""Compare models on the MELO benchmark: MRR heatmap (model × dataset), grouped bars, top-k
+accuracy curves (the paper's figures 3, 6, 7) and the difference to the published values, over
+the runs stored with `eval --store` or from this page, and the published baselines."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.express as px
+import streamlit as st
+
+from db.runs import OURS, PUBLISHED, evaluate_and_store, import_published, run_queries
+from melo_core import config
+from melo_core.analysis import (
+    diff_to_published,
+    filter_datasets,
+    mean_curves,
+    mrr_matrix,
+    published_topk_frame,
+    topk_curves_frame,
+)
+from melo_core.errors import MeloInputError
+from ui import analysis as ui
+from ui.common import store as open_store
+
+st.set_page_config(page_title="Benchmark · MELO Studio", layout="wide")
+st.title("Benchmark")
+store = open_store()
+datasets = ui.datasets()
+METRICS = ("mrr", "acc@1", "acc@5", "acc@10", "map")
+DEFAULT_PUBLISHED = ("openai", "me5", "muse_cnn", "char_tf_idf", "edit_distance")
+
+# -- getting runs ---------------------------------------------------------------------------------
+with st.expander("Add runs: evaluate a scorer, or load the published baselines"):
+    left, right = st.columns(2)
+    chosen_sets = left.multiselect("Datasets", list(datasets["dataset"]), key="bench_run_datasets")
+    specs = right.text_input("Scorers (comma-separated specs)", value="char-tfidf", key="bench_run_scorers")
+    limit = left.number_input("Only the first N queries of each (0: all)", 0, 100_000, 0, key="bench_run_limit")
+    if right.button("Evaluate and store", key="bench_run_go", disabled=not chosen_sets):
+        bar = st.progress(0.0, text="starting…")
+        try:
+            ids = evaluate_and_store(
+                store,
+                config.data_dir(),
+                chosen_sets,
+                specs.split(","),
+                on_progress=lambda done, total, label: bar.progress(done / max(total, 1), text=label),
+                limit_queries=int(limit),
+            )
+            st.success(f"Stored {len(ids)} run(s).")
+        except (MeloInputError, ValueError) as exc:
+            st.error(str(exc))
+    if st.button("Load the published baselines (read-only runs)", key="bench_load_published"):
+        try:
+            st.success(f"Loaded {import_published(store, config.data_dir())} published run(s).")
+        except (MeloInputError, OSError) as exc:
+            st.error(f"No published results under `{config.data_dir()}`: {exc}")
+
+runs = ui.run_table(store)
+if runs.empty:
+    st.info(
+        "No runs stored yet. Evaluate a scorer above, or from the command line "
+        "(`python -m melo_core eval --datasets all --scorers char-tfidf --store`), and load the "
+        "paper's baselines (`python -m melo_core import-results --data DIR`)."
+    )
+    st.stop()
+
+# -- choosing models and datasets ---------------------------------------------------------------------
+with st.sidebar:
+    st.header("Datasets")
+    query_languages = st.multiselect("Query language", sorted(set(datasets["query_language"])), key="bench_q")
+    corpus_languages = st.multiselect(
+        "Corpus language",
+        sorted({lang for langs in datasets["corpus_languages"] for lang in langs.split(",")}),
+        key="bench_c",
+    )
+    kinds = st.multiselect("Kind", ["monolingual", "cross-lingual", "multilingual"], key="bench_kind")
+    metric = st.selectbox("Metric", METRICS, key="bench_metric")
+candidates = filter_datasets(datasets, query_languages or None, corpus_languages or None, kinds or None)
+candidates = [d for d in candidates if d in set(runs["dataset"])]
+chosen = st.multiselect("Datasets", candidates, default=candidates, key="bench_datasets")
+
+models = sorted(set(runs["model"]), key=lambda m: (m.endswith(ui.PUBLISHED_SUFFIX), m))
+default_models = [m for m in models if not m.endswith(ui.PUBLISHED_SUFFIX)] + [
+    f"{name}{ui.PUBLISHED_SUFFIX}" for name in DEFAULT_PUBLISHED if f"{name}{ui.PUBLISHED_SUFFIX}" in models
+]
+picked = st.multiselect("Models", models, default=default_models, key="bench_models")
+if not chosen or not picked:
+    st.info("Choose at least one dataset and one model.")
+    st.stop()
+selected = runs[runs["dataset"].isin(chosen) & runs["model"].isin(picked)]
+size = dict(zip(datasets["dataset"], datasets["n_queries"], strict=True))
+partial = selected[(selected["source"] == OURS) & (selected["n_queries"] < selected["dataset"].map(size))]
+if not partial.empty:
+    st.warning(
+        f"{len(partial)} of our runs cover only the first queries of their dataset (`--limit-queries`): "
+        "their numbers are not comparable with full runs or the published values."
+    )
+
+# -- charts ------------------------------------------------------------------------------------------
+st.subheader(f"{metric} by model and dataset")
+matrix = mrr_matrix(selected, picked, chosen, metric=metric)
+heatmap = px.imshow(
+    matrix, text_auto=".3f", aspect="auto", color_continuous_scale="Viridis", zmin=0, zmax=1,
+    labels={"color": metric}, height=120 + 40 * len(picked),
+)  # fmt: skip
+ui.show_chart(heatmap, matrix.reset_index(), f"heatmap_{metric}")
+
+bars = px.bar(
+    selected,
+    x="dataset",
+    y=metric,
+    color="model",
+    barmode="group",
+    category_orders={"dataset": chosen, "model": picked},
+)
+ui.show_chart(bars, selected[["model", "dataset", metric]], f"bars_{metric}")
+
+st.subheader("Top-k accuracy")
+st.caption(
+    "Our runs: every k from 1 to 100, from the stored rank of each query's first relevant element. "
+    "Published runs: the paper's summary has k = 1, 5 and 10 only (markers)."
+)
+scope = st.selectbox("Curves for", ["mean over the chosen datasets", *chosen], key="bench_curve_scope")
+scope_sets = [scope]
+if scope.startswith("mean"):  # a mean compares models only over datasets that all of them ran on
+    covered = selected.groupby("dataset")["model"].nunique()
+    scope_sets = [d for d in chosen if covered.get(d, 0) == len(picked)]
+    st.caption(f"Mean over the {len(scope_sets)} chosen dataset(s) on which every chosen model has a run.")
+ours = selected[(selected["source"] == OURS) & selected["dataset"].isin(scope_sets)]
+ranks = {(r.model, r.dataset): run_queries(store, int(r.run_id))["first_rank"].to_numpy() for r in ours.itertuples()}
+curves = pd.concat(
+    [
+        topk_curves_frame(ranks).assign(source=OURS),
+        published_topk_frame(selected[selected["source"] == PUBLISHED], datasets=scope_sets).assign(source=PUBLISHED),
+    ],
+    ignore_index=True,
+)
+if curves.empty:
+    st.caption("No run of the chosen models on these datasets.")
+else:
+    averaged = mean_curves(curves)
+    lines = px.line(averaged, x="k", y="accuracy", color="model", markers=True, log_x=True, range_y=[0, 1])
+    ui.show_chart(lines, averaged, "topk_curves")
+
+st.subheader("Difference to the published value")
+our_runs = selected[selected["source"] == OURS]
+published = runs[runs["source"] == PUBLISHED].assign(model=lambda f: f["scorer"])
+diff = diff_to_published(our_runs, published, metric=metric)
+diff["queries"] = our_runs["n_queries"].to_numpy()
+diff["of"] = diff["dataset"].map(size).to_numpy()
+st.dataframe(
+    diff, hide_index=True, key="bench_diff", column_config={"diff": st.column_config.NumberColumn(format="%+.4f")}
+)
+st.download_button("Table (CSV)", ui.csv_bytes(diff), file_name=f"diff_{metric}.csv", key="bench_diff_csv")

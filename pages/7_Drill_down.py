@@ -1,0 +1,89 @@
+"""One dataset, one model: every query with its gold concept(s), the rank of the first relevant
+element and the top-5 predictions; only the failures if you like; and two models side by side on
+the same queries, with a Wilcoxon signed-rank test on the per-query reciprocal ranks."""
+
+from __future__ import annotations
+
+import plotly.express as px
+import streamlit as st
+
+from db.runs import OURS, run_queries
+from melo_core import config
+from melo_core.analysis import compare_queries, drilldown_table, failures
+from melo_core.datasets import load_dataset, resolve_dataset
+from melo_core.errors import MeloInputError
+from ui import analysis as ui
+from ui.common import store as open_store
+
+st.set_page_config(page_title="Drill-down · MELO Studio", layout="wide")
+st.title("Drill-down")
+store = open_store()
+runs = ui.run_table(store)
+ours = runs[runs["source"] == OURS]
+if ours.empty:
+    st.info(
+        "No runs of ours with per-query results yet (published baselines have metrics only). "
+        "Evaluate a scorer on the Benchmark page or with `python -m melo_core eval --store`."
+    )
+    st.stop()
+
+
+@st.cache_data(show_spinner=False)
+def concept_mapping(data_dir: str, name: str) -> dict[str, str]:
+    """corpus id -> ESCO concept URI of a dataset ({} when the dataset is not in the data folder)."""
+    try:
+        return dict(load_dataset(resolve_dataset(data_dir, name)).concept_of)
+    except (MeloInputError, OSError):
+        return {}
+
+
+left, middle, right = st.columns(3)
+dataset = left.selectbox("Dataset", sorted(set(ours["dataset"])), key="drill_dataset")
+on_dataset = ours[ours["dataset"] == dataset].set_index("model")
+model = middle.selectbox("Model", list(on_dataset.index), key="drill_model")
+k = right.number_input("A failure: first relevant element below rank", 1, 100, 1, key="drill_k")
+run = on_dataset.loc[model]
+queries = run_queries(store, int(run["run_id"]))
+table = drilldown_table(queries, concept_mapping(str(config.data_dir()), dataset))
+only_failures = st.toggle("Only the failures", key="drill_failures")
+shown = failures(table, int(k)) if only_failures else table
+st.caption(
+    f"{model} on {dataset}: {len(queries)} queries, MRR {queries['reciprocal_rank'].mean():.4f}, "
+    f"{len(failures(table, int(k)))} with no relevant element in the top {int(k)} (run {int(run['run_id'])})."
+)
+st.dataframe(
+    shown,
+    hide_index=True,
+    key="drill_queries",
+    column_config={"first_rank": st.column_config.NumberColumn(format="%.0f")},
+)
+st.download_button("Queries (CSV)", ui.csv_bytes(shown), file_name=f"{dataset}_{model}_queries.csv", key="drill_csv")
+
+# -- two models side by side ---------------------------------------------------------------------------
+st.subheader("Compare with another model")
+others = [m for m in on_dataset.index if m != model]
+if not others:
+    st.caption("Only one model has a run on this dataset.")
+    st.stop()
+other = st.selectbox("Second model (B)", others, key="drill_other")
+other_queries = run_queries(store, int(on_dataset.loc[other]["run_id"]))
+comparison = compare_queries(
+    queries.rename(columns={"query_text": "query"}), other_queries.rename(columns={"query_text": "query"})
+)
+a, b, c, d = st.columns(4)
+a.metric(f"MRR A ({model})", f"{comparison.mean_rr_a:.4f}")
+b.metric(f"MRR B ({other})", f"{comparison.mean_rr_b:.4f}", f"{comparison.mean_rr_b - comparison.mean_rr_a:+.4f}")
+c.metric("B better / worse / same", f"{comparison.n_better} / {comparison.n_worse} / {comparison.n_same}")
+d.metric("Wilcoxon p (two-sided)", f"{comparison.p_value:.3g}")
+st.caption(
+    f"Wilcoxon signed-rank test on the {comparison.n_pairs} paired reciprocal ranks (zero differences "
+    f"dropped, as the MELO code does): statistic {comparison.statistic:.1f}, p = {comparison.p_value:.3g}."
+)
+status = st.multiselect("Show", ["better", "worse", "same"], default=["better", "worse"], key="drill_status")
+changed = comparison.table[comparison.table["status"].isin(status)].sort_values("delta")
+scatter = px.scatter(
+    comparison.table, x="rr_a", y="rr_b", color="status", hover_data=["query_id", "query"],
+    labels={"rr_a": f"reciprocal rank, {model}", "rr_b": f"reciprocal rank, {other}"},
+)  # fmt: skip
+ui.show_chart(scatter, comparison.table, f"compare_{dataset}")
+st.dataframe(changed, hide_index=True, key="drill_compare")

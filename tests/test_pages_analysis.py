@@ -1,0 +1,156 @@
+"""The Benchmark and Drill-down pages (Streamlit AppTest) on a small stored run set
+(tests/conftest.py: run_set_db): what they show is checked against the store, the published
+summary files and scipy, computed here directly."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+from streamlit.testing.v1 import AppTest
+
+from db.runs import list_runs, run_queries
+from db.store import Store
+from tests.conftest import RUN_SET_DATASETS, RUN_SET_QUERIES
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCHMARK = "pages/5_Benchmark.py"
+DRILL = "pages/7_Drill_down.py"
+
+
+@pytest.fixture
+def url(run_set_db: Path, melo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    copy = tmp_path / "melo.db"
+    shutil.copy(run_set_db, copy)
+    db_url = f"sqlite:///{copy}"
+    monkeypatch.setenv("MELO_DATA", str(melo_data))
+    monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("MELO_DB_URL", db_url)
+    monkeypatch.chdir(ROOT)
+    return db_url
+
+
+def open_page(script: str) -> AppTest:
+    app = AppTest.from_file(str(ROOT / script), default_timeout=120).run()
+    assert not app.exception
+    return app
+
+
+def figure(app: AppTest, index: int) -> dict:
+    """A Plotly chart's figure as the browser gets it (typed arrays decoded)."""
+    spec = json.loads(app.get("plotly_chart")[index].proto.spec)
+
+    def decode(value: object) -> object:
+        if isinstance(value, dict) and "bdata" in value:
+            array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+            shape = value.get("shape")  # plotly writes "rows, columns"
+            return array.reshape([int(n) for n in str(shape).split(",")]) if shape else array
+        return value
+
+    for trace in spec["data"]:
+        for key in list(trace):
+            trace[key] = decode(trace[key])
+    return spec
+
+
+def published_mrr(melo_data: Path, model: str, dataset: str) -> float:
+    for line in (melo_data / "results" / model / dataset / "summary.tsv").read_text().splitlines():
+        name, value = line.split("\t")[:2]
+        if name == "recip_rank":
+            return float(value)
+    raise AssertionError("no recip_rank")
+
+
+def test_benchmark_heatmap_and_differences_come_from_the_stored_runs(url: str, melo_data: Path) -> None:
+    app = open_page(BENCHMARK)
+    app.multiselect(key="bench_datasets").set_value(list(RUN_SET_DATASETS))
+    app.multiselect(key="bench_models").set_value(["char-tfidf", "edit-distance", "openai (published)"]).run()
+    assert not app.exception
+    assert any("only the first queries" in w.value for w in app.warning)  # 60-query runs are flagged
+    with Store(url) as store:
+        stored = {(r.scorer, r.dataset): r.metrics["mrr"] for r in list_runs(store, "ours")}
+    heatmap = figure(app, 0)["data"][0]
+    assert list(heatmap["y"]) == ["char-tfidf", "edit-distance", "openai (published)"]
+    assert list(heatmap["x"]) == list(RUN_SET_DATASETS)
+    z = np.asarray(heatmap["z"], dtype=float)
+    for j, dataset in enumerate(RUN_SET_DATASETS):
+        assert z[0, j] == pytest.approx(stored[("char-tfidf", dataset)])
+        assert z[1, j] == pytest.approx(stored[("edit-distance", dataset)])
+        assert z[2, j] == pytest.approx(published_mrr(melo_data, "openai", dataset))
+
+    diff = app.dataframe[0].value
+    row = diff[(diff["model"] == "char-tfidf") & (diff["dataset"] == "nor_q_no_c_no")].iloc[0]
+    expected = published_mrr(melo_data, "char_tf_idf", "nor_q_no_c_no")
+    assert (row["published_model"], row["queries"], row["of"]) == ("char_tf_idf", RUN_SET_QUERIES, 96)
+    assert row["published"] == pytest.approx(expected)
+    assert row["diff"] == pytest.approx(stored[("char-tfidf", "nor_q_no_c_no")] - expected)
+
+    # Top-k curves: ours at every k, the mean over the datasets all chosen models ran on.
+    curves = figure(app, 2)["data"]
+    ours = next(t for t in curves if t["name"] == "char-tfidf")
+    with Store(url) as store:
+        runs = [r for r in list_runs(store, "ours") if r.scorer == "char-tfidf"]
+        firsts = [run_queries(store, r.id)["first_rank"].to_numpy() for r in runs]
+    at_5 = np.mean([np.mean(f <= 5) for f in firsts])
+    assert len(ours["x"]) == 100 and np.asarray(ours["y"])[4] == pytest.approx(at_5)
+    published = next(t for t in curves if t["name"] == "openai (published)")
+    assert list(published["x"]) == [1, 5, 10]
+
+
+def test_benchmark_evaluates_from_the_page_and_stores_the_run(url: str) -> None:
+    app = open_page(BENCHMARK)
+    app.multiselect(key="bench_run_datasets").set_value(["nor_q_no_c_no"])
+    app.text_input(key="bench_run_scorers").input("bm25")
+    app.number_input(key="bench_run_limit").set_value(20).run()
+    app.button(key="bench_run_go").click().run()
+    assert not app.exception
+    assert [s.value for s in app.success] == ["Stored 1 run(s)."]
+    with Store(url) as store:
+        [run] = [r for r in list_runs(store, "ours") if r.scorer == "bm25"]
+        assert (run.dataset, run.n_queries, run.code_version is not None) == ("nor_q_no_c_no", 20, True)
+    app.text_input(key="bench_run_scorers").input("no-such-scorer")
+    app.button(key="bench_run_go").click().run()
+    assert any("unknown scorer" in e.value for e in app.error)
+
+
+def test_pages_without_runs_say_how_to_get_them(
+    tmp_path: Path, melo_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MELO_DATA", str(melo_data))
+    monkeypatch.setenv("MELO_DB_URL", f"sqlite:///{tmp_path / 'empty.db'}")
+    monkeypatch.chdir(ROOT)
+    assert "import-results" in open_page(BENCHMARK).info[0].value
+    assert "eval --store" in open_page(DRILL).info[0].value
+
+
+def test_drill_down_failures_and_a_paired_comparison(url: str) -> None:
+    app = open_page(DRILL)
+    app.selectbox(key="drill_dataset").select("nor_q_no_c_no")
+    app.selectbox(key="drill_model").select("char-tfidf").run()
+    with Store(url) as store:
+        runs = {r.scorer: r.id for r in list_runs(store, "ours") if r.dataset == "nor_q_no_c_no"}
+        a = run_queries(store, runs["char-tfidf"])
+        b = run_queries(store, runs["edit-distance"])
+    table = app.dataframe[0].value
+    assert list(table["query_id"]) == list(a["query_id"]) and len(table) == RUN_SET_QUERIES
+    top1_hits = table["top 1"].str.startswith("✔")
+    assert list(top1_hits) == list(a["first_rank"] == 1)  # the gold is marked where it ranks first
+
+    app.number_input(key="drill_k").set_value(3)
+    app.toggle(key="drill_failures").set_value(True).run()
+    assert len(app.dataframe[0].value) == int((a["first_rank"] > 3).sum())
+
+    app.selectbox(key="drill_other").select("edit-distance").run()
+    assert not app.exception
+    rr_a, rr_b = a["reciprocal_rank"].to_numpy(), b["reciprocal_rank"].to_numpy()
+    expected = stats.wilcoxon(rr_a, rr_b)
+    shown = {m.label: m.value for m in app.metric}
+    assert shown["Wilcoxon p (two-sided)"] == f"{expected.pvalue:.3g}"
+    better, worse = int((rr_b > rr_a).sum()), int((rr_b < rr_a).sum())
+    assert shown["B better / worse / same"] == f"{better} / {worse} / {len(a) - better - worse}"
+    assert shown["MRR A (char-tfidf)"] == f"{rr_a.mean():.4f}"

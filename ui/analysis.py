@@ -1,0 +1,71 @@
+"""What the analysis pages share: the stored runs as one table with a model name per run, the
+dataset table, and one way to show a chart (Plotly, PNG from the chart's camera button, its data
+as CSV). Streamlit glue only: the numbers come from ``db.runs`` and ``melo_core.analysis``."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from db.formats import neutralise
+from db.runs import OURS, run_metrics_frame
+from db.store import Store
+from melo_core import config
+from melo_core.analysis import dataset_table
+from melo_core.errors import MeloInputError
+
+PUBLISHED_SUFFIX = " (published)"
+
+
+def model_name(scorer: str, source: str) -> str:
+    """Our runs by scorer spec; published baselines by paper model name, marked as such."""
+    return scorer if source == OURS else scorer + PUBLISHED_SUFFIX
+
+
+def run_table(store: Store) -> pd.DataFrame:
+    """The newest run per (scorer, dataset), with a ``model`` column naming it."""
+    frame = run_metrics_frame(store, latest=True)
+    frame.insert(1, "model", [model_name(s, src) for s, src in zip(frame["scorer"], frame["source"], strict=True)])
+    return frame
+
+
+@st.cache_data(show_spinner="Reading the datasets…")
+def _datasets(data_dir: str) -> pd.DataFrame:
+    return dataset_table(data_dir)
+
+
+def datasets() -> pd.DataFrame:
+    """One row per MELO dataset of the data folder (languages, kind, size); stops with help
+    when there is no data."""
+    try:
+        return _datasets(str(config.data_dir()))
+    except (MeloInputError, OSError):
+        st.warning(f"No MELO data in `{config.data_dir()}`. {config.DATA_HELP}")
+        st.stop()
+        raise  # unreachable: st.stop() raises
+
+
+def csv_bytes(frame: pd.DataFrame) -> bytes:
+    """The frame as CSV, text cells a spreadsheet would run as a formula neutralised."""
+    safe = frame.copy()
+    for column in safe.columns:
+        if safe[column].dtype == object:
+            safe[column] = [neutralise(v) if isinstance(v, str) else v for v in safe[column]]
+    return safe.to_csv(index=False).encode("utf-8")
+
+
+def show_chart(figure: go.Figure, data: pd.DataFrame, name: str) -> None:
+    """The chart (its camera button saves a PNG named ``name``) and a download of its data."""
+    st.plotly_chart(
+        figure,
+        key=f"chart_{name}",
+        config={"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": name, "scale": 2}},
+    )
+    st.download_button(
+        f"Data of this chart (CSV, {len(data):,} rows)",
+        csv_bytes(data),
+        file_name=f"{name}.csv",
+        mime="text/csv",
+        key=f"csv_{name}",
+    )
