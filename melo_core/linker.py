@@ -48,6 +48,9 @@ class Candidate:
     isco_code: str | None
     isco_label: str | None  # the ISCO group's preferred label in the display languages
     component_scores: dict[str, float] = field(default_factory=dict)
+    # Per scorer of a hybrid: the concept's best label score and its rank by that scorer alone
+    # among the pooled candidates.
+    component_ranks: dict[str, int] = field(default_factory=dict)
 
 
 def _fingerprint(*parts: object) -> str:
@@ -197,6 +200,13 @@ class Linker:
             sums = np.add.reduceat(shifted, firsts)
             aggregated = scores[firsts] + SOFTMAX_TEMPERATURE * np.log(sums)
         best = np.argsort(-aggregated, kind="stable")[:top_k]
+        # Per scorer: a concept's score is its best label's, its rank among the pooled concepts.
+        by_concept = {spec: np.maximum.reduceat(v[order], firsts) for spec, v in component_scores.items()}
+        component_ranks = {}
+        for spec, values in by_concept.items():
+            ranks = np.empty(len(firsts), dtype=np.int64)
+            ranks[np.argsort(-values, kind="stable")] = np.arange(1, len(firsts) + 1)
+            component_ranks[spec] = ranks
         out = []
         for rank, b in enumerate(best, start=1):
             position = firsts[b]
@@ -212,6 +222,7 @@ class Linker:
                 kind=concept.kind,
                 isco_code=concept.isco_code,
                 isco_label=self._isco_label(concept.isco_code),
-                component_scores={s: float(v[order][position]) for s, v in component_scores.items()},
+                component_scores={s: float(v[b]) for s, v in by_concept.items()},
+                component_ranks={s: int(r[b]) for s, r in component_ranks.items()},
             ))  # fmt: skip
         return out

@@ -176,7 +176,18 @@ st.dataframe(
                 "ISCO group": f"{c.isco_code} {c.isco_label or ''}".strip() if c.isco_code else "",
                 "kind": c.kind,
                 "score": round(c.score, 4),
-                **({name: round(value, 4) for name, value in c.component_scores.items()} if linker.hybrid else {}),
+                **(
+                    {
+                        column: value
+                        for name, score in c.component_scores.items()
+                        for column, value in (
+                            (f"{name} score", round(score, 4)),
+                            (f"{name} rank", c.component_ranks[name]),
+                        )
+                    }
+                    if linker.hybrid
+                    else {}
+                ),
                 "decision": current[c.concept_uri].outcome if c.concept_uri in current else "",
                 "uri": c.concept_uri,
             }

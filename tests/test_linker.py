@@ -147,3 +147,22 @@ def test_candidates_carry_isco_groups_from_the_esco_export(small_data: Path, esc
     for candidate in with_group:
         group = taxonomy.by_uri[f"http://data.europa.eu/esco/isco/C{candidate.isco_code}"]
         assert candidate.isco_label == group.preferred_label(("en",))
+
+
+def test_hybrid_candidates_carry_each_scorers_score_and_rank(small_data: Path, link_cache: Path) -> None:
+    taxonomy = taxonomy_from_melo(small_data)
+    hybrid = Linker(taxonomy, "wsum:0.5*char-tfidf+0.5*muse", cache_dir=link_cache)
+    alone = Linker(taxonomy, "char-tfidf", cache_dir=link_cache)
+    [candidates] = hybrid.link(["sykepleier"], top_k=10)
+    [lexical] = alone.link(["sykepleier"], top_k=3)
+    for c in candidates:
+        assert set(c.component_scores) == set(c.component_ranks) == {"char-tfidf", "muse"}
+        assert all(rank >= 1 for rank in c.component_ranks.values())
+    # Ranks order the candidates by that scorer's score.
+    ordered = sorted(candidates, key=lambda c: c.component_ranks["char-tfidf"])
+    scores = [c.component_scores["char-tfidf"] for c in ordered]
+    assert scores == sorted(scores, reverse=True)
+    # The lexical scorer's own top concept is rank 1 for char-tfidf within the hybrid, with its score.
+    top = next((c for c in candidates if c.concept_uri == lexical[0].concept_uri), None)
+    assert top is not None and top.component_ranks["char-tfidf"] == 1
+    assert top.component_scores["char-tfidf"] == pytest.approx(lexical[0].score, abs=1e-6)

@@ -227,3 +227,13 @@ def test_crosswalk_page_kappa_and_warnings(started: str) -> None:
     assert set(app.dataframe[0].value["curator"]) == {"bob"} and len(app.dataframe[0].value) == 3
     app.multiselect(key="cw_relations").set_value(["rejected"]).run()
     assert list(app.dataframe[0].value["code"]) == [terms[0].code]
+
+
+def test_a_hybrid_scorer_shows_each_scorers_score_and_rank(started: str) -> None:
+    app = page(LINK)
+    app.session_state["link_scorer"] = "rrf:char-tfidf+muse"
+    app.run()
+    assert not app.exception
+    table = app.dataframe[0].value
+    assert {"char-tfidf score", "char-tfidf rank", "muse score", "muse rank"} <= set(table.columns)
+    assert table["char-tfidf rank"].min() >= 1 and table["muse rank"].min() >= 1
