@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from db.store import Store
+from db.testing import BACKENDS, empty_store_url, pg_url
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -16,6 +20,23 @@ def melo_data_dir() -> Path:
 
 def esco_csv_dir() -> Path:
     return Path(os.environ.get("MELO_ESCO", melo_data_dir().parent / "esco"))
+
+
+# The store tests run on SQLite, and on PostgreSQL when MELO_TEST_PG_URL is set (make test does).
+BACKENDS_UNDER_TEST = [b for b in BACKENDS if b == "sqlite" or pg_url()]
+
+
+@pytest.fixture(params=BACKENDS_UNDER_TEST)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty store on each backend under test."""
+    with empty_store_url(request.param, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    with Store(store_url) as opened:
+        yield opened
 
 
 @pytest.fixture(scope="session")
@@ -32,6 +53,17 @@ def esco_csv() -> Path:
     if not (path / "occupations_en.csv").is_file():
         pytest.skip(f"ESCO CSV export not found at {path} (set MELO_ESCO)")
     return path
+
+
+@pytest.fixture(scope="session")
+def nor_data(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data folder in the official layout with one dataset (nor_q_no_c_no, 96 queries) and its
+    crosswalk (nor_no), linked, not copied: enough for the curation pages."""
+    root = tmp_path_factory.mktemp("nor-data")
+    for part in ("processed/melo/nor_q_no_c_no", "raw/crosswalks_standard/nor_no"):
+        (root / part).parent.mkdir(parents=True, exist_ok=True)
+        (root / part).symlink_to((melo_data / part).resolve())
+    return root
 
 
 @pytest.fixture(scope="session")

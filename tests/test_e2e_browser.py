@@ -45,16 +45,8 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def app_url(melo_data: Path, tmp_path: Path) -> Iterator[str]:
-    data = tmp_path / "data"
-    (data / "processed" / "melo").mkdir(parents=True)
-    (data / "processed" / "melo" / "nor_q_no_c_no").symlink_to(
-        (melo_data / "processed" / "melo" / "nor_q_no_c_no").resolve()
-    )
-    (data / "raw" / "crosswalks_standard").mkdir(parents=True)
-    (data / "raw" / "crosswalks_standard" / "nor_no").symlink_to(
-        (melo_data / "raw" / "crosswalks_standard" / "nor_no").resolve()
-    )
+def app_url(nor_data: Path, tmp_path: Path) -> Iterator[str]:
+    data = nor_data
     env = dict(
         os.environ,
         MELO_DATA=str(data),

@@ -18,30 +18,15 @@ CROSSWALK = "pages/3_Crosswalk.py"
 
 
 @pytest.fixture(scope="module")
-def small_data(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The official layout with one dataset and one crosswalk (linked, not copied)."""
-    root = tmp_path_factory.mktemp("data")
-    (root / "processed" / "melo").mkdir(parents=True)
-    (root / "processed" / "melo" / "nor_q_no_c_no").symlink_to(
-        (melo_data / "processed" / "melo" / "nor_q_no_c_no").resolve()
-    )
-    (root / "raw" / "crosswalks_standard").mkdir(parents=True)
-    (root / "raw" / "crosswalks_standard" / "nor_no").symlink_to(
-        (melo_data / "raw" / "crosswalks_standard" / "nor_no").resolve()
-    )
-    return root
-
-
-@pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One cache for the module: the taxonomy and the fitted char-tfidf are built once."""
     return tmp_path_factory.mktemp("cache")
 
 
 @pytest.fixture
-def env(small_data: Path, cache: Path, esco_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+def env(nor_data: Path, cache: Path, esco_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     url = f"sqlite:///{tmp_path / 'melo.db'}"
-    monkeypatch.setenv("MELO_DATA", str(small_data))
+    monkeypatch.setenv("MELO_DATA", str(nor_data))
     monkeypatch.setenv("MELO_ESCO", str(esco_csv))  # ISCO groups for the union's occupations
     monkeypatch.setenv("MELO_CACHE", str(cache))
     monkeypatch.setenv("MELO_DB_URL", url)
@@ -50,10 +35,10 @@ def env(small_data: Path, cache: Path, esco_csv: Path, tmp_path: Path, monkeypat
 
 
 @pytest.fixture
-def started(env: str, small_data: Path) -> str:
+def started(env: str, nor_data: Path) -> str:
     """A store holding the ESCO union of the small data folder and the nor_no terms."""
     with Store(env) as store:
-        start_curation(store, small_data, "nor_no")
+        start_curation(store, nor_data, "nor_no")
     return env
 
 

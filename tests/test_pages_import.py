@@ -17,25 +17,10 @@ ROOT = Path(__file__).resolve().parent.parent
 IMPORT = "pages/4_Import.py"
 
 
-@pytest.fixture(scope="module")
-def small_data(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The official layout with one dataset and one crosswalk (linked, not copied)."""
-    root = tmp_path_factory.mktemp("data")
-    (root / "processed" / "melo").mkdir(parents=True)
-    (root / "processed" / "melo" / "nor_q_no_c_no").symlink_to(
-        (melo_data / "processed" / "melo" / "nor_q_no_c_no").resolve()
-    )
-    (root / "raw" / "crosswalks_standard").mkdir(parents=True)
-    (root / "raw" / "crosswalks_standard" / "nor_no").symlink_to(
-        (melo_data / "raw" / "crosswalks_standard" / "nor_no").resolve()
-    )
-    return root
-
-
 @pytest.fixture
-def url(small_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+def url(nor_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     db_url = f"sqlite:///{tmp_path / 'melo.db'}"
-    monkeypatch.setenv("MELO_DATA", str(small_data))
+    monkeypatch.setenv("MELO_DATA", str(nor_data))
     monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("MELO_DB_URL", db_url)
     monkeypatch.chdir(ROOT)
@@ -81,8 +66,8 @@ def test_a_bad_file_is_refused_with_its_line_and_column_and_nothing_written(url:
         assert store.schemes() == []
 
 
-def test_a_crosswalk_json_with_its_matches_as_decisions(url: str, small_data: Path) -> None:
-    path = small_data / "raw" / "crosswalks_standard" / "nor_no" / "crosswalk.json"
+def test_a_crosswalk_json_with_its_matches_as_decisions(url: str, nor_data: Path) -> None:
+    path = nor_data / "raw" / "crosswalks_standard" / "nor_no" / "crosswalk.json"
     crosswalk = json.loads(path.read_text(encoding="utf-8"))
     app = import_page()
     app.radio(key="import_format").set_value("crosswalk").run()

@@ -5,7 +5,6 @@ Every store test runs on a fresh SQLite file, and on PostgreSQL too when MELO_TE
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -19,28 +18,14 @@ from db.formats import search_fold
 from db.imports import import_taxonomy, import_terms, read_terms_csv
 from db.models import Base
 from db.store import Store, current_revisions, head_revisions, search_text
-from db.testing import BACKENDS, empty_store_url, pg_url
+from db.testing import pg_url
 from melo_core.errors import MeloInputError
 from melo_core.taxonomy import Concept, LanguageLabels, Taxonomy
-
-BACKENDS_UNDER_TEST = [b for b in BACKENDS if b == "sqlite" or pg_url()]
 
 BAKER = "http://data.europa.eu/esco/occupation/baker"
 PASTRY = "http://data.europa.eu/esco/occupation/pastry-baker"
 NURSE = "http://data.europa.eu/esco/occupation/nurse"
 ISCO_7512 = "http://data.europa.eu/esco/isco/C7512"
-
-
-@pytest.fixture(params=BACKENDS_UNDER_TEST)
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with empty_store_url(request.param, tmp_path) as url:
-        yield url
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    with Store(store_url) as opened:
-        yield opened
 
 
 def tiny_taxonomy() -> Taxonomy:
@@ -60,7 +45,10 @@ def tiny_taxonomy() -> Taxonomy:
                 description="Bakes bread.",
             ),
             Concept(
-                PASTRY, 3, "occupation", {"en": LanguageLabels("pastry baker"), "el": LanguageLabels("ζαχαροπλάστης πάστας")}
+                PASTRY,
+                3,
+                "occupation",
+                {"en": LanguageLabels("pastry baker"), "el": LanguageLabels("ζαχαροπλάστης πάστας")},
             ),
             Concept(NURSE, 4, "occupation", {"de": LanguageLabels("Krankenpfleger")}),
         ]

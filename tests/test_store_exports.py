@@ -18,11 +18,11 @@ import yaml
 from db.formats import neutralise, unneutralise
 from db.imports import import_taxonomy
 from db.store import Store
-from db.testing import BACKENDS, empty_store_url, pg_url, run_cli, run_cli_ok, snapshot
+from db.testing import empty_store_url, run_cli, run_cli_ok, snapshot
 from melo_core.datasets import load_dataset
 from melo_core.taxonomy import taxonomy_from_datasets
+from tests.conftest import BACKENDS_UNDER_TEST
 
-BACKENDS_UNDER_TEST = [b for b in BACKENDS if b == "sqlite" or pg_url()]
 SKOS_HEADER = [
     "source_uri",
     "source_code",

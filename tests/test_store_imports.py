@@ -6,23 +6,14 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from db.store import Store
-from db.testing import BACKENDS, empty_store_url, pg_url, run_cli, run_cli_ok, snapshot
+from db.testing import run_cli, run_cli_ok, snapshot
 from melo_core.taxonomy import taxonomy_from_esco_csv, taxonomy_from_melo
-
-BACKENDS_UNDER_TEST = [b for b in BACKENDS if b == "sqlite" or pg_url()]
-
-
-@pytest.fixture(params=BACKENDS_UNDER_TEST)
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with empty_store_url(request.param, tmp_path) as url:
-        yield url
-
 
 cli, ok = run_cli, run_cli_ok
 

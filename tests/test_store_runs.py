@@ -4,7 +4,6 @@ read back, on a fresh SQLite file and on PostgreSQL too when MELO_TEST_PG_URL is
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,7 @@ from db.runs import (
     save_run,
 )
 from db.store import Store, current_revisions, head_revisions
-from db.testing import BACKENDS, empty_store_url, pg_url, run_cli
+from db.testing import run_cli
 from melo_core import MeloDataset, Protocol, ScorerContext, create_scorer, evaluate, load_dataset
 from melo_core.errors import MeloInputError
 from melo_core.evaluation import EvaluationResult
@@ -32,20 +31,7 @@ from melo_core.metrics import TREC_NAMES
 from melo_core.published import load_all_published, load_published
 from melo_core.version import code_version
 
-BACKENDS_UNDER_TEST = [b for b in BACKENDS if b == "sqlite" or pg_url()]
 DATASET = "nor_q_no_c_no"  # monolingual, 96 queries, 7.8k surface forms
-
-
-@pytest.fixture(params=BACKENDS_UNDER_TEST)
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with empty_store_url(request.param, tmp_path) as url:
-        yield url
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    with Store(store_url) as opened:
-        yield opened
 
 
 @pytest.fixture(scope="module")
