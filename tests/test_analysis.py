@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import csv
 import math
 import os
-import unicodedata
 import warnings
 from pathlib import Path
 
@@ -22,36 +20,14 @@ from melo_core.disk_cache import save_pickle
 from melo_core.evaluation import EvaluationResult, Protocol, evaluate
 from melo_core.published import load_all_published
 from melo_core.scorers import ScorerContext, create_scorer
+from tests.paper_reference import paper_min_distances, read_pairs
 
 PAPER_MODELS = ["edit_distance", "char_tf_idf", "muse_cnn", "openai"]
 SMALL = "nor_q_no_c_no"  # 96 queries: quick to evaluate
 
 
-def read_pairs(path: Path) -> dict[str, str]:
-    with open(path, encoding="utf-8", newline="") as handle:
-        return {row[0]: row[1] for row in csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)}
-
-
 def published_value(melo_data: Path, model: str, dataset: str, name: str = "recip_rank") -> float:
     return float(read_pairs(melo_data / "results" / model / dataset / "summary.tsv")[name])
-
-
-def paper_min_distances(folder: Path, fold: bool) -> list[float]:
-    """The MELO paper's loop, written out on the raw files: 1 - fuzz.ratio / 100 on lowercased
-    (and NFKD + ASCII-folded) strings, minimum over each query's annotated elements."""
-
-    def prep(text: str) -> str:
-        text = text.lower()
-        return unicodedata.normalize("NFKD", text).encode("ASCII", "ignore").decode("utf-8") if fold else text
-
-    queries = read_pairs(folder / "queries.tsv")
-    corpus = read_pairs(folder / "corpus_elements.tsv")
-    relevant: dict[str, list[str]] = {}
-    with open(folder / "annotations.tsv", encoding="utf-8") as handle:
-        for line in handle:
-            qid, _, cid, _ = line.strip().split("\t")
-            relevant.setdefault(qid, []).append(cid)
-    return [min(1 - fuzz.ratio(prep(corpus[c]), prep(queries[q])) / 100 for c in cids) for q, cids in relevant.items()]
 
 
 @pytest.fixture(scope="module")

@@ -5,19 +5,17 @@ the raw TSV files."""
 from __future__ import annotations
 
 import base64
-import csv
 import json
 import shutil
-import unicodedata
 from pathlib import Path
 
 import numpy as np
 import pytest
-from rapidfuzz import fuzz
 from scipy import stats
 from streamlit.testing.v1 import AppTest
 
 from melo_core.text import NON_LATIN_LANGUAGES
+from tests.paper_reference import paper_min_distances, read_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = "pages/6_Lexical_overlap.py"
@@ -25,32 +23,10 @@ CHOSEN = "bel_q_fr_c_fr"  # has partial runs of ours in the run set
 MODEL = "openai"
 
 
-def read_pairs(path: Path) -> dict[str, str]:
-    with open(path, encoding="utf-8", newline="") as handle:
-        return {row[0]: row[1] for row in csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)}
-
-
 def direct_distances(folder: Path) -> np.ndarray:
-    """The paper's rule written out: 1 - fuzz.ratio / 100 on lowercased strings, NFKD +
-    ASCII-folded unless a language of the dataset has a non-Latin script; minimum over each
-    query's annotated elements."""
+    """The paper's rule: ASCII-folded unless a language of the dataset has a non-Latin script."""
     languages = {folder.name.split("_")[2], *folder.name.split("_")[4:]}
-    fold = not NON_LATIN_LANGUAGES.intersection(languages)
-
-    def prep(text: str) -> str:
-        text = text.lower()
-        return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii") if fold else text
-
-    queries = read_pairs(folder / "queries.tsv")
-    corpus = read_pairs(folder / "corpus_elements.tsv")
-    relevant: dict[str, list[str]] = {}
-    with open(folder / "annotations.tsv", encoding="utf-8") as handle:
-        for line in handle:
-            qid, _, cid, _ = line.rstrip("\n").split("\t")
-            relevant.setdefault(qid, []).append(cid)
-    return np.array(
-        [min(1 - fuzz.ratio(prep(queries[q]), prep(corpus[c])) / 100 for c in cids) for q, cids in relevant.items()]
-    )
+    return np.array(paper_min_distances(folder, fold=not NON_LATIN_LANGUAGES.intersection(languages)))
 
 
 def monolingual(melo_data: Path) -> list[str]:
