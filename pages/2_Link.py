@@ -235,9 +235,8 @@ marks = {k: f"  ✔ {current[str(o['uri'])].outcome}" for k, o in options.items(
 choice_key = f"link_choice_{term.id}"
 ranked = [k for k in options if not k.startswith("search|")]
 with st.container(horizontal=True):
-    st.caption("Pick by key:")
-    for key, option in zip(PICK_KEYS, ranked, strict=False):
-        st.button(key, key=f"link_pick_{key}", on_click=pick, args=(choice_key, option), shortcut=key,
+    for key, option in zip(PICK_KEYS, ranked, strict=False):  # Streamlit shows the key beside "Pick"
+        st.button("Pick", key=f"link_pick_{key}", on_click=pick, args=(choice_key, option), shortcut=key,
                   type="tertiary", help=str(options[option]["label"]))  # fmt: skip
 with st.form(f"decide_{term.id}", enter_to_submit=False, border=True):
     st.radio(

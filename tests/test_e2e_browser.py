@@ -7,6 +7,7 @@ MELO_SCREENSHOT_DIR to keep the Link page's screenshot (docs/link-page.png comes
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -44,23 +45,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def app_url(nor_data: Path, tmp_path: Path) -> Iterator[str]:
-    data = nor_data
-    env = dict(
-        os.environ,
-        MELO_DATA=str(data),
-        MELO_CACHE=str(tmp_path / "cache"),
-        MELO_DB_URL=f"sqlite:///{tmp_path / 'melo.db'}",
-    )
-    with Store(env["MELO_DB_URL"]) as store:
-        start_curation(store, data, "nor_no")
+@contextlib.contextmanager
+def serve(env: dict[str, str], log_path: Path) -> Iterator[str]:
+    """`streamlit run app.py` on a free local port with ``env``; yields its URL."""
     port = free_port()
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
                "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
                "--server.fileWatcherType", "none"]  # fmt: skip
-    log = (tmp_path / "streamlit.log").open("w")
-    server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    log = log_path.open("w")
+    server = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -71,7 +64,7 @@ def app_url(nor_data: Path, tmp_path: Path) -> Iterator[str]:
             except OSError:
                 pass
             if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"streamlit did not start: {(tmp_path / 'streamlit.log').read_text()[-2000:]}")
+                pytest.fail(f"streamlit did not start: {log_path.read_text()[-2000:]}")
             time.sleep(0.3)
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -81,6 +74,35 @@ def app_url(nor_data: Path, tmp_path: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+
+
+@pytest.fixture
+def app_url(nor_data: Path, esco_csv: Path, tmp_path: Path) -> Iterator[str]:
+    """The app over the nor_no curation start (ESCO union of one dataset, the crosswalk's terms)."""
+    url = f"sqlite:///{tmp_path / 'melo.db'}"
+    with Store(url) as store:
+        start_curation(store, nor_data, "nor_no")
+    env = {
+        "MELO_DATA": str(nor_data),
+        "MELO_ESCO": str(esco_csv),
+        "MELO_CACHE": str(tmp_path / "cache"),
+        "MELO_DB_URL": url,
+    }
+    with serve(env, tmp_path / "streamlit.log") as app:
+        yield app
+
+
+@pytest.fixture
+def runs_app_url(run_set_db: Path, melo_data: Path, tmp_path: Path) -> Iterator[str]:
+    """The app over the small stored run set (tests/conftest.py)."""
+    shutil.copy(run_set_db, tmp_path / "melo.db")
+    env = {
+        "MELO_DATA": str(melo_data),
+        "MELO_CACHE": str(tmp_path / "cache"),
+        "MELO_DB_URL": f"sqlite:///{tmp_path / 'melo.db'}",
+    }
+    with serve(env, tmp_path / "streamlit.log") as app:
+        yield app
 
 
 @pytest.fixture
@@ -150,3 +172,34 @@ def test_accept_a_suggestion_and_download_the_skos_csv(
     assert len(accepted) == 1 and "Offiserer fra fenrik" in accepted[0] and ",Alice," in accepted[0]
     by_key = [r for r in rows if ",skos:narrowMatch," in r]
     assert len(by_key) == 1 and ",Alice," in by_key[0] and "Offiserer fra fenrik" not in by_key[0]
+
+
+def test_a_benchmark_chart_downloads_as_png(
+    browser_tools: tuple[object, str], runs_app_url: str, tmp_path: Path
+) -> None:
+    """The charts' PNG comes from Plotly's camera button in the browser (no server-side renderer)."""
+    sync_api, executable = browser_tools
+    with sync_api.sync_playwright() as playwright:  # type: ignore[attr-defined]
+        browser = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=executable,
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            accept_downloads=True,
+            viewport={"width": 1400, "height": 1100},
+        )
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(60_000)
+            page.goto(f"{runs_app_url}/Benchmark")
+            chart = page.locator(".js-plotly-plot").first
+            chart.wait_for()
+            chart.hover()
+            with page.expect_download() as download_info:
+                page.locator("[data-title='Download plot as a PNG']").first.click()  # Streamlit's modebar
+            download = download_info.value
+            content = Path(download.path()).read_bytes()
+        finally:
+            browser.close()
+    assert download.suggested_filename == "heatmap_mrr.png"
+    assert content.startswith(b"\x89PNG\r\n\x1a\n") and len(content) > 10_000

@@ -161,7 +161,7 @@ def test_pick_a_candidate_by_its_number_then_accept_as_narrow(started: str) -> N
     app = page(LINK).run()
     table = app.dataframe[0].value
     pick = app.button(key="link_pick_3")  # the button that key 3 presses
-    assert pick.label == "3"
+    assert (pick.label, pick.help) == ("Pick", table.iloc[2]["concept"])
     pick.click().run()
     assert app.radio(key=f"link_choice_{term.id}").value.startswith("3|")
     button(app, "Narrow").click().run()
