@@ -36,3 +36,14 @@ class Scorer(Protocol):
     def score(self, queries: Sequence[str]) -> np.ndarray:
         """Dense scores, shape (len(queries), len(corpus)), float64."""
         ...
+
+
+@runtime_checkable
+class ExtendableScorer(Scorer, Protocol):
+    """A fitted scorer that also scores queries against extra texts with the representation it
+    fitted (same vocabulary, IDF, document-length norm, encoder): the linker's curator aliases
+    become extra surface forms without refitting on the corpus."""
+
+    def score_against(self, queries: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+        """Scores as if ``texts`` were corpus surface forms, shape (len(queries), len(texts)), float64."""
+        ...

@@ -16,7 +16,7 @@ import numpy as np
 from scipy import sparse
 
 from melo_core.scorers.base import ScorerContext
-from melo_core.scorers.lexical import paper_text_prep
+from melo_core.scorers.lexical import memo_rows, paper_text_prep
 from melo_core.scorers.registry import register
 from melo_core.text import TextPrep
 
@@ -29,6 +29,13 @@ class BM25Scorer:
         self._vocabulary: dict[str, int] = {}
         self._weights_t: sparse.csr_matrix | None = None
         self._idf = np.zeros(0)
+        self._average_length = 1.0
+        self._text_rows: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # score_against's memo
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_text_rows"] = {}  # the linker's aliases are not part of the shared fitted state
+        return state
 
     def fit(self, corpus: Sequence[str]) -> None:
         vocabulary: dict[str, int] = {}
@@ -53,12 +60,10 @@ class BM25Scorer:
         weights = tf.copy()
         row_of_entry = np.repeat(np.arange(n_docs), np.diff(tf.indptr))
         weights.data = tf.data * (self.k1 + 1) / (tf.data + norm[row_of_entry])
-        self._vocabulary, self._idf = vocabulary, idf
+        self._vocabulary, self._idf, self._average_length = vocabulary, idf, average_length
         self._weights_t = weights.T.tocsr()
 
-    def score(self, queries: Sequence[str]) -> np.ndarray:
-        if self._weights_t is None:
-            raise RuntimeError("fit() the scorer on a corpus first")
+    def _query_matrix(self, queries: Sequence[str]) -> sparse.csr_matrix:
         rows, cols, values = [], [], []
         for q, text in enumerate(queries):
             # Repeated query tokens count once per occurrence, as in rank-bm25.
@@ -68,8 +73,35 @@ class BM25Scorer:
                     rows.append(q)
                     cols.append(column)
                     values.append(count * self._idf[column])
-        query_matrix = sparse.csr_matrix((values, (rows, cols)), shape=(len(queries), len(self._vocabulary)))
-        return (query_matrix @ self._weights_t).toarray()
+        return sparse.csr_matrix((values, (rows, cols)), shape=(len(queries), len(self._vocabulary)))
+
+    def score(self, queries: Sequence[str]) -> np.ndarray:
+        if self._weights_t is None:
+            raise RuntimeError("fit() the scorer on a corpus first")
+        return (self._query_matrix(queries) @ self._weights_t).toarray()
+
+    def _document_rows(self, texts: Sequence[str]) -> sparse.csr_matrix:
+        """Term weights of extra documents with the fitted IDF's vocabulary and average length."""
+        rows, cols, values = [], [], []
+        for d, text in enumerate(texts):
+            tokens = self._prepare(text).split(" ")
+            norm = self.k1 * (1 - self.b + self.b * len(tokens) / self._average_length)
+            for token, count in Counter(tokens).items():
+                column = self._vocabulary.get(token)
+                if column is not None:  # a word the taxonomy never uses has no IDF: it cannot match
+                    rows.append(d)
+                    cols.append(column)
+                    values.append(count * (self.k1 + 1) / (count + norm))
+        return sparse.csr_matrix((values, (rows, cols)), shape=(len(texts), len(self._vocabulary)))
+
+    def score_against(self, queries: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+        """BM25 of extra documents as if they were in the fitted corpus (its IDF and average
+        length unchanged: no refit)."""
+        if self._weights_t is None:
+            raise RuntimeError("fit() the scorer on a corpus first")
+        rows = memo_rows(self.__dict__.setdefault("_text_rows", {}), texts, self._document_rows,
+                         len(self._vocabulary))  # fmt: skip
+        return np.asarray((self._query_matrix(queries) @ rows.T).toarray(), dtype=np.float64)
 
 
 def _bm25(name: str, lemmatize: bool):

@@ -66,6 +66,9 @@ class DenseScorer:
     def score(self, queries: Sequence[str]) -> np.ndarray:
         return (self.embed(queries, "query") @ self.corpus_vectors.T).astype(np.float64)
 
+    def score_against(self, queries: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+        return (self.embed(queries, "query") @ self.embed(texts, "passage").T).astype(np.float64)
+
 
 _CACHES: dict[Path, EmbeddingCache] = {}
 _ENCODERS: dict[str, Encoder] = {}

@@ -28,6 +28,10 @@ class EditDistanceScorer:
             [q.lower() for q in queries], self._corpus, scorer=fuzz.ratio, dtype=np.float64, workers=self.workers
         )
 
+    def score_against(self, queries: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+        return process.cdist([q.lower() for q in queries], [t.lower() for t in texts], scorer=fuzz.ratio,
+                             dtype=np.float64, workers=self.workers)  # fmt: skip
+
 
 @register("edit-distance")
 def _create(context: ScorerContext) -> EditDistanceScorer:

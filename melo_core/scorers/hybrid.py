@@ -92,6 +92,12 @@ class HybridScorer:
         matrices = [np.asarray(c.score(queries), dtype=np.float64) for c in self.components]
         return fused_matrix(self.spec, candidate_pools(matrices, self.pool), matrices[0].shape[1])
 
+    def score_against(self, queries: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+        """Fused over the extra texts alone (each component's pool drawn from them)."""
+        matrices = [np.asarray(c.score_against(queries, texts), dtype=np.float64)  # type: ignore[attr-defined]
+                    for c in self.components]  # fmt: skip
+        return fused_matrix(self.spec, candidate_pools(matrices, self.pool), len(texts))
+
 
 @dataclass
 class Pools:

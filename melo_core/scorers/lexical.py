@@ -1,9 +1,17 @@
-"""Text preparation choice shared by the lexical scorers (the paper's rules)."""
+"""Text preparation choice shared by the lexical scorers (the paper's rules), and the memo of
+extra texts' sparse rows behind their ``score_against``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from scipy import sparse
+
 from melo_core.scorers.base import ScorerContext
 from melo_core.text import TextPrep, folding_applies
+
+MEMO_LIMIT = 200_000  # texts; past this the memo starts over rather than grow without bound
 
 
 def paper_text_prep(context: ScorerContext, lemmatize: bool) -> TextPrep:
@@ -15,3 +23,29 @@ def paper_text_prep(context: ScorerContext, lemmatize: bool) -> TextPrep:
             raise ValueError("lemmatised scorers need the query language (dataset name or --query-lang)")
         lemma_language = context.query_language
     return TextPrep(lowercase=True, fold_ascii=folding_applies(context.languages), lemma_language=lemma_language)
+
+
+def memo_rows(
+    memo: dict[str, tuple[np.ndarray, np.ndarray]],
+    texts: Sequence[str],
+    transform: Callable[[list[str]], sparse.spmatrix],
+    width: int,
+) -> sparse.csr_matrix:
+    """Corpus-side sparse rows of ``texts`` (one per text, in order), each text transformed once.
+
+    The linker scores every query against all its aliases; re-transforming a few thousand of
+    them per query would cost more than scoring the query against the whole taxonomy."""
+    if len(memo) > MEMO_LIMIT:
+        memo.clear()
+    missing = [t for t in dict.fromkeys(texts) if t not in memo]
+    if missing:
+        matrix = sparse.csr_matrix(transform(missing))
+        for i, text in enumerate(missing):
+            low, high = matrix.indptr[i], matrix.indptr[i + 1]
+            memo[text] = (matrix.indices[low:high].copy(), np.asarray(matrix.data[low:high], dtype=np.float64))
+    parts = [memo[t] for t in texts]
+    indptr = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum([len(p[0]) for p in parts], out=indptr[1:])
+    indices = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int32)
+    data = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
+    return sparse.csr_matrix((data, indices, indptr), shape=(len(parts), width))

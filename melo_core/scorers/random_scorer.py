@@ -23,6 +23,9 @@ class RandomScorer:
     def score(self, queries: Sequence[str]) -> np.ndarray:
         return self._rng.random((len(queries), self._size))
 
+    def score_against(self, queries: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+        return self._rng.random((len(queries), len(texts)))
+
 
 @register("random")
 def _create(context: ScorerContext) -> RandomScorer:

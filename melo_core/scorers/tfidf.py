@@ -10,7 +10,7 @@ import numpy as np
 from scipy import sparse
 
 from melo_core.scorers.base import ScorerContext
-from melo_core.scorers.lexical import paper_text_prep
+from melo_core.scorers.lexical import memo_rows, paper_text_prep
 from melo_core.scorers.registry import register
 from melo_core.text import TextPrep
 
@@ -63,10 +63,13 @@ class TfidfScorer:
         # Paper settings: word = TfidfVectorizer() defaults; char = analyzer="char", (1, 3).
         self._vectorizer = TfidfVectorizer(analyzer=analyzer, ngram_range=ngram_range, dtype=np.float64)
         self._matrix_t = None
+        self._text_rows: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # score_against's memo
 
     def __getstate__(self) -> dict:
-        # Pickle the fitted state without scikit-learn objects (see FittedTfidf).
+        # Pickle the fitted state without scikit-learn objects (see FittedTfidf), nor the memo of
+        # extra texts (the linker's aliases are not part of the shared fitted state).
         state = dict(self.__dict__)
+        state["_text_rows"] = {}
         if self._matrix_t is not None and not isinstance(self._vectorizer, FittedTfidf):
             state["_vectorizer"] = FittedTfidf(self._vectorizer)
         return state
@@ -79,6 +82,16 @@ class TfidfScorer:
             raise RuntimeError("fit() the scorer on a corpus first")
         query_matrix = self._vectorizer.transform([self._prepare(q) for q in queries])
         return (query_matrix @ self._matrix_t).toarray()
+
+    def score_against(self, queries: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+        """Cosine similarity to extra texts in the fitted vocabulary and IDF (no refit)."""
+        if self._matrix_t is None:
+            raise RuntimeError("fit() the scorer on a corpus first")
+        memo = self.__dict__.setdefault("_text_rows", {})
+        rows = memo_rows(memo, texts, lambda batch: self._vectorizer.transform([self._prepare(t) for t in batch]),
+                         self._matrix_t.shape[0])  # fmt: skip
+        query_matrix = self._vectorizer.transform([self._prepare(q) for q in queries])
+        return np.asarray((query_matrix @ rows.T).toarray(), dtype=np.float64)
 
 
 def _word(name: str, lemmatize: bool):
