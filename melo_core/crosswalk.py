@@ -12,6 +12,9 @@ from melo_core.tsv import read_text
 
 # Closest first: the builder keeps the closest relation a term has.
 RELATIONS = ("exactMatch", "narrowMatch", "broadMatch", "closeMatch")
+# Accepted decisions whose term may stand for its concept (a curator alias of the linker): a
+# broad match's term is wider than the concept, a close or related one is another concept.
+ALIAS_RELATIONS = ("exactMatch", "narrowMatch")
 _ALIASES = {"exactISCO": "exactMatch"}
 
 
