@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pandas as pd
 import streamlit as st
 
+from db.aliases import accepted_aliases
 from db.models import MATCH_OUTCOMES
 from melo_core.errors import MeloInputError
 from ui import common as ui
@@ -159,6 +160,9 @@ if current:
 # -- suggestions --------------------------------------------------------------------------------
 try:
     linker = ui.linker(scorer, search_languages, languages)
+    # Accepted exact/narrow matches are aliases of their concepts, so each decision helps the next
+    # terms at once; the linker is kept per process, so only changes since the last run are applied.
+    linker.set_aliases(accepted_aliases(store))
     candidates = linker.link([term.label], top_k=10)[0]
 except (MeloInputError, ValueError, KeyError, OSError) as exc:
     st.error(f"Scorer {scorer!r}: {exc}")
@@ -172,7 +176,7 @@ st.dataframe(
             {
                 "rank": c.rank,
                 "concept": c.label,
-                "matched label": f"{c.matched_label} ({c.matched_language})",
+                "matched label": f"{c.matched_label} ({c.matched_language}{', curator alias' if c.via_alias else ''})",
                 "ISCO group": f"{c.isco_code} {c.isco_label or ''}".strip() if c.isco_code else "",
                 "kind": c.kind,
                 "score": round(c.score, 4),
@@ -214,7 +218,8 @@ for c in candidates:
         "scorer": scorer,
         "score": float(c.score),
         "rank": c.rank,
-        "text": f"{c.rank}. {c.label} — “{c.matched_label}” ({c.matched_language}) · {c.concept_uri.rsplit('/', 1)[-1]}"
+        "text": f"{c.rank}. {c.label} — “{c.matched_label}” ({c.matched_language}{', alias' if c.via_alias else ''})"
+        + f" · {c.concept_uri.rsplit('/', 1)[-1]}"
         + (f" · ISCO {c.isco_code}" if c.isco_code else "")
         + f" · {c.score:.3f}  [{PICK_KEYS[c.rank - 1]}]",
     }
