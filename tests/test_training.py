@@ -1,0 +1,125 @@
+"""Training an encoder on ESCO labels (melo_core.training, `train`): a tiny static model on the
+ESCO labels of two small datasets (Norwegian and English), loaded back as an `st:` encoder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from db.testing import run_cli
+from melo_core.encoders import load_encoder
+from melo_core.errors import MeloInputError
+from melo_core.taxonomy import Taxonomy, taxonomy_from_melo
+from melo_core.training import CARD, CONFIG, TrainConfig, collect_labels, ensure_default_model, pair_rounds, train
+
+TINY = TrainConfig(dim=32, vocab_size=3000, rounds=3, batch_size=64, mine_every=20, seed=7)
+
+
+@pytest.fixture(scope="module")
+def two_languages(datasets_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Taxonomy:
+    """ESCO labels in Norwegian and English: the corpora of nor_q_no_c_no and nor_q_no_c_en."""
+    root = tmp_path_factory.mktemp("data")
+    (root / "processed" / "melo").mkdir(parents=True)
+    for name in ("nor_q_no_c_no", "nor_q_no_c_en"):
+        (root / "processed" / "melo" / name).symlink_to((datasets_dir / name).resolve())
+    return taxonomy_from_melo(root)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(two_languages: Taxonomy, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("models") / "tiny"
+    train(two_languages, out, TINY, source="test slice")
+    return out
+
+
+def cross_lingual_rank(encoder: object, taxonomy: Taxonomy, n: int = 300) -> float:
+    """Mean rank of a concept's English preferred label among all English preferred labels, for its
+    Norwegian preferred label as the query."""
+    pairs = [(c.labels["no"].preferred, c.labels["en"].preferred) for c in taxonomy.concepts
+             if "no" in c.labels and "en" in c.labels and c.labels["no"].preferred and c.labels["en"].preferred]  # fmt: skip
+    queries = encoder.encode([q for q, _ in pairs[:n]], "query")  # type: ignore[attr-defined]
+    corpus = encoder.encode([p for _, p in pairs], "passage")  # type: ignore[attr-defined]
+    scores = queries @ corpus.T
+    gold = scores[np.arange(len(queries)), np.arange(len(queries))]
+    return float(np.mean((scores > gold[:, None]).sum(axis=1) + 1))
+
+
+def test_pairs_are_balanced_batches_of_distinct_concepts(two_languages: Taxonomy) -> None:
+    labels = collect_labels(two_languages, held_out=0.05, seed=1)
+    assert labels.held_out.any() and not labels.held_out.all()
+    batches = pair_rounds(labels, rounds=2, batch_size=64, seed=1)
+    assert batches == pair_rounds(labels, rounds=2, batch_size=64, seed=1)  # seeded
+    for batch in batches:
+        concepts = [labels.concepts[a] for a, _ in batch]
+        assert len(set(concepts)) == len(concepts)  # in-batch negatives are never the same concept
+        assert all(labels.concepts[a] == labels.concepts[b] and a != b for a, b in batch)
+        assert not any(labels.held_out[i] for pair in batch for i in pair)  # held-out labels never train
+    languages = [(labels.languages[a], labels.languages[b]) for batch in batches for a, b in batch]
+    cross = sum(x != y for x, y in languages) / len(languages)
+    assert 0.3 < cross < 0.7  # language pairs drawn uniformly: no-en/en-no about half the time
+
+
+def test_a_trained_model_loads_as_an_st_encoder_and_learned_across_languages(
+    tiny_model: Path, two_languages: Taxonomy, tmp_path: Path
+) -> None:
+    encoder = load_encoder(f"st:{tiny_model}")
+    vectors = encoder.encode(["sykepleier", "nurse"], "query")
+    assert vectors.shape == (2, 32) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    # The same recipe with no training steps is the baseline: training must bring translations closer.
+    untrained = tmp_path / "untrained"
+    train(two_languages, untrained, TrainConfig(**{**TINY.__dict__, "rounds": 1, "learning_rate": 1e-12}))
+    before = cross_lingual_rank(load_encoder(f"st:{untrained}"), two_languages)
+    after = cross_lingual_rank(encoder, two_languages)
+    assert after < before / 2, (before, after)
+
+
+def test_the_model_card_says_what_it_was_trained_on(tiny_model: Path, two_languages: Taxonomy) -> None:
+    facts = json.loads((tiny_model / CONFIG).read_text(encoding="utf-8"))
+    labels = collect_labels(two_languages, TINY.held_out, TINY.seed)
+    assert facts["data"]["concepts"] == len(two_languages.concepts)
+    assert facts["data"]["labels"] == len(labels.texts) and facts["data"]["held_out_labels"] == int(
+        labels.held_out.sum()
+    )
+    assert facts["data"]["languages"] == ["en", "no"]
+    assert facts["config"]["seed"] == TINY.seed and facts["training"]["steps"] > 0
+    card = (tiny_model / CARD).read_text(encoding="utf-8")
+    assert "No MELO query or annotation was used" in card and "Held-out ESCO labels" in card
+
+
+def test_train_command_refuses_bad_input(tmp_path: Path, tiny_model: Path) -> None:
+    code, _, err = run_cli("train", "--base", str(tmp_path / "nope"), "--out", str(tmp_path / "m"), "--quiet")
+    assert code == 2 and "sentence-transformers model folder" in err
+    code, _, err = run_cli("train", "--out", str(tiny_model), "--quiet")
+    assert code == 2 and "--overwrite" in err
+    code, _, err = run_cli("train", "--out", str(tmp_path / "m"), "--rounds", "0", "--quiet")
+    assert code == 2 and "--rounds >= 1" in err
+
+
+def test_the_default_domain_model_is_built_once_then_loaded_as_domain(
+    two_languages: Taxonomy, datasets_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "data"
+    (data / "processed" / "melo").mkdir(parents=True)
+    (data / "processed" / "melo" / "nor_q_no_c_no").symlink_to((datasets_dir / "nor_q_no_c_no").resolve())
+    monkeypatch.setenv("MELO_MODELS", str(tmp_path / "models"))
+    monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("MELO_DATA", str(data))
+    steps: list[int] = []
+    folder = ensure_default_model(data, on_progress=lambda step, total, loss: steps.append(step), settings=TINY)
+    assert folder == tmp_path / "models" / "esco-static" and (folder / CARD).is_file() and steps
+    stamp = (folder / "model.safetensors").stat().st_mtime_ns
+    assert ensure_default_model(data, settings=TINY) == folder  # already there: not trained again
+    assert (folder / "model.safetensors").stat().st_mtime_ns == stamp
+    assert not list((tmp_path / "models").glob(".tmp-*"))
+    encoder = load_encoder("domain")
+    assert encoder.dim == TINY.dim and str(folder) in encoder.spec
+
+
+def test_domain_without_a_model_or_data_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MELO_MODELS", str(tmp_path / "models"))
+    monkeypatch.setenv("MELO_DATA", str(tmp_path / "no-data"))
+    with pytest.raises(MeloInputError, match="no MELO data to train it on"):
+        load_encoder("domain")
