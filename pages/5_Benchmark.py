@@ -20,6 +20,7 @@ from melo_core.analysis import (
 )
 from melo_core.errors import MeloInputError
 from ui import analysis as ui
+from ui.common import ensure_domain_model
 from ui.common import store as open_store
 
 st.set_page_config(page_title="Benchmark · MELO Studio", layout="wide")
@@ -36,8 +37,9 @@ with st.expander("Add runs: evaluate a scorer, or load the published baselines")
     specs = right.text_input("Scorers (comma-separated specs)", value="char-tfidf", key="bench_run_scorers")
     limit = left.number_input("Only the first N queries of each (0: all)", 0, 100_000, 0, key="bench_run_limit")
     if right.button("Evaluate and store", key="bench_run_go", disabled=not chosen_sets):
-        bar = st.progress(0.0, text="starting…")
         try:
+            ensure_domain_model(specs)
+            bar = st.progress(0.0, text="starting…")
             ids = evaluate_and_store(
                 store,
                 config.data_dir(),

@@ -123,3 +123,11 @@ def test_domain_without_a_model_or_data_is_one_clear_error(tmp_path: Path, monke
     monkeypatch.setenv("MELO_DATA", str(tmp_path / "no-data"))
     with pytest.raises(MeloInputError, match="no MELO data to train it on"):
         load_encoder("domain")
+
+
+def test_pages_know_which_scorer_specs_need_the_domain_model() -> None:
+    from ui.common import uses_domain_model
+
+    assert uses_domain_model("domain") and uses_domain_model("wsum:0.3*char-tfidf+0.7*domain@batch=32")
+    assert uses_domain_model("rrf:domain+muse")
+    assert not uses_domain_model("st:models/domain-x") and not uses_domain_model("char-tfidf")

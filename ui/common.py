@@ -3,6 +3,7 @@ the newcomer's one-click start. Streamlit glue only: the work is done in ``db`` 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import streamlit as st
@@ -41,8 +42,31 @@ def _linker(data_dir: str, cache_dir: str, scorer: str, languages: tuple[str, ..
     return Linker(taxonomy, scorer, languages, cache_dir=cache_dir, display_languages=display_languages)
 
 
+def uses_domain_model(spec: str) -> bool:
+    """Whether a scorer spec (maybe a hybrid) names the ``domain`` encoder."""
+    return any(part.split("@")[0].strip() == "domain" for part in re.split(r"[:+*]", spec))
+
+
+def ensure_domain_model(spec: str) -> None:
+    """Train the default domain model with a progress bar when ``spec`` needs it and it is missing
+    (the first use; a few minutes), instead of inside a spinner."""
+    from melo_core.training import default_model_dir, ensure_default_model
+
+    if not uses_domain_model(spec) or (default_model_dir() / "modules.json").is_file():
+        return
+    bar = st.progress(0.0, text="Training the domain model on ESCO labels (first use, a few minutes)…")
+    ensure_default_model(
+        config.data_dir(),
+        on_progress=lambda step, steps, loss: bar.progress(
+            step / steps, text=f"Training the domain model: step {step} of {steps}"
+        ),
+    )
+    bar.empty()
+
+
 def linker(scorer: str, languages: tuple[str, ...] | None, display_languages: tuple[str, ...]) -> Linker:
     """A Linker over the ESCO union of the MELO corpora, kept per scorer and languages."""
+    ensure_domain_model(scorer)
     return _linker(str(config.data_dir()), str(config.cache_dir()), scorer, languages, display_languages)
 
 
