@@ -266,6 +266,39 @@ def cmd_link(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """Replay a national crosswalk in random order through a linker that learns from each accepted
+    decision (the term becomes an alias of its concept) and through one that does not; report the
+    rank at which the curator found each gold concept and the MRR of the terms still undecided."""
+    from melo_core.simulate import STEP_COLUMNS, simulate, step_rows
+
+    if not is_scorer_spec(args.scorer):
+        raise MeloInputError(f"unknown scorer {args.scorer!r}; see `python -m melo_core scorers`")
+    if args.limit < 0 or args.depth < 1:
+        raise MeloInputError("--limit must be >= 0 and --depth >= 1")
+    crosswalk = load_crosswalk(crosswalk_path(args.data, args.crosswalk))
+    taxonomy = cached_taxonomy_from_melo(args.data)
+    languages = (
+        None if args.langs in (None, "") else (taxonomy.languages if args.langs == "all" else _split(args.langs))
+    )
+    say = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
+    with tqdm(unit="term", desc=f"simulating {crosswalk.name}", disable=args.quiet, file=sys.stderr) as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        result = simulate(crosswalk, taxonomy, args.scorer, languages, seed=args.seed, limit=args.limit,
+                          depth=args.depth, index_kind=args.index, on_status=say, on_progress=progress)  # fmt: skip
+    print(result.header())
+    for summary in result.summaries.values():
+        print(summary.line(result.depth))
+    if args.out:
+        _write_csv_atomic(Path(args.out), step_rows(result), STEP_COLUMNS)
+        say(f"wrote {len(result.steps)} step(s) to {args.out}")
+    return 0
+
+
 def cmd_embed(args: argparse.Namespace) -> int:
     """Embed the corpora and queries of MELO datasets into the cache ahead of evaluation."""
     if not is_encoder_spec(args.encoder):
@@ -367,6 +400,21 @@ def build_parser() -> argparse.ArgumentParser:
     ln.add_argument("--index", choices=INDEX_KINDS, default="hnsw", help="faiss index of dense scorers")
     ln.add_argument("--quiet", action="store_true", help="no progress or status messages")
     ln.set_defaults(func=cmd_link)
+
+    si = commands.add_parser(
+        "simulate", help="simulated curator: does the linker learn from decisions?", description=cmd_simulate.__doc__
+    )
+    si.add_argument("--data", default=config.data_dir(), help=data_help)
+    si.add_argument("--crosswalk", required=True, help="crosswalk code (e.g. bel_fr) or path of a crosswalk JSON")
+    si.add_argument("--scorer", default="char-tfidf", help="any scorer spec (default char-tfidf)")
+    si.add_argument("--seed", type=int, default=0, help="order of the decisions (default 0)")
+    si.add_argument("--limit", type=int, default=0, help="only the first N terms of the shuffled order")
+    si.add_argument("--langs", help="ESCO label languages, comma-separated, or 'all' (default: the crosswalk's and en)")
+    si.add_argument("--depth", type=int, default=100, help="concepts ranked per term (default 100, as published)")
+    si.add_argument("--index", choices=INDEX_KINDS, default="hnsw", help="faiss index of dense scorers")
+    si.add_argument("--out", help="write the per-step ranks of both linkers to this CSV")
+    si.add_argument("--quiet", action="store_true", help="no progress or status messages")
+    si.set_defaults(func=cmd_simulate)
 
     em = commands.add_parser("embed", help="fill the embedding cache for datasets", description=cmd_embed.__doc__)
     em.add_argument("--data", default=config.data_dir(), help=data_help)

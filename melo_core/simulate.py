@@ -1,0 +1,267 @@
+"""A simulated curator: does the linker learn from decisions?
+
+A national crosswalk is replayed in random order (fixed seed) through the linker, as a curator
+would work through the terms on the Link page: each term is linked (top ``depth`` concepts), the
+rank of its gold concept is recorded (inf when it is not in the top ``depth``), then the curator
+"accepts" the gold concept. The learning linker then adds the term as an alias of its concept
+(``Linker.add_aliases``) when the relation is an exact or narrow match (``ALIAS_RELATIONS``: a
+broader term's wording is wider than the concept); the static linker learns nothing.
+
+Gold concepts follow the benchmark build (``builder.select_target``): one gold concept per term,
+the closest relation up to narrowMatch (closeMatch for Norway), ambiguous and vague terms left
+out, as are concepts missing from the taxonomy.
+
+Reported per linker: MRR and mean rank over the sequence (the rank at which the curator found
+the gold concept; ranks past ``depth`` count 0 in MRR and are counted apart from the mean rank),
+and the MRR of the not-yet-decided terms at checkpoints (after 0 %, 25 %, 50 %, 75 % of the
+decisions, evaluated without teaching). The static linker's ranks do not depend on the order,
+so both linkers share one Linker: the static ranks are taken before any alias is added.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from melo_core.builder import DEFAULT_LOOSEST_RELATION, LOOSEST_RELATION_BY_CROSSWALK, select_target
+from melo_core.crosswalk import ALIAS_RELATIONS, Crosswalk
+from melo_core.errors import MeloInputError
+from melo_core.linker import Linker
+from melo_core.scorers.hybrid import POOL
+from melo_core.taxonomy import Taxonomy
+
+DEPTH = 100
+CHECKPOINTS = (0.0, 0.25, 0.5, 0.75)
+BATCH = 64  # terms per link call when evaluating many at once
+LINKERS = ("learning", "static")
+
+
+@dataclass(frozen=True)
+class GoldTerm:
+    code: str
+    title: str
+    concept_uri: str
+    relation: str
+
+
+@dataclass(frozen=True)
+class Step:
+    position: int  # 0-based place in the curator's order
+    term: GoldTerm
+    static_rank: float  # 1-based concept rank; inf when not in the top depth
+    learning_rank: float
+    taught: bool  # the accepted decision became an alias of the learning linker
+
+
+@dataclass
+class LinkerSummary:
+    linker: str
+    terms: int
+    mrr: float  # over the sequence: 1 / the rank at which the curator found the gold concept
+    mean_rank: float  # over the terms found in the top depth (nan when none)
+    found: int
+    not_found: int
+    remaining_mrr: dict[float, float] = field(default_factory=dict)  # checkpoint -> MRR of undecided terms
+
+    def line(self, depth: int = DEPTH) -> str:
+        remaining = "  ".join(f"{share:.0%}: {value:.4f}" for share, value in self.remaining_mrr.items())
+        return (
+            f"{self.linker:<9} MRR {self.mrr:.4f}  mean rank {self.mean_rank:.2f} over {self.found} found, "
+            f"{self.not_found} not in the top {depth}  |  MRR of the undecided terms after {remaining}"
+        )
+
+
+@dataclass
+class Simulation:
+    crosswalk: str
+    scorer: str
+    languages: tuple[str, ...]
+    seed: int
+    depth: int
+    skipped: dict[str, int]  # terms left out by the benchmark's rule: ambiguous, vague, unknown concept
+    steps: list[Step]
+    summaries: dict[str, LinkerSummary]
+    load_seconds: float
+    seconds: float  # linking and learning, after the linker is loaded
+
+    @property
+    def taught(self) -> int:
+        return sum(s.taught for s in self.steps)
+
+    def header(self) -> str:
+        skipped = ", ".join(f"{n} {why}" for why, n in self.skipped.items() if n) or "none"
+        return (
+            f"{self.crosswalk}: {len(self.steps)} terms in random order (seed {self.seed}; left out: {skipped}); "
+            f"scorer {self.scorer} over ESCO labels in {', '.join(self.languages)}; "
+            f"{self.taught} decisions taught as aliases (exact/narrow matches); "
+            f"{self.seconds:.1f} s (+{self.load_seconds:.1f} s loading)"
+        )
+
+
+def gold_terms(crosswalk: Crosswalk, taxonomy: Taxonomy, loosest: str | None = None) -> tuple[list[GoldTerm], dict[str, int]]:  # fmt: skip
+    """The crosswalk's terms with one gold concept each, as the benchmark keeps them, and how
+    many were left out per reason."""
+    loosest = loosest or LOOSEST_RELATION_BY_CROSSWALK.get(crosswalk.name, DEFAULT_LOOSEST_RELATION)
+    kept, skipped = [], {"ambiguous": 0, "vague": 0, "unknown concept": 0, "empty title": 0}
+    for term in crosswalk.terms:
+        target, verdict = select_target(term.matches, loosest)
+        if target is None:
+            skipped[verdict] += 1
+        elif target not in taxonomy:
+            skipped["unknown concept"] += 1
+        elif not term.title:
+            skipped["empty title"] += 1
+        else:
+            kept.append(GoldTerm(term.code, term.title, target, term.matches[target]))
+    return kept, skipped
+
+
+def simulation_languages(crosswalk: Crosswalk, taxonomy: Taxonomy, languages: Sequence[str] | None) -> tuple[str, ...]:  # fmt: skip
+    """ESCO label languages to search: the given ones, else the crosswalk's language plus English
+    (a curator reads both; all 21 languages only add near-duplicate noise and time)."""
+    if languages:
+        wanted = tuple(dict.fromkeys(languages))
+    else:
+        wanted = tuple(dict.fromkeys(lang for lang in (crosswalk.language, "en") if lang))
+    present = tuple(lang for lang in wanted if lang in taxonomy.languages)
+    if not present:
+        raise MeloInputError(
+            f"the taxonomy has no labels in {', '.join(wanted) or 'the crosswalk language'} "
+            f"(it has {', '.join(taxonomy.languages)})"
+        )
+    return present
+
+
+def _rank(candidates: Sequence, gold: str) -> float:
+    return next((float(c.rank) for c in candidates if c.concept_uri == gold), math.inf)
+
+
+def _mrr(ranks: Sequence[float]) -> float:
+    return sum(1.0 / r for r in ranks) / len(ranks) if ranks else 0.0
+
+
+def _ranks(linker: Linker, terms: Sequence[GoldTerm], depth: int, on_progress: Callable[[int], None]) -> list[float]:  # fmt: skip
+    out: list[float] = []
+    for begin in range(0, len(terms), BATCH):
+        batch = terms[begin : begin + BATCH]
+        results = linker.link([t.title for t in batch], top_k=depth, pool=max(POOL, 5 * depth))
+        out.extend(_rank(candidates, t.concept_uri) for candidates, t in zip(results, batch, strict=True))
+        on_progress(len(batch))
+    return out
+
+
+def _summary(name: str, ranks: list[float], remaining: dict[float, float]) -> LinkerSummary:
+    found = [r for r in ranks if math.isfinite(r)]
+    return LinkerSummary(
+        linker=name,
+        terms=len(ranks),
+        mrr=_mrr(ranks),
+        mean_rank=sum(found) / len(found) if found else math.nan,
+        found=len(found),
+        not_found=len(ranks) - len(found),
+        remaining_mrr=remaining,
+    )
+
+
+def checkpoint_positions(n: int, checkpoints: Sequence[float] = CHECKPOINTS) -> dict[int, float]:
+    """Step index (decisions made so far) -> checkpoint share, for the shares that leave terms."""
+    positions: dict[int, float] = {}
+    for share in checkpoints:
+        position = round(share * n)
+        if position < n:
+            positions.setdefault(position, share)
+    return positions
+
+
+def simulate(
+    crosswalk: Crosswalk,
+    taxonomy: Taxonomy,
+    scorer: str = "char-tfidf",
+    languages: Sequence[str] | None = None,
+    seed: int = 0,
+    limit: int = 0,
+    depth: int = DEPTH,
+    checkpoints: Sequence[float] = CHECKPOINTS,
+    cache_dir: str | Path | None = None,
+    index_kind: str = "hnsw",
+    on_status: Callable[[str], None] = lambda message: None,
+    on_progress: Callable[[int, int], None] = lambda done, total: None,
+) -> Simulation:
+    """Replay the crosswalk through a learning and a static linker (see the module docstring).
+    ``limit``: only the first N terms of the shuffled order. ``on_progress(done, total)`` counts
+    linked terms."""
+    terms, skipped = gold_terms(crosswalk, taxonomy)
+    if not terms:
+        raise MeloInputError(f"crosswalk {crosswalk.name!r} has no term with a single gold concept in the taxonomy")
+    languages = simulation_languages(crosswalk, taxonomy, languages)
+    alias_language = crosswalk.language or ""
+    order = list(range(len(terms)))
+    random.Random(seed).shuffle(order)
+    sequence = [terms[i] for i in order[: limit or None]]
+    n = len(sequence)
+    positions = checkpoint_positions(n, checkpoints)
+    # Static pass over all terms, the learning steps, and the learning checkpoints past 0 %.
+    total = 2 * n + sum(n - p for p in positions if p > 0)
+    done = 0
+
+    def progress(count: int) -> None:
+        nonlocal done
+        done += count
+        on_progress(done, total)
+
+    start = time.perf_counter()
+    try:
+        linker = Linker(taxonomy, scorer, languages, index_kind=index_kind, cache_dir=cache_dir, on_status=on_status)
+    except ValueError as exc:
+        raise MeloInputError(str(exc)) from None
+    load_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+
+    static_ranks = _ranks(linker, sequence, depth, progress)  # before any alias: the static linker
+    learning_ranks: list[float] = []
+    remaining = {"learning": {}, "static": {}}
+    steps = []
+    for i, term in enumerate(sequence):
+        if i in positions:
+            share = positions[i]
+            remaining["static"][share] = _mrr(static_ranks[i:])
+            # With no alias yet the learning linker is the static one: nothing to recompute.
+            undecided = _ranks(linker, sequence[i:], depth, progress) if linker.aliases else static_ranks[i:]
+            remaining["learning"][share] = _mrr(undecided)
+        [candidates] = linker.link([term.title], top_k=depth, pool=max(POOL, 5 * depth))
+        learning_ranks.append(_rank(candidates, term.concept_uri))
+        progress(1)
+        taught = term.relation in ALIAS_RELATIONS
+        if taught:  # the curator accepted the gold concept: the term becomes its alias
+            linker.add_aliases([(term.title, term.concept_uri, alias_language)])
+        steps.append(Step(i, term, static_ranks[i], learning_ranks[-1], taught))
+    seconds = time.perf_counter() - start
+    summaries = {
+        "learning": _summary("learning", learning_ranks, remaining["learning"]),
+        "static": _summary("static", static_ranks, remaining["static"]),
+    }
+    return Simulation(crosswalk.name, scorer, languages, seed, depth, skipped, steps, summaries, load_seconds, seconds)
+
+
+def step_rows(simulation: Simulation) -> list[dict[str, object]]:
+    """Per decision, for a CSV: the term, its gold concept and both linkers' ranks ("inf": not found)."""
+    return [
+        {
+            "step": s.position + 1,
+            "code": s.term.code,
+            "title": s.term.title,
+            "gold_uri": s.term.concept_uri,
+            "relation": s.term.relation,
+            "static_rank": s.static_rank if math.isinf(s.static_rank) else int(s.static_rank),
+            "learning_rank": s.learning_rank if math.isinf(s.learning_rank) else int(s.learning_rank),
+            "taught": int(s.taught),
+        }
+        for s in simulation.steps
+    ]
+
+
+STEP_COLUMNS = ["step", "code", "title", "gold_uri", "relation", "static_rank", "learning_rank", "taught"]
