@@ -43,7 +43,7 @@ class TrainConfig:
     base: str = STATIC  # "static" or a local sentence-transformers model folder
     dim: int = 256  # static only
     vocab_size: int = 32_000  # static only
-    rounds: int = 40  # one pair per concept per round
+    rounds: int = 120  # one pair per concept per round (held-out ESCO MRR: 0.789 at 40, 0.823 at 120)
     batch_size: int = 256
     learning_rate: float = 0.1  # static embeddings want a large rate; use ~2e-5 for a transformer
     hard_negatives: bool = True

@@ -68,7 +68,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     source.add_argument("--esco-csv", help="train on an ESCO CSV export instead")
     tr.add_argument("--base", default="static", help="'static' (default) or a local sentence-transformers folder")
     tr.add_argument("--out", required=True, help="output folder, e.g. models/esco-static")
-    tr.add_argument("--rounds", type=int, default=40, help="pairs per concept (default 40)")
+    tr.add_argument("--rounds", type=int, default=120, help="pairs per concept (default 120)")
     tr.add_argument("--batch-size", type=int, default=256, help="pairs per batch, distinct concepts (default 256)")
     tr.add_argument("--lr", type=float, default=0.1, help="learning rate (default 0.1; ~2e-5 for a transformer)")
     tr.add_argument("--dim", type=int, default=256, help="static embedding size (default 256)")
