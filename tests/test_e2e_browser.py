@@ -17,6 +17,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,20 +107,14 @@ def runs_app_url(run_set_db: Path, melo_data: Path, tmp_path: Path) -> Iterator[
 
 
 @pytest.fixture
-def browser_tools() -> tuple[object, str]:
-    """Playwright's sync API and Chromium's path; the test skips (before starting the app) without them."""
+def page(tmp_path: Path) -> Iterator[Any]:
+    """A page of headless Chromium (Debian's, driven by Playwright) that accepts downloads; the
+    test skips without them, before its app is started (request this fixture first)."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (requirements-dev.txt)")
     executable = chromium_path()
     if executable is None:
         pytest.skip("Chromium not found (Debian package chromium; or set MELO_CHROMIUM)")
-    return sync_api, executable
-
-
-def test_accept_a_suggestion_and_download_the_skos_csv(
-    browser_tools: tuple[object, str], app_url: str, tmp_path: Path
-) -> None:
-    sync_api, executable = browser_tools
-    with sync_api.sync_playwright() as playwright:  # type: ignore[attr-defined]
+    with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch_persistent_context(
             str(tmp_path / "profile"),
             executable_path=executable,
@@ -129,43 +124,47 @@ def test_accept_a_suggestion_and_download_the_skos_csv(
             viewport={"width": 1400, "height": 1100},
         )
         try:
-            page = browser.new_page()
-            page.set_default_timeout(60_000)
-            page.goto(f"{app_url}/Link")
-            page.get_by_label("Your name (recorded with every decision)").fill("Alice")
-            page.get_by_role("button", name="Start").click()
-            page.get_by_role("button", name="Exact").wait_for()
-            page.get_by_text("Offiserer fra fenrik og høyere grad", exact=True).first.wait_for()
-            page.wait_for_timeout(1500)  # let the table and the fonts settle for the screenshot
-            shots = Path(os.environ.get("MELO_SCREENSHOT_DIR") or tmp_path)
-            shots.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(shots / "link-page.png"), full_page=True)
-
-            page.get_by_role("button", name="Exact").click()
-            page.get_by_text("Saved: Offiserer fra fenrik og høyere grad").first.wait_for()
-
-            # The keyboard: letters typed into a text box are text, not shortcuts...
-            comment = page.get_by_label("Comment (optional)")
-            comment.fill("")
-            comment.press_sequentially("xu")
-            page.wait_for_timeout(1500)
-            assert page.get_by_text("(rejected).").count() == 0 and page.get_by_text("(unsure).").count() == 0
-            comment.fill("")
-            page.evaluate("document.activeElement.blur()")
-            # ...elsewhere, 2 picks the second candidate and N accepts it as a narrow match.
-            page.keyboard.press("2")
-            page.wait_for_timeout(1000)
-            page.keyboard.press("n")
-            page.get_by_text("(narrowMatch).").first.wait_for()
-
-            page.goto(f"{app_url}/Crosswalk")
-            page.get_by_label("Your name (recorded with every decision)").fill("Alice")
-            page.get_by_role("button", name="Start").click()
-            with page.expect_download() as download_info:
-                page.get_by_role("button", name="SKOS CSV").click()
-            content = Path(download_info.value.path()).read_text(encoding="utf-8")
+            opened = browser.new_page()
+            opened.set_default_timeout(60_000)
+            yield opened
         finally:
             browser.close()
+
+
+def test_accept_a_suggestion_and_download_the_skos_csv(page: Any, app_url: str, tmp_path: Path) -> None:
+    page.goto(f"{app_url}/Link")
+    page.get_by_label("Your name (recorded with every decision)").fill("Alice")
+    page.get_by_role("button", name="Start").click()
+    page.get_by_role("button", name="Exact").wait_for()
+    page.get_by_text("Offiserer fra fenrik og høyere grad", exact=True).first.wait_for()
+    page.wait_for_timeout(1500)  # let the table and the fonts settle for the screenshot
+    shots = Path(os.environ.get("MELO_SCREENSHOT_DIR") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shots / "link-page.png"), full_page=True)
+
+    page.get_by_role("button", name="Exact").click()
+    page.get_by_text("Saved: Offiserer fra fenrik og høyere grad").first.wait_for()
+
+    # The keyboard: letters typed into a text box are text, not shortcuts...
+    comment = page.get_by_label("Comment (optional)")
+    comment.fill("")
+    comment.press_sequentially("xu")
+    page.wait_for_timeout(1500)
+    assert page.get_by_text("(rejected).").count() == 0 and page.get_by_text("(unsure).").count() == 0
+    comment.fill("")
+    page.evaluate("document.activeElement.blur()")
+    # ...elsewhere, 2 picks the second candidate and N accepts it as a narrow match.
+    page.keyboard.press("2")
+    page.wait_for_timeout(1000)
+    page.keyboard.press("n")
+    page.get_by_text("(narrowMatch).").first.wait_for()
+
+    page.goto(f"{app_url}/Crosswalk")
+    page.get_by_label("Your name (recorded with every decision)").fill("Alice")
+    page.get_by_role("button", name="Start").click()
+    with page.expect_download() as download_info:
+        page.get_by_role("button", name="SKOS CSV").click()
+    content = Path(download_info.value.path()).read_text(encoding="utf-8")
     header, *rows = content.splitlines()
     assert header.startswith("source_uri,source_code,source_label,relation,target_uri")
     accepted = [r for r in rows if ",skos:exactMatch," in r]
@@ -174,32 +173,15 @@ def test_accept_a_suggestion_and_download_the_skos_csv(
     assert len(by_key) == 1 and ",Alice," in by_key[0] and "Offiserer fra fenrik" not in by_key[0]
 
 
-def test_a_benchmark_chart_downloads_as_png(
-    browser_tools: tuple[object, str], runs_app_url: str, tmp_path: Path
-) -> None:
+def test_a_benchmark_chart_downloads_as_png(page: Any, runs_app_url: str) -> None:
     """The charts' PNG comes from Plotly's camera button in the browser (no server-side renderer)."""
-    sync_api, executable = browser_tools
-    with sync_api.sync_playwright() as playwright:  # type: ignore[attr-defined]
-        browser = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=executable,
-            headless=True,
-            args=CHROMIUM_FLAGS,
-            accept_downloads=True,
-            viewport={"width": 1400, "height": 1100},
-        )
-        try:
-            page = browser.new_page()
-            page.set_default_timeout(60_000)
-            page.goto(f"{runs_app_url}/Benchmark")
-            chart = page.locator(".js-plotly-plot").first
-            chart.wait_for()
-            chart.hover()
-            with page.expect_download() as download_info:
-                page.locator("[data-title='Download plot as a PNG']").first.click()  # Streamlit's modebar
-            download = download_info.value
-            content = Path(download.path()).read_bytes()
-        finally:
-            browser.close()
+    page.goto(f"{runs_app_url}/Benchmark")
+    chart = page.locator(".js-plotly-plot").first
+    chart.wait_for()
+    chart.hover()
+    with page.expect_download() as download_info:
+        page.locator("[data-title='Download plot as a PNG']").first.click()  # Streamlit's modebar
+    download = download_info.value
+    content = Path(download.path()).read_bytes()
     assert download.suggested_filename == "heatmap_mrr.png"
     assert content.startswith(b"\x89PNG\r\n\x1a\n") and len(content) > 10_000
