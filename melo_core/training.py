@@ -63,11 +63,15 @@ class Labels:
     languages: list[str]
     held_out: np.ndarray  # bool per label
     by_concept: list[dict[str, list[int]]] = field(default_factory=list)  # training labels per language
+    decided: list[list[int]] = field(default_factory=list)  # per concept: labels from curator decisions
 
 
-def collect_labels(taxonomy: Taxonomy, held_out: float, seed: int) -> Labels:
+def collect_labels(
+    taxonomy: Taxonomy, held_out: float, seed: int, decisions: Sequence[tuple[str, str, str | None]] = ()
+) -> Labels:
     """Every preferred and alternative label; a seeded share of alternatives is held out (never a
-    concept's only label in a language, never a preferred label)."""
+    concept's only label in a language, never a preferred label). ``decisions`` (term label,
+    concept URI, language) from curators are added as training labels of their concept."""
     rng = random.Random(seed)
     texts, concepts, languages, hold = [], [], [], []
     by_concept: list[dict[str, list[int]]] = []
@@ -84,7 +88,18 @@ def collect_labels(taxonomy: Taxonomy, held_out: float, seed: int) -> Labels:
                 if not out:
                     per_language.setdefault(lang, []).append(len(texts) - 1)
         by_concept.append(per_language)
-    return Labels(texts, concepts, languages, np.array(hold, dtype=bool), by_concept)
+    position = {concept.uri: c for c, concept in enumerate(taxonomy.concepts)}
+    decided: list[list[int]] = [[] for _ in taxonomy.concepts]
+    for text, uri, language in dict.fromkeys(decisions):
+        if uri not in position or not text.strip():
+            continue
+        c = position[uri]
+        texts.append(text)
+        concepts.append(c)
+        languages.append(language or "und")
+        hold.append(False)
+        decided[c].append(len(texts) - 1)
+    return Labels(texts, concepts, languages, np.array(hold, dtype=bool), by_concept, decided)
 
 
 def pair_rounds(labels: Labels, rounds: int, batch_size: int, seed: int) -> list[list[tuple[int, int]]]:
@@ -93,6 +108,8 @@ def pair_rounds(labels: Labels, rounds: int, batch_size: int, seed: int) -> list
     distinct concepts."""
     rng = random.Random(seed)
     usable = [c for c, per in enumerate(labels.by_concept) if sum(len(v) for v in per.values()) >= 2]
+    with_labels = set(usable)
+    usable += [c for c, taught in enumerate(labels.decided) if taught and c not in with_labels]
     batches: list[list[tuple[int, int]]] = []
     for _ in range(rounds):
         order = usable[:]
@@ -100,7 +117,13 @@ def pair_rounds(labels: Labels, rounds: int, batch_size: int, seed: int) -> list
         pairs = []
         for c in order:
             per = labels.by_concept[c]
+            taught = labels.decided[c] if labels.decided else []
+            if taught and per and rng.random() < 0.5:  # a curator's term paired with an ESCO label
+                pairs.append((rng.choice(taught), rng.choice([i for ids in per.values() for i in ids])))
+                continue
             langs = list(per)
+            if sum(len(v) for v in per.values()) < 2:
+                continue
             first, second = rng.choice(langs), rng.choice(langs)
             if first == second and len(per[first]) < 2:
                 others = [lang for lang in langs if lang != first]
@@ -187,6 +210,8 @@ class TrainReport:
     held_out: int
     concepts: int
     languages: list[str]
+    decisions: int = 0  # curator decisions trained on
+    decision_schemes: tuple[str, ...] = ()
 
 
 def train(
@@ -195,6 +220,8 @@ def train(
     config: TrainConfig = TrainConfig(),
     source: str = "",
     on_progress: Callable[[int, int, float], None] | None = None,
+    decisions: Sequence[tuple[str, str, str | None]] = (),
+    decision_schemes: Sequence[str] = (),
 ) -> TrainReport:
     """Train, save the model to ``out`` (a sentence-transformers folder: ``st:out`` loads it) with
     its model card, and report. ``on_progress(step, steps, loss)`` drives a progress bar."""
@@ -207,7 +234,7 @@ def train(
     torch.manual_seed(config.seed)
     if config.threads:
         torch.set_num_threads(config.threads)
-    labels = collect_labels(taxonomy, config.held_out, config.seed)
+    labels = collect_labels(taxonomy, config.held_out, config.seed, decisions)
     train_texts = [t for t, h in zip(labels.texts, labels.held_out, strict=True) if not h]
     batches = pair_rounds(labels, config.rounds, config.batch_size, config.seed)
     if not batches:
@@ -259,7 +286,9 @@ def train(
         labels=len(labels.texts),
         held_out=int(labels.held_out.sum()),
         concepts=len(taxonomy.concepts),
-        languages=sorted(set(labels.languages)),
+        languages=sorted(set(labels.languages) - {"und"}),
+        decisions=sum(len(d) for d in labels.decided),
+        decision_schemes=tuple(decision_schemes),
     )
     write_model_card(out, config, report, source)
     return report
@@ -312,6 +341,8 @@ def write_model_card(out: Path, config: TrainConfig, report: TrainReport, source
             "labels": report.labels,
             "held_out_labels": report.held_out,
             "languages": report.languages,
+            "curator_decisions": report.decisions,
+            "decision_schemes": list(report.decision_schemes),
         },
         "training": {"steps": report.steps, "pairs": report.pairs, "seconds": round(report.seconds, 1)},
         "hardware": {
@@ -338,7 +369,16 @@ def write_model_card(out: Path, config: TrainConfig, report: TrainReport, source
         f"- Source: {source or 'a taxonomy given in Python'}",
         f"- {report.concepts:,} ESCO concepts, {report.labels:,} labels in {len(report.languages)} languages "
         f"({', '.join(report.languages)}); {report.held_out:,} alternative labels held out for validation.",
-        "- No MELO query or annotation was used: every MELO dataset is a fair test of this model.",
+        *(
+            [
+                f"- Also {report.decisions:,} accepted exact/narrow curator decisions (term label paired with "
+                f"its concept's labels) from the schemes {', '.join(report.decision_schemes) or '(unnamed)'}. "
+                "A MELO dataset built from the same national crosswalk as one of these schemes is NOT a fair "
+                "test of this model; hold such a country out when you report it.",
+            ]
+            if report.decisions
+            else ["- No MELO query or annotation was used: every MELO dataset is a fair test of this model."]
+        ),
         "- Positive pairs: two labels of one concept, language pair drawn uniformly among the concept's "
         "languages; batches of distinct concepts.",
         "",

@@ -40,6 +40,19 @@ def cmd_train(args: argparse.Namespace) -> int:
         taxonomy, source = taxonomy_from_esco_csv(args.esco_csv), f"ESCO CSV export {args.esco_csv}"
     else:
         taxonomy, source = cached_taxonomy_from_melo(args.data), f"ESCO union of the MELO corpora in {args.data}"
+    decisions: list[tuple[str, str, str | None]] = []
+    schemes: list[str] = []
+    if args.with_decisions:
+        from db.aliases import accepted_aliases
+        from db.store import Store
+
+        with Store(args.db) as store:
+            schemes = [s.name for s in store.schemes() if accepted_aliases(store, s.name)]
+            decisions = accepted_aliases(store)
+        if not decisions:
+            raise MeloInputError("--with-decisions: the store has no accepted exact or narrow decision")
+        say(f"with {len(decisions)} curator decisions of {', '.join(schemes)}: their countries' MELO datasets "
+            "are no fair test of this model")  # fmt: skip
     say(f"training on {source}: {len(taxonomy.concepts)} concepts, {len(taxonomy.languages)} languages")
     with tqdm(unit="step", desc="training", disable=args.quiet, file=sys.stderr) as bar:
 
@@ -48,7 +61,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             bar.update(step - bar.n)
             bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
 
-        report = train(taxonomy, out, settings, source=source, on_progress=progress)
+        report = train(taxonomy, out, settings, source=source, on_progress=progress, decisions=decisions,
+                       decision_schemes=schemes)  # fmt: skip
     print(
         f"saved {out} ({report.steps} steps, {report.seconds:.0f} s); held-out ESCO label MRR "
         f"{report.validation_mrr_before:.4f} -> {report.validation_mrr_after:.4f}; use it as st:{out}"
@@ -74,6 +88,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     tr.add_argument("--dim", type=int, default=256, help="static embedding size (default 256)")
     tr.add_argument("--vocab-size", type=int, default=32_000, help="static tokenizer vocabulary (default 32000)")
     tr.add_argument("--no-hard-negatives", action="store_true", help="in-batch negatives only")
+    tr.add_argument(
+        "--with-decisions",
+        action="store_true",
+        help="also train on the store's accepted exact/narrow decisions (term label paired with its concept)",
+    )
+    tr.add_argument("--db", help="store URL for --with-decisions (default: $MELO_DB_URL, else melo.db)")
     tr.add_argument("--seed", type=int, default=42)
     tr.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
     tr.add_argument("--quiet", action="store_true", help="no progress bar")

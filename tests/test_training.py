@@ -19,13 +19,19 @@ TINY = TrainConfig(dim=32, vocab_size=3000, rounds=3, batch_size=64, mine_every=
 
 
 @pytest.fixture(scope="module")
-def two_languages(datasets_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Taxonomy:
-    """ESCO labels in Norwegian and English: the corpora of nor_q_no_c_no and nor_q_no_c_en."""
+def two_language_data(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data folder with nor_q_no_c_no and nor_q_no_c_en (linked) and the nor_no crosswalk."""
     root = tmp_path_factory.mktemp("data")
-    (root / "processed" / "melo").mkdir(parents=True)
-    for name in ("nor_q_no_c_no", "nor_q_no_c_en"):
-        (root / "processed" / "melo" / name).symlink_to((datasets_dir / name).resolve())
-    return taxonomy_from_melo(root)
+    for part in ("processed/melo/nor_q_no_c_no", "processed/melo/nor_q_no_c_en", "raw/crosswalks_standard/nor_no"):
+        (root / part).parent.mkdir(parents=True, exist_ok=True)
+        (root / part).symlink_to((melo_data / part).resolve())
+    return root
+
+
+@pytest.fixture(scope="module")
+def two_languages(two_language_data: Path) -> Taxonomy:
+    """ESCO labels in Norwegian and English: the corpora of nor_q_no_c_no and nor_q_no_c_en."""
+    return taxonomy_from_melo(two_language_data)
 
 
 @pytest.fixture(scope="module")
@@ -131,3 +137,50 @@ def test_pages_know_which_scorer_specs_need_the_domain_model() -> None:
     assert uses_domain_model("domain") and uses_domain_model("wsum:0.3*char-tfidf+0.7*domain@batch=32")
     assert uses_domain_model("rrf:domain+muse")
     assert not uses_domain_model("st:models/domain-x") and not uses_domain_model("char-tfidf")
+
+
+def test_curator_decisions_become_training_pairs_and_the_card_warns(
+    two_languages: Taxonomy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    concept = next(c for c in two_languages.concepts if "no" in c.labels and c.labels["no"].preferred)
+    decisions = [
+        ("sjefsbaker ved bakeri", concept.uri, "no"),
+        ("sjefsbaker ved bakeri", concept.uri, "no"),  # the same decision twice counts once
+        ("no such concept", "http://example.org/unknown", "no"),
+    ]
+    labels = collect_labels(two_languages, TINY.held_out, TINY.seed, decisions)
+    c = [x.uri for x in two_languages.concepts].index(concept.uri)
+    [taught] = labels.decided[c]
+    assert labels.texts[taught] == "sjefsbaker ved bakeri" and not labels.held_out[taught]
+    assert sum(len(d) for d in labels.decided) == 1
+    pairs = [pair for batch in pair_rounds(labels, rounds=8, batch_size=64, seed=3) for pair in batch]
+    with_term = [(a, b) for a, b in pairs if a == taught]
+    assert with_term and all(labels.concepts[b] == c and b != taught for _, b in with_term)
+
+    out = tmp_path / "taught"
+    report = train(two_languages, out, TINY, decisions=decisions, decision_schemes=["nor_no"])
+    assert report.decisions == 1
+    facts = json.loads((out / CONFIG).read_text(encoding="utf-8"))
+    assert facts["data"]["curator_decisions"] == 1 and facts["data"]["decision_schemes"] == ["nor_no"]
+    card = (out / CARD).read_text(encoding="utf-8")
+    assert "NOT a fair test" in card and "nor_no" in card and "No MELO query" not in card
+
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    code, _, err = run_cli("train", "--out", str(tmp_path / "m"), "--with-decisions", "--db", url, "--quiet")
+    assert code == 2 and "no accepted exact or narrow decision" in err
+
+
+def test_train_command_with_the_decisions_of_a_store(two_language_data: Path, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'melo.db'}"
+    data = str(two_language_data)
+    code, _, err = run_cli("import-terms", "--scheme", "nor_no", "--crosswalk", "nor_no", "--with-decisions",
+                           "--data", data, "--db", url)  # fmt: skip
+    assert code == 0, err
+    out = tmp_path / "model"
+    code, printed, err = run_cli("train", "--data", data, "--out", str(out), "--with-decisions", "--db", url,
+                                 "--rounds", "1", "--dim", "16", "--vocab-size", "2000", "--batch-size", "64",
+                                 "--quiet")  # fmt: skip
+    assert code == 0, err
+    facts = json.loads((out / CONFIG).read_text(encoding="utf-8"))
+    assert facts["data"]["decision_schemes"] == ["nor_no"] and facts["data"]["curator_decisions"] > 0
+    assert f"st:{out}" in printed
