@@ -20,7 +20,6 @@ the median over the 24 monolingual datasets is -0.857 (edit_distance), -0.821 (c
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -45,7 +44,7 @@ from melo_core.datasets import (
     parse_dataset_name,
     resolve_dataset,
 )
-from melo_core.disk_cache import load_pickle, save_pickle
+from melo_core.disk_cache import files_stamp, load_pickle, save_pickle
 from melo_core.published import published_model
 from melo_core.text import ascii_fold, folding_applies
 
@@ -190,15 +189,6 @@ def overlap_histogram(distances: np.ndarray, bins: int = 20) -> OverlapHistogram
     return OverlapHistogram(edges=edges, counts=counts, median=median, n=int(distances.size))
 
 
-def _files_stamp(folder: Path) -> str:
-    """Changes when any of the dataset's files is rewritten (size and modification time)."""
-    digest = hashlib.sha1(str(folder.resolve()).encode())
-    for name in (QUERIES_FILE, CORPUS_FILE, ANNOTATIONS_FILE):
-        info = (folder / name).stat()
-        digest.update(f"\0{name}\0{info.st_size}\0{info.st_mtime_ns}".encode())
-    return digest.hexdigest()[:16]
-
-
 def cached_min_edit_distances(
     data_dir: str | Path,
     name: str,
@@ -209,7 +199,7 @@ def cached_min_edit_distances(
     """``min_edit_distances`` of one dataset, remembered under ``<cache>/analysis`` and keyed by
     its files' sizes and modification times, so pages can call it on every rerun."""
     folder = resolve_dataset(data_dir, name)
-    key = f"{name}-{distance}-{'auto' if fold is None else int(fold)}-v{OVERLAP_CACHE_VERSION}-{_files_stamp(folder)}"
+    key = f"{name}-{distance}-{'auto' if fold is None else int(fold)}-v{OVERLAP_CACHE_VERSION}-{files_stamp(folder.resolve() / n for n in (QUERIES_FILE, CORPUS_FILE, ANNOTATIONS_FILE))}"
     target = Path(cache_dir or config.cache_dir()) / "analysis" / f"min-dist-{key}.pkl"
     cached = load_pickle(target)
     if isinstance(cached, np.ndarray):

@@ -1,11 +1,25 @@
 """Pickled results remembered on disk: written atomically, and a stale or partial file reads
-as a miss (the caller recomputes) instead of an error."""
+as a miss (the caller recomputes) instead of an error; and the stamp that keys a cache entry to
+the files it was computed from."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
+from collections.abc import Iterable
 from pathlib import Path
+
+
+def files_stamp(paths: Iterable[Path], root: Path | None = None, length: int = 16) -> str:
+    """Changes when any of ``paths`` is rewritten, or one is added or removed: a hash of each
+    file's name (relative to ``root`` when given), size and modification time."""
+    digest = hashlib.sha1()
+    for path in paths:
+        info = path.stat()
+        name = path.relative_to(root) if root is not None else path
+        digest.update(f"{name}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:length]
 
 
 def load_pickle(path: Path) -> object | None:

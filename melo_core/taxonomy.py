@@ -8,7 +8,6 @@ Two sources:
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +16,7 @@ import numpy as np
 
 from melo_core import config
 from melo_core.datasets import MeloDataset, datasets_root, list_datasets, load_dataset
-from melo_core.disk_cache import load_pickle, save_pickle
+from melo_core.disk_cache import files_stamp, load_pickle, save_pickle
 from melo_core.errors import MeloInputError
 from melo_core.tsv import read_csv_records
 
@@ -315,15 +314,8 @@ def cached_taxonomy_from_melo(
     root = datasets_root(data_dir)
     esco = esco_dir or config.esco_dir(data_dir)
     esco_files = sorted(Path(esco).glob("*.csv")) if esco else []
-    stamp = hashlib.sha1()
-    for path in [*sorted(root.glob("*/*.tsv")), *esco_files]:
-        info = path.stat()
-        stamp.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
-    target = (
-        Path(cache_dir or config.cache_dir())
-        / "taxonomy"
-        / f"melo-v{TAXONOMY_CACHE_VERSION}-{stamp.hexdigest()[:16]}.pkl"
-    )
+    stamp = files_stamp([*sorted(root.glob("*/*.tsv")), *esco_files])
+    target = Path(cache_dir or config.cache_dir()) / "taxonomy" / f"melo-v{TAXONOMY_CACHE_VERSION}-{stamp}.pkl"
     cached = load_pickle(target)
     if isinstance(cached, Taxonomy):
         return cached

@@ -7,13 +7,13 @@ Nothing is downloaded: the model is loaded with ``local_files_only``. Options: `
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from melo_core.disk_cache import files_stamp
 from melo_core.encoders.base import EncoderSpec, Role, normalise_rows
 from melo_core.encoders.registry import register_encoder
 from melo_core.errors import MeloInputError
@@ -24,15 +24,6 @@ MISSING_MODEL_HELP = (
     "(st:path/to/model, e.g. one made by `python -m melo_core train`), or download it once on a "
     "connected machine (`huggingface-cli download {name}`) and copy the cache (~/.cache/huggingface)."
 )
-
-
-def _folder_stamp(folder: Path) -> str:
-    stamp = hashlib.sha1()
-    for path in sorted(folder.rglob("*")):
-        if path.is_file():
-            info = path.stat()
-            stamp.update(f"{path.relative_to(folder)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
-    return stamp.hexdigest()[:12]
 
 
 class SentenceTransformerEncoder:
@@ -66,7 +57,9 @@ class SentenceTransformerEncoder:
             raise MeloInputError("the model does not declare its embedding dimension", name)
         self.dim = int(dim)
         if Path(name).is_dir():  # a retrained model in the same folder must not reuse old embeddings
-            self.spec = f"{self.spec}#{_folder_stamp(Path(name))}"
+            folder = Path(name)
+            stamp = files_stamp(sorted(p for p in folder.rglob("*") if p.is_file()), root=folder, length=12)
+            self.spec = f"{self.spec}#{stamp}"
 
     def encode(self, texts: Sequence[str], role: Role = "query") -> np.ndarray:
         if not texts:
