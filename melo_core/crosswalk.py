@@ -91,3 +91,16 @@ def load_crosswalk(path: str | Path, name: str | None = None) -> Crosswalk:
     if name is None:
         name = path.parent.name if path.name == "crosswalk.json" else path.stem
     return Crosswalk(name=name, terms=terms)
+
+
+def crosswalk_decisions(data_dir: str | Path | None, code_or_path: str) -> list[tuple[str, str, str | None]]:
+    """A crosswalk's accepted alias matches as (term title, concept URI, language) triples, the
+    shape curator decisions take for training (``train --with-crosswalks``)."""
+    crosswalk = load_crosswalk(crosswalk_path(data_dir, code_or_path))
+    return [
+        (term.title, uri, crosswalk.language)
+        for term in crosswalk.terms
+        if term.title
+        for uri, relation in term.matches.items()
+        if relation in ALIAS_RELATIONS
+    ]

@@ -336,7 +336,10 @@ def write_model_card(out: Path, config: TrainConfig, report: TrainReport, source
         "config": asdict(config),
         "data": {
             "source": source,
-            "what": "ESCO labels only (preferred and alternative, all languages); no MELO query or annotation",
+            "what": "ESCO labels (preferred and alternative, all languages) and the exact/narrow matches of "
+            f"{', '.join(report.decision_schemes) or 'a store'}: those countries' MELO datasets are no fair test"
+            if report.decisions
+            else "ESCO labels only (preferred and alternative, all languages); no MELO query or annotation",
             "concepts": report.concepts,
             "labels": report.labels,
             "held_out_labels": report.held_out,
@@ -371,8 +374,8 @@ def write_model_card(out: Path, config: TrainConfig, report: TrainReport, source
         f"({', '.join(report.languages)}); {report.held_out:,} alternative labels held out for validation.",
         *(
             [
-                f"- Also {report.decisions:,} accepted exact/narrow curator decisions (term label paired with "
-                f"its concept's labels) from the schemes {', '.join(report.decision_schemes) or '(unnamed)'}. "
+                f"- Also {report.decisions:,} accepted exact/narrow curator decisions or crosswalk matches (term "
+                f"label paired with its concept's labels) from {', '.join(report.decision_schemes) or '(unnamed)'}. "
                 "A MELO dataset built from the same national crosswalk as one of these schemes is NOT a fair "
                 "test of this model; hold such a country out when you report it.",
             ]

@@ -15,6 +15,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     """Train on the ESCO labels of the MELO union (``--data``) or of an ESCO CSV export."""
     from tqdm import tqdm
 
+    from melo_core.crosswalk import crosswalk_decisions
     from melo_core.taxonomy import cached_taxonomy_from_melo, taxonomy_from_esco_csv
     from melo_core.training import STATIC, TrainConfig, train
 
@@ -51,7 +52,15 @@ def cmd_train(args: argparse.Namespace) -> int:
             decisions = accepted_aliases(store)
         if not decisions:
             raise MeloInputError("--with-decisions: the store has no accepted exact or narrow decision")
-        say(f"with {len(decisions)} curator decisions of {', '.join(schemes)}: their countries' MELO datasets "
+    if args.with_crosswalks:
+        seen = _crosswalks_to_train_on(args.data, args.with_crosswalks, args.hold_out_countries)
+        for code in seen:
+            decisions += crosswalk_decisions(args.data, code)
+        schemes += seen
+    elif args.hold_out_countries:
+        raise MeloInputError("--hold-out-countries goes with --with-crosswalks")
+    if schemes:
+        say(f"with {len(decisions)} decisions of {', '.join(schemes)}: their countries' MELO datasets "
             "are no fair test of this model")  # fmt: skip
     say(f"training on {source}: {len(taxonomy.concepts)} concepts, {len(taxonomy.languages)} languages")
     with tqdm(unit="step", desc="training", disable=args.quiet, file=sys.stderr) as bar:
@@ -68,6 +77,29 @@ def cmd_train(args: argparse.Namespace) -> int:
         f"{report.validation_mrr_before:.4f} -> {report.validation_mrr_after:.4f}; use it as st:{out}"
     )
     return 0
+
+
+def _crosswalks_to_train_on(data: str | None, codes: str, hold_out: str | None) -> list[str]:
+    """The crosswalk codes of ``--with-crosswalks`` ('all' or a list) minus the held-out countries
+    (a code's prefix: ``bel`` holds out ``bel_fr`` and ``bel_nl``)."""
+    from melo_core.crosswalk import list_crosswalks
+
+    if data is None:
+        raise MeloInputError("--with-crosswalks needs --data (the crosswalks are under raw/crosswalks_standard)")
+    known = list_crosswalks(data)
+    wanted = known if codes == "all" else [c.strip() for c in codes.split(",") if c.strip()]
+    unknown = [c for c in wanted if c not in known]
+    if unknown:
+        raise MeloInputError(f"--with-crosswalks: unknown crosswalk(s) {', '.join(unknown)} "
+                             f"(known: {', '.join(known) or 'none'})")  # fmt: skip
+    held = {c.strip() for c in (hold_out or "").split(",") if c.strip()}
+    unknown_countries = held - {c.split("_")[0] for c in known}
+    if unknown_countries:
+        raise MeloInputError(f"--hold-out-countries: no crosswalk of {', '.join(sorted(unknown_countries))}")
+    seen = [c for c in wanted if c.split("_")[0] not in held]
+    if not seen:
+        raise MeloInputError("--with-crosswalks: every crosswalk given is held out")
+    return seen
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -92,6 +124,17 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--with-decisions",
         action="store_true",
         help="also train on the store's accepted exact/narrow decisions (term label paired with its concept)",
+    )
+    tr.add_argument(
+        "--with-crosswalks",
+        metavar="CODES",
+        help="also train on national crosswalks of the data folder ('all' or codes such as deu_de,fra_fr): "
+        "each exact/narrow match pairs a term with its concept; their countries' MELO datasets are no fair test",
+    )
+    tr.add_argument(
+        "--hold-out-countries",
+        metavar="CODES",
+        help="countries whose crosswalks stay out of --with-crosswalks (e.g. aut,deu), to report on their datasets",
     )
     tr.add_argument("--db", help="store URL for --with-decisions (default: $MELO_DB_URL, else melo.db)")
     tr.add_argument("--seed", type=int, default=42)

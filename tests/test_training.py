@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from db.testing import run_cli
+from melo_core.crosswalk import crosswalk_decisions
 from melo_core.encoders import load_encoder
 from melo_core.errors import MeloInputError
 from melo_core.taxonomy import Taxonomy, taxonomy_from_melo
@@ -184,3 +185,31 @@ def test_train_command_with_the_decisions_of_a_store(two_language_data: Path, tm
     facts = json.loads((out / CONFIG).read_text(encoding="utf-8"))
     assert facts["data"]["decision_schemes"] == ["nor_no"] and facts["data"]["curator_decisions"] > 0
     assert f"st:{out}" in printed
+
+
+def test_train_on_crosswalks_holds_out_a_country(melo_data: Path, tmp_path: Path) -> None:
+    """`--with-crosswalks all --hold-out-countries nor` trains on the Danish crosswalk's matches
+    only; the model card names it and the Norwegian one stays out."""
+    data = tmp_path / "data"
+    parts = ("processed/melo/nor_q_no_c_no", "processed/melo/dnk_q_da_c_da",
+             "raw/crosswalks_standard/nor_no", "raw/crosswalks_standard/dnk_da")  # fmt: skip
+    for part in parts:
+        (data / part).parent.mkdir(parents=True, exist_ok=True)
+        (data / part).symlink_to((melo_data / part).resolve())
+    small = ("--rounds", "1", "--dim", "16", "--vocab-size", "2000", "--batch-size", "64", "--quiet")
+    out = tmp_path / "model"
+    code, _, err = run_cli("train", "--data", str(data), "--out", str(out), "--with-crosswalks", "all",
+                           "--hold-out-countries", "nor", *small)  # fmt: skip
+    assert code == 0, err
+    facts = json.loads((out / CONFIG).read_text(encoding="utf-8"))
+    expected = len(crosswalk_decisions(data, "dnk_da"))
+    assert facts["data"]["decision_schemes"] == ["dnk_da"]
+    assert 0 < facts["data"]["curator_decisions"] <= expected
+    assert "nor_no" not in (out / CARD).read_text(encoding="utf-8")
+
+    code, _, err = run_cli("train", "--data", str(data), "--out", str(tmp_path / "m2"), "--with-crosswalks",
+                           "dnk_da", "--hold-out-countries", "dnk", *small)  # fmt: skip
+    assert code == 2 and "every crosswalk given is held out" in err
+    code, _, err = run_cli("train", "--data", str(data), "--out", str(tmp_path / "m3"), "--with-crosswalks",
+                           "xyz_en", *small)  # fmt: skip
+    assert code == 2 and "unknown crosswalk(s) xyz_en" in err
