@@ -24,16 +24,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from melo_core.crosswalk import crosswalk_decisions, list_crosswalks
-from melo_core.datasets import list_datasets
+from melo_core.crosswalk import crosswalk_country, crosswalk_decisions, list_crosswalks, training_crosswalks
+from melo_core.datasets import list_datasets, parse_dataset_name
 from melo_core.taxonomy import cached_taxonomy_from_melo
 from melo_core.training import TrainConfig, train
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def country_of(name: str) -> str:
-    return name.split("_")[0]
 
 
 def folds_of(countries: list[str], k: int) -> list[list[str]]:
@@ -55,13 +51,13 @@ def main() -> None:
 
     crosswalks = list_crosswalks(args.data)
     datasets = list_datasets(args.data)
-    folds = folds_of([country_of(c) for c in crosswalks], args.folds)
+    folds = folds_of([crosswalk_country(c) for c in crosswalks], args.folds)
     taxonomy = cached_taxonomy_from_melo(args.data)
     rows: list[dict[str, str]] = []
     for k, held in enumerate(folds):
         if args.only_fold is not None and k != args.only_fold:
             continue
-        seen = [c for c in crosswalks if country_of(c) not in held]
+        seen = training_crosswalks(args.data, "all", held)
         model = Path(args.models) / f"fold{k}"
         if not (model / "modules.json").is_file():
             decisions = [d for c in seen for d in crosswalk_decisions(args.data, c)]
@@ -73,7 +69,7 @@ def main() -> None:
                            decisions=decisions, decision_schemes=seen)  # fmt: skip
             print(f"fold {k}: {time.perf_counter() - start:.0f} s, held-out ESCO MRR "
                   f"{report.validation_mrr_before:.4f} -> {report.validation_mrr_after:.4f}", file=sys.stderr)  # fmt: skip
-        mine = [d for d in datasets if country_of(d) in held]
+        mine = [d for d in datasets if (parsed := parse_dataset_name(d)) and parsed.country in held]
         part = Path(args.out).with_suffix(f".fold{k}.csv")
         subprocess.run(
             [sys.executable, "-m", "melo_core", "eval", "--data", args.data, "--datasets", ",".join(mine),

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,12 +34,17 @@ class Crosswalk:
 
     @property
     def country(self) -> str:
-        return self.name.split("_")[0]
+        return crosswalk_country(self.name)
 
     @property
     def language(self) -> str | None:
         parts = self.name.split("_")
         return parts[1] if len(parts) == 2 else None
+
+
+def crosswalk_country(name: str) -> str:
+    """The country of a crosswalk code: ``bel`` for ``bel_fr`` and ``bel_nl``."""
+    return name.split("_")[0]
 
 
 def crosswalk_path(data_dir: str | Path | None, code_or_path: str) -> Path:
@@ -104,3 +110,23 @@ def crosswalk_decisions(data_dir: str | Path | None, code_or_path: str) -> list[
         for uri, relation in term.matches.items()
         if relation in ALIAS_RELATIONS
     ]
+
+
+def training_crosswalks(data_dir: str | Path, codes: str, hold_out_countries: Iterable[str] = ()) -> list[str]:
+    """The crosswalk codes to train on: ``codes`` ('all' or comma-separated codes of the data
+    folder) minus every crosswalk of the held-out countries, so their MELO datasets stay a fair
+    test of the model."""
+    known = list_crosswalks(data_dir)
+    wanted = known if codes == "all" else [c.strip() for c in codes.split(",") if c.strip()]
+    unknown = [c for c in wanted if c not in known]
+    if unknown:
+        raise MeloInputError(f"--with-crosswalks: unknown crosswalk(s) {', '.join(unknown)} "
+                             f"(known: {', '.join(known) or 'none'})")  # fmt: skip
+    held = set(hold_out_countries)
+    unknown_countries = held - {crosswalk_country(c) for c in known}
+    if unknown_countries:
+        raise MeloInputError(f"--hold-out-countries: no crosswalk of {', '.join(sorted(unknown_countries))}")
+    seen = [c for c in wanted if crosswalk_country(c) not in held]
+    if not seen:
+        raise MeloInputError("--with-crosswalks: every crosswalk given is held out")
+    return seen

@@ -15,7 +15,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     """Train on the ESCO labels of the MELO union (``--data``) or of an ESCO CSV export."""
     from tqdm import tqdm
 
-    from melo_core.crosswalk import crosswalk_decisions
+    from melo_core.crosswalk import crosswalk_decisions, training_crosswalks
     from melo_core.taxonomy import cached_taxonomy_from_melo, taxonomy_from_esco_csv
     from melo_core.training import STATIC, TrainConfig, train
 
@@ -53,7 +53,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         if not decisions:
             raise MeloInputError("--with-decisions: the store has no accepted exact or narrow decision")
     if args.with_crosswalks:
-        seen = _crosswalks_to_train_on(args.data, args.with_crosswalks, args.hold_out_countries)
+        if args.data is None:
+            raise MeloInputError("--with-crosswalks needs --data (the crosswalks are under raw/crosswalks_standard)")
+        held = [c.strip() for c in (args.hold_out_countries or "").split(",") if c.strip()]
+        seen = training_crosswalks(args.data, args.with_crosswalks, held)
         for code in seen:
             decisions += crosswalk_decisions(args.data, code)
         schemes += seen
@@ -77,29 +80,6 @@ def cmd_train(args: argparse.Namespace) -> int:
         f"{report.validation_mrr_before:.4f} -> {report.validation_mrr_after:.4f}; use it as st:{out}"
     )
     return 0
-
-
-def _crosswalks_to_train_on(data: str | None, codes: str, hold_out: str | None) -> list[str]:
-    """The crosswalk codes of ``--with-crosswalks`` ('all' or a list) minus the held-out countries
-    (a code's prefix: ``bel`` holds out ``bel_fr`` and ``bel_nl``)."""
-    from melo_core.crosswalk import list_crosswalks
-
-    if data is None:
-        raise MeloInputError("--with-crosswalks needs --data (the crosswalks are under raw/crosswalks_standard)")
-    known = list_crosswalks(data)
-    wanted = known if codes == "all" else [c.strip() for c in codes.split(",") if c.strip()]
-    unknown = [c for c in wanted if c not in known]
-    if unknown:
-        raise MeloInputError(f"--with-crosswalks: unknown crosswalk(s) {', '.join(unknown)} "
-                             f"(known: {', '.join(known) or 'none'})")  # fmt: skip
-    held = {c.strip() for c in (hold_out or "").split(",") if c.strip()}
-    unknown_countries = held - {c.split("_")[0] for c in known}
-    if unknown_countries:
-        raise MeloInputError(f"--hold-out-countries: no crosswalk of {', '.join(sorted(unknown_countries))}")
-    seen = [c for c in wanted if c.split("_")[0] not in held]
-    if not seen:
-        raise MeloInputError("--with-crosswalks: every crosswalk given is held out")
-    return seen
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
