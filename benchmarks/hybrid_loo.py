@@ -105,9 +105,10 @@ def main() -> None:
     args = parser.parse_args()
     names = list_datasets(args.data) if args.datasets == "all" else args.datasets.split(",")
     dense_specs = [d for d in args.dense.split(",") if d]
+    components = [args.lexical, *dense_specs]
     root = datasets_root(args.data)
     protocol = Protocol("trec", 0)
-    with_lexical, dense_only = fusions([args.lexical, *dense_specs]), fusions(dense_specs)
+    with_lexical, dense_only = fusions(components), fusions(dense_specs)
     mrr: dict[tuple[str, str], float] = {}
     metrics: dict[tuple[str, str], dict[str, float]] = {}
     kind_of: dict[str, str] = {}
@@ -116,7 +117,7 @@ def main() -> None:
         dataset = load_dataset(root / name)
         kind_of[name] = dataset.kind or "other"
         context = ScorerContext(dataset.query_language, dataset.corpus_languages, show_progress=False)
-        scorers = {spec: ScoreOnce(create_scorer(spec, context)) for spec in [args.lexical, *dense_specs]}
+        scorers = {spec: ScoreOnce(create_scorer(spec, context)) for spec in components}
         lexical_too = not (args.lexical_same_language_only and kind_of[name] != "monolingual")
         grid_of[name] = with_lexical if lexical_too else dense_only
         pools_of: dict[tuple[str, ...], Pools] = {}
@@ -130,11 +131,11 @@ def main() -> None:
             mrr[(name, spec)], metrics[(name, spec)] = result.metrics["mrr"], result.metrics
     rows = []
     chosen_count: dict[str, int] = defaultdict(int)
-    label = "+".join([args.lexical, *dense_specs])
+    label = "+".join(components)
     for name in names:
         grid = grid_of[name]
         others = [n for n in names if n != name and kind_of[n] == kind_of[name]]
-        best = grid[0] if len(grid) == 1 else max(grid, key=lambda s: np.mean([mrr[(n, s)] for n in others]))
+        best = max(grid, key=lambda s: np.mean([mrr[(n, s)] for n in others]))
         chosen_count[best] += 1
         m = metrics[(name, best)]
         rows.append({
