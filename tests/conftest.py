@@ -59,8 +59,14 @@ def esco_csv() -> Path:
 def nor_data(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data folder in the official layout with one dataset (nor_q_no_c_no, 96 queries) and its
     crosswalk (nor_no), linked, not copied: enough for the curation pages."""
-    root = tmp_path_factory.mktemp("nor-data")
-    for part in ("processed/melo/nor_q_no_c_no", "raw/crosswalks_standard/nor_no"):
+    return linked_slice(tmp_path_factory.mktemp("nor-data"), melo_data,
+                        ("processed/melo/nor_q_no_c_no", "raw/crosswalks_standard/nor_no"))  # fmt: skip
+
+
+def linked_slice(root: Path, melo_data: Path, parts: tuple[str, ...]) -> Path:
+    """A data folder in the official layout holding only ``parts`` of the shared data (dataset
+    and crosswalk folders), linked, not copied."""
+    for part in parts:
         (root / part).parent.mkdir(parents=True, exist_ok=True)
         (root / part).symlink_to((melo_data / part).resolve())
     return root

@@ -15,6 +15,7 @@ from melo_core.encoders import load_encoder
 from melo_core.errors import MeloInputError
 from melo_core.taxonomy import Taxonomy, taxonomy_from_melo
 from melo_core.training import CARD, CONFIG, TrainConfig, collect_labels, ensure_default_model, pair_rounds, train
+from tests.conftest import linked_slice
 
 TINY = TrainConfig(dim=32, vocab_size=3000, rounds=3, batch_size=64, mine_every=20, seed=7)
 
@@ -22,11 +23,8 @@ TINY = TrainConfig(dim=32, vocab_size=3000, rounds=3, batch_size=64, mine_every=
 @pytest.fixture(scope="module")
 def two_language_data(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data folder with nor_q_no_c_no and nor_q_no_c_en (linked) and the nor_no crosswalk."""
-    root = tmp_path_factory.mktemp("data")
-    for part in ("processed/melo/nor_q_no_c_no", "processed/melo/nor_q_no_c_en", "raw/crosswalks_standard/nor_no"):
-        (root / part).parent.mkdir(parents=True, exist_ok=True)
-        (root / part).symlink_to((melo_data / part).resolve())
-    return root
+    parts = ("processed/melo/nor_q_no_c_no", "processed/melo/nor_q_no_c_en", "raw/crosswalks_standard/nor_no")
+    return linked_slice(tmp_path_factory.mktemp("data"), melo_data, parts)
 
 
 @pytest.fixture(scope="module")
@@ -190,12 +188,9 @@ def test_train_command_with_the_decisions_of_a_store(two_language_data: Path, tm
 def test_train_on_crosswalks_holds_out_a_country(melo_data: Path, tmp_path: Path) -> None:
     """`--with-crosswalks all --hold-out-countries nor` trains on the Danish crosswalk's matches
     only; the model card names it and the Norwegian one stays out."""
-    data = tmp_path / "data"
     parts = ("processed/melo/nor_q_no_c_no", "processed/melo/dnk_q_da_c_da",
              "raw/crosswalks_standard/nor_no", "raw/crosswalks_standard/dnk_da")  # fmt: skip
-    for part in parts:
-        (data / part).parent.mkdir(parents=True, exist_ok=True)
-        (data / part).symlink_to((melo_data / part).resolve())
+    data = linked_slice(tmp_path / "data", melo_data, parts)
     small = ("--rounds", "1", "--dim", "16", "--vocab-size", "2000", "--batch-size", "64", "--quiet")
     out = tmp_path / "model"
     code, _, err = run_cli("train", "--data", str(data), "--out", str(out), "--with-crosswalks", "all",
