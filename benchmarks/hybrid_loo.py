@@ -116,7 +116,7 @@ def main() -> None:
     for name in tqdm(names, desc="datasets", file=sys.stderr):
         dataset = load_dataset(root / name)
         kind_of[name] = dataset.kind or "other"
-        context = ScorerContext(dataset.query_language, dataset.corpus_languages, show_progress=False)
+        context = ScorerContext.for_dataset(dataset, show_progress=False)
         scorers = {spec: ScoreOnce(create_scorer(spec, context)) for spec in components}
         lexical_too = not (args.lexical_same_language_only and kind_of[name] != "monolingual")
         grid_of[name] = with_lexical if lexical_too else dense_only

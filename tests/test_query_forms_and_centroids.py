@@ -1,0 +1,119 @@
+"""Query forms (gender markers, paired titles) and concept-centroid mixing of dense scorers."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from melo_core.datasets import load_dataset
+from melo_core.evaluation import Protocol, evaluate
+from melo_core.scorers import ScorerContext, create_scorer
+from melo_core.scorers.dense import split_caps
+from melo_core.scorers.hybrid import candidate_pools
+from melo_core.text import drop_gender_markers, title_variants
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_title_variants() -> None:
+    assert title_variants("Boucher (h/f/x)") == ["Boucher"]
+    assert drop_gender_markers("Koch (m./w.) Kantine") == "Koch Kantine"
+    assert title_variants("Monteur / Monteuse de meubles") == [
+        "Monteur / Monteuse de meubles", "Monteur de meubles", "Monteuse de meubles"]  # fmt: skip
+    assert title_variants("Schlächter/in") == ["Schlächter/in", "Schlächter", "Schlächterin"]
+    assert title_variants("Au-pair/Au-pair") == ["Au-pair/Au-pair", "Au-pair"]
+    assert title_variants("baker") == ["baker"]
+    assert title_variants("(m/w)") == ["(m/w)"]  # nothing but a marker: kept as it is
+
+
+def _muse(spec: str, cache: Path, concepts: tuple[str, ...] = ()) -> object:
+    return create_scorer(spec, ScorerContext("fr", ("fr",), cache_dir=str(cache), concepts=concepts))
+
+
+def test_forms_score_each_form_and_keep_the_best(tmp_path: Path) -> None:
+    corpus = ["monteuse de meubles", "boucher", "charpentier"]
+    asis, variants = _muse("muse", tmp_path), _muse("muse@forms=variants", tmp_path)
+    asis.fit(corpus)
+    variants.fit(corpus)
+    paired = "Monteur / Monteuse de meubles"
+    got = variants.score([paired, "boucher (h/f/x)"])
+    expected = np.maximum.reduce([asis.score([form])[0] for form in title_variants(paired)])
+    np.testing.assert_allclose(got[0], expected, rtol=1e-6)
+    assert got[0][0] > asis.score([paired])[0][0]  # the feminine form alone matches the label
+    np.testing.assert_allclose(got[1], asis.score(["boucher"])[0], rtol=1e-6)
+    markers = _muse("muse@forms=markers", tmp_path)
+    markers.fit(corpus)
+    np.testing.assert_allclose(markers.score(["boucher (h/f/x)"])[0], asis.score(["boucher"])[0], rtol=1e-6)
+    with pytest.raises(ValueError, match="forms must be one of"):
+        _muse("muse@forms=all", tmp_path)
+
+
+def test_centroid_mixes_each_form_with_its_concept(tmp_path: Path) -> None:
+    corpus = ["boulanger", "boulangère", "mitron", "boucher", "bouchère"]
+    concepts = ("bake", "bake", "bake", "butcher", "butcher")
+    plain, mixed = _muse("muse", tmp_path), _muse("muse@centroid=0.4", tmp_path, concepts)
+    plain.fit(corpus)
+    mixed.fit(corpus)
+    query = plain.embed(["ouvrier boulanger"], "query")[0]
+    vectors = plain.embed(corpus, "passage")
+    centroid = {}
+    for concept in set(concepts):
+        total = vectors[[i for i, c in enumerate(concepts) if c == concept]].sum(axis=0)
+        centroid[concept] = total / np.linalg.norm(total)
+    expected = [0.6 * (query @ v) + 0.4 * (query @ centroid[c]) for v, c in zip(vectors, concepts, strict=True)]
+    np.testing.assert_allclose(mixed.score(["ouvrier boulanger"])[0], expected, rtol=1e-5)
+    # "mitron" (a baker's boy) moves towards its concept's score
+    assert abs(mixed.score(["boulanger"])[0][2] - plain.score(["boulanger"])[0][0]) < abs(
+        plain.score(["boulanger"])[0][2] - plain.score(["boulanger"])[0][0]
+    )
+    with pytest.raises(ValueError, match="needs the concept of each"):
+        _muse("muse@centroid=0.4", tmp_path).fit(corpus)
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        _muse("muse@centroid=1.5", tmp_path, concepts)
+    with pytest.raises(ValueError, match="linker does not support @centroid"):
+        split_caps("muse@centroid=0.4")
+
+
+def test_eval_passes_the_dataset_concepts(nor_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run.csv"
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MELO_CACHE": str(tmp_path / "cache")}
+    result = subprocess.run(
+        [sys.executable, "-m", "melo_core", "eval", "--data", str(nor_data), "--datasets", "nor_q_no_c_no",
+         "--scorers", "muse,muse@centroid=0.4@forms=variants", "--limit-queries", "30", "--depth", "0",
+         "--out", str(out), "--quiet"],
+        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    plain, mixed = list(csv.DictReader(out.open(encoding="utf-8")))
+    assert (plain["scorer"], mixed["scorer"]) == ("muse", "muse@centroid=0.4@forms=variants")
+    assert plain["mrr"] != mixed["mrr"]  # the concepts of nor_q_no_c_no's corpus reached the scorer
+
+
+def _fusion_loo():
+    spec = importlib.util.spec_from_file_location("fusion_loo", ROOT / "benchmarks" / "fusion_loo.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def test_pool_mrr_of_the_fusion_grid_matches_the_evaluation(melo_data: Path, tmp_path: Path) -> None:
+    """The benchmark selects on pooled candidates only; on a real slice that agrees with the full
+    evaluation of the same spec, ties included."""
+    fusion_loo = _fusion_loo()
+    dataset = load_dataset(melo_data / "processed" / "melo" / "nor_q_no_c_no").subset(60)
+    context = dataclasses.replace(ScorerContext.for_dataset(dataset, show_progress=False), cache_dir=str(tmp_path))
+    grid = fusion_loo.grid_mrr(dataset, "char-tfidf", ["muse"], [0.0, 0.4], ["asis"], context)
+    assert len(grid) == 2 * 9
+    for spec in ("wsum:0.3*char-tfidf+0.7*muse", "wsum:0.6*char-tfidf+0.4*muse@centroid=0.4"):
+        exact = evaluate(dataset, create_scorer(spec, context), Protocol("trec", 0)).metrics["mrr"]
+        assert grid[spec] == pytest.approx(exact, abs=2e-3)
+    assert len({round(v, 6) for v in grid.values()}) > 1
+    pools = candidate_pools([np.array([[0.9, 0.1, 0.5]]), np.array([[0.2, 0.8, 0.5]])], pool=2)
+    assert fusion_loo.first_occurrences(pools.candidates).sum() == 3  # element 2 pooled twice counts once
