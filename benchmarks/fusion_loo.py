@@ -66,7 +66,9 @@ def pool_reciprocal_ranks(pools: Pools, weights: np.ndarray, relevant: list[np.n
     low = pools.scores.min(axis=2, keepdims=True)
     span = pools.scores.max(axis=2, keepdims=True) - low
     normalised = np.where(span > 0, (pools.scores - low) / np.where(span > 0, span, 1.0), 0.0)
-    fused = np.round(np.einsum("gc,cqp->gqp", weights, normalised), 5)  # (grid, queries, pool)
+    n_components, n_queries, n_pool = normalised.shape
+    fused = (weights @ normalised.reshape(n_components, -1)).reshape(len(weights), n_queries, n_pool)
+    fused = np.round(fused, 5)  # (grid, queries, pool)
     fused[:, ~unique] = -np.inf
     is_relevant = np.stack([np.isin(c, r) for c, r in zip(pools.candidates, relevant, strict=True)]) & unique
     cand_keys = keys[pools.candidates]
@@ -101,25 +103,27 @@ def grid_mrr(dataset: MeloDataset, lexical: str | None, dense: list[str], centro
         lexical_scorer.fit(dataset.corpus)
     n_parts = len(dense) + (1 if lexical else 0)
     grid = np.array(simplex(n_parts)) if n_parts > 1 else np.ones((1, 1))
+    configs = [(forms, centroid) for forms in forms_rules for centroid in centroids]
+    scorers = {}
+    for config in configs:
+        scorers[config] = [create_scorer(dense_spec(d, config[1], config[0]), context) for d in dense]
+        for scorer in scorers[config]:
+            scorer.fit(dataset.corpus)
+    totals = {config: np.zeros(len(grid)) for config in configs}
+    for begin in range(0, len(evaluated), BATCH):
+        batch = evaluated[begin : begin + BATCH]
+        queries = [dataset.queries[i] for i in batch]
+        relevant = [relevant_all[i] for i in batch]
+        lexical_matrix = [np.asarray(lexical_scorer.score(queries), np.float64)] if lexical_scorer else []
+        for config in configs:
+            pools = candidate_pools(lexical_matrix + [s.score(queries) for s in scorers[config]])
+            unique = first_occurrences(pools.candidates)
+            totals[config] += pool_reciprocal_ranks(pools, grid, relevant, keys, unique).sum(axis=1)
     out: dict[str, float] = {}
-    for forms in forms_rules:
-        for centroid in centroids:
-            specs = [dense_spec(d, centroid, forms) for d in dense]
-            scorers = [create_scorer(s, context) for s in specs]
-            for scorer in scorers:
-                scorer.fit(dataset.corpus)
-            names = ([lexical] if lexical else []) + specs
-            total = np.zeros(len(grid))
-            for begin in range(0, len(evaluated), BATCH):
-                batch = evaluated[begin : begin + BATCH]
-                queries = [dataset.queries[i] for i in batch]
-                matrices = [np.asarray(lexical_scorer.score(queries), np.float64)] if lexical_scorer else []
-                matrices += [s.score(queries) for s in scorers]
-                pools = candidate_pools(matrices)
-                unique = first_occurrences(pools.candidates)
-                total += pool_reciprocal_ranks(pools, grid, [relevant_all[i] for i in batch], keys, unique).sum(axis=1)
-            for weights, value in zip(grid, total / len(evaluated), strict=True):
-                out[fusion_spec(names, tuple(weights))] = float(value)
+    for config in configs:
+        names = ([lexical] if lexical else []) + [s.name for s in scorers[config]]
+        for weights, value in zip(grid, totals[config] / len(evaluated), strict=True):
+            out[fusion_spec(names, tuple(weights))] = float(value)
     return out
 
 

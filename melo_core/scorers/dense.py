@@ -118,10 +118,8 @@ class DenseScorer:
         scores = score(self.embed(flat, "query")).astype(np.float64)
         if len(flat) == len(queries):
             return scores
-        owner = np.repeat(np.arange(len(queries)), [len(fs) for fs in forms])
-        best = np.full((len(queries), scores.shape[1]), -np.inf)
-        np.maximum.at(best, owner, scores)
-        return best
+        starts = np.cumsum([0] + [len(fs) for fs in forms[:-1]])  # each query's forms are consecutive
+        return np.maximum.reduceat(scores, starts, axis=0)
 
     def _corpus_scores(self, vectors: np.ndarray) -> np.ndarray:
         scores = vectors @ self.corpus_vectors.T
