@@ -33,7 +33,7 @@ from melo_core.disk_cache import load_pickle, save_pickle
 from melo_core.encoders import is_encoder_spec
 from melo_core.index import VectorIndex
 from melo_core.scorers.base import ExtendableScorer, Scorer, ScorerContext
-from melo_core.scorers.dense import DenseScorer, cached_encoder, caps_rule, split_caps
+from melo_core.scorers.dense import DenseScorer, cached_encoder, caps_rule, query_forms, split_scorer_options
 from melo_core.scorers.hybrid import POOL, HybridSpec, fuse, top_pool
 from melo_core.scorers.registry import create_scorer
 from melo_core.taxonomy import Taxonomy, isco_group_uri
@@ -89,18 +89,23 @@ def _fingerprint(*parts: object) -> str:
 class _Component:
     """One scorer over the surface forms, able to give a candidate pool and exact scores."""
 
-    def __init__(self, spec: str, texts: list[str], languages: tuple[str, ...], cache_dir: Path, index_kind: str,
-                 fingerprint: str, on_status: Callable[[str], None]):  # fmt: skip
+    def __init__(self, spec: str, texts: list[str], form_concept: np.ndarray, languages: tuple[str, ...],
+                 cache_dir: Path, index_kind: str, fingerprint: str, on_status: Callable[[str], None]):  # fmt: skip
         self.spec = spec
         self.dense = is_encoder_spec(spec)
         self.cache_queries = True
         self.size = len(texts)  # taxonomy forms; ids from here on are aliases
         self.alias_texts: list[str] = []
         if self.dense:
-            encoder_spec, rule = split_caps(spec)
+            encoder_spec, options = split_scorer_options(spec)
+            rule = options.get("caps", "calm")
             encoder = cached_encoder(encoder_spec, str(cache_dir / "embeddings"))
             self.encoder = encoder
             self.prepare = caps_rule(rule, None)
+            self.forms = query_forms(options.get("forms", "asis"))
+            self.centroid = float(options.get("centroid", "0"))
+            if not 0.0 <= self.centroid < 1.0:
+                raise ValueError(f"{spec!r}: centroid must be in [0, 1)")
             # The union's vectors in one file, memory-mapped: start-up reads no cache shards.
             snapshot = cache_dir / "linker" / f"{_fingerprint(encoder.spec, rule, fingerprint)}.npy"
             if snapshot.is_file():
@@ -121,6 +126,11 @@ class _Component:
                 self.index = VectorIndex.build(self.vectors, index_kind)
                 self.index.save(index_path)
             self.alias_vectors = np.zeros((0, self.vectors.shape[1]), dtype=np.float32)
+            self.form_concept = np.asarray(form_concept)  # aliases' concepts are appended by the linker
+            if self.centroid:  # over the taxonomy's labels; aliases are scored against them too
+                sums = np.zeros((int(self.form_concept.max()) + 1, self.vectors.shape[1]), dtype=np.float32)
+                np.add.at(sums, self.form_concept, np.asarray(self.vectors, dtype=np.float32))
+                self.centroids = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
         else:
             state = cache_dir / "lexical" / f"{_fingerprint(spec, fingerprint, LEXICAL_STATE_VERSION)}.pkl"
             scorer = load_pickle(state)
@@ -154,29 +164,38 @@ class _Component:
         if self.dense:
             self.alias_vectors = self.alias_vectors[keep]
 
-    def _exact(self, vector: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-        """Exact cosine of the query with any forms, taxonomy labels and aliases alike."""
-        out = np.empty(len(candidates), dtype=np.float64)
+    def _exact(self, vectors: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+        """Exact scores of any forms, taxonomy labels and aliases alike: the best over the query's
+        forms (``vectors``, one row each) of the cosine, mixed with the concept centroid's."""
+        out = np.empty((len(vectors), len(candidates)), dtype=np.float64)
         base = candidates < self.size
-        out[base] = self.vectors[candidates[base]] @ vector
-        out[~base] = self.alias_vectors[candidates[~base] - self.size] @ vector
-        return out
+        out[:, base] = vectors @ self.vectors[candidates[base]].T
+        out[:, ~base] = vectors @ self.alias_vectors[candidates[~base] - self.size].T
+        if self.centroid:
+            concept_scores = vectors @ self.centroids[self.form_concept[candidates]].T
+            out = (1 - self.centroid) * out + self.centroid * concept_scores
+        return out.max(axis=0)
 
     def pools(self, queries: Sequence[str], size: int) -> list[tuple[np.ndarray, np.ndarray, Callable]]:
         """Per query: (candidate ids best first, their scores, exact scorer for any ids)."""
         out = []
         if self.dense:
-            vectors = self._encode(queries, "query")
-            scores, ids = self.index.search(vectors, size)
-            for q, vector in enumerate(vectors):
-                keep = ids[q] >= 0
-                pool, pool_scores = ids[q][keep], scores[q][keep].astype(np.float64)
+            forms = [self.forms(q) for q in queries]
+            flat = [f for fs in forms for f in fs]
+            vectors = self._encode(flat, "query")
+            _, ids = self.index.search(vectors, size)
+            start = 0
+            for query_forms in forms:
+                rows = slice(start, start + len(query_forms))
+                start += len(query_forms)
+                found = ids[rows].ravel()
+                pool = np.unique(found[found >= 0])
                 if self.alias_texts:  # searched exactly: a few thousand aliases at most
                     pool = np.concatenate([pool, self.size + np.arange(len(self.alias_texts))])
-                    pool_scores = np.concatenate([pool_scores, (self.alias_vectors @ vector).astype(np.float64)])
-                    best = top_pool(pool_scores, size)
-                    pool, pool_scores = pool[best], pool_scores[best]
-                out.append((pool, pool_scores, partial(self._exact, vector)))
+                exact = partial(self._exact, vectors[rows])
+                pool_scores = exact(pool)
+                best = top_pool(pool_scores, size)
+                out.append((pool[best], pool_scores[best], exact))
             return out
         for begin in range(0, len(queries), LEXICAL_BATCH):
             batch = list(queries[begin : begin + LEXICAL_BATCH])
@@ -223,8 +242,8 @@ class Linker:
         else:
             self.hybrid, specs = None, [scorer]
         self.scorer_spec = scorer
-        self.components = [_Component(s, self.texts, self.languages, cache, index_kind, fingerprint, on_status)
-                           for s in specs]  # fmt: skip
+        self.components = [_Component(s, self.texts, self.form_concept, self.languages, cache, index_kind,
+                                      fingerprint, on_status) for s in specs]  # fmt: skip
         for component in self.components:
             component.cache_queries = cache_queries  # off to time real query encoding
         self.aliases: list[Alias] = []
@@ -292,6 +311,9 @@ class Linker:
             self._concept_position = {c.uri: i for i, c in enumerate(self.taxonomy.concepts)}
         alias_concepts = np.array([self._concept_position[a.concept_uri] for a in self.aliases], dtype=np.int64)
         self._all_concepts = np.concatenate([self.form_concept, alias_concepts])
+        for component in self.components:
+            if component.dense:
+                component.form_concept = self._all_concepts
 
     def link(self, queries: Sequence[str], top_k: int = 10, pool: int = POOL) -> list[list[Candidate]]:
         per_component = [c.pools(queries, pool) for c in self.components]

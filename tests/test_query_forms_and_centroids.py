@@ -14,9 +14,10 @@ import pytest
 
 from melo_core.datasets import load_dataset
 from melo_core.evaluation import Protocol, evaluate
+from melo_core.linker import Linker
 from melo_core.scorers import ScorerContext, create_scorer
-from melo_core.scorers.dense import split_caps
 from melo_core.scorers.hybrid import candidate_pools
+from melo_core.taxonomy import taxonomy_from_melo
 from melo_core.text import drop_gender_markers, title_variants
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,8 +78,6 @@ def test_centroid_mixes_each_form_with_its_concept(tmp_path: Path) -> None:
         _muse("muse@centroid=0.4", tmp_path).fit(corpus)
     with pytest.raises(ValueError, match=r"\[0, 1\)"):
         _muse("muse@centroid=1.5", tmp_path, concepts)
-    with pytest.raises(ValueError, match="linker does not support @centroid"):
-        split_caps("muse@centroid=0.4")
 
 
 def test_eval_passes_the_dataset_concepts(nor_data: Path, tmp_path: Path) -> None:
@@ -117,3 +116,25 @@ def test_pool_mrr_of_the_fusion_grid_matches_the_evaluation(melo_data: Path, tmp
     assert len({round(v, 6) for v in grid.values()}) > 1
     pools = candidate_pools([np.array([[0.9, 0.1, 0.5]]), np.array([[0.2, 0.8, 0.5]])], pool=2)
     assert fusion_loo.first_occurrences(pools.candidates).sum() == 3  # element 2 pooled twice counts once
+
+
+def test_linker_scores_forms_and_centroids_like_the_scorer(nor_data: Path, tmp_path: Path) -> None:
+    """The app's linker: a title with a gender marker and a paired form links like its plain
+    forms, and a concept's score mixes its best label with its centroid as the scorer does."""
+    taxonomy = taxonomy_from_melo(nor_data)
+    plain = Linker(taxonomy, "muse", languages=["no"], cache_dir=tmp_path, index_kind="exact")
+    mixed = Linker(taxonomy, "muse@centroid=0.4@forms=variants", languages=["no"], cache_dir=tmp_path,
+                   index_kind="exact")  # fmt: skip
+    assert [c.concept_uri for c in mixed.link(["lege (m/k)"], top_k=5)[0]] == [
+        c.concept_uri for c in mixed.link(["lege"], top_k=5)[0]]  # fmt: skip
+    paired = mixed.link(["sykepleier/jordmor"], top_k=3)[0]
+    nurse, midwife = (plain.link([t], top_k=1)[0][0].concept_uri for t in ("sykepleier", "jordmor"))
+    assert {nurse, midwife} <= {c.concept_uri for c in paired}
+    best = mixed.link(["lege"], top_k=1)[0][0]
+    concept = taxonomy.by_uri[best.concept_uri]
+    encoder = plain.components[0].encoder
+    labels = list(dict.fromkeys(concept.labels["no"].surface_forms()))
+    vectors = encoder.encode(labels, "passage")
+    query = encoder.encode(["lege"], "query")[0]
+    centroid = vectors.sum(axis=0) / np.linalg.norm(vectors.sum(axis=0))
+    assert best.score == pytest.approx(0.6 * float((vectors @ query).max()) + 0.4 * float(centroid @ query), abs=1e-5)

