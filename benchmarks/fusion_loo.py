@@ -11,6 +11,10 @@ kind (monolingual or cross-lingual, from the folder name) is applied, so no data
 annotations choose its own configuration. With ``--lexical-same-language-only`` cross-lingual
 datasets fuse the dense scorers alone.
 
+Ablation: ``--rerun RESULTS.csv --drop centroid`` evaluates each dataset's chosen spec of an
+earlier run again with that option (``centroid``, ``forms``) or dense scorer (``muse``) removed,
+weights unchanged (the weights of a dropped scorer go to the others in proportion).
+
 Selecting over hundreds of configurations with the full evaluation would take hours, so the
 grid is scored on the fused candidate pools only (every scorer's top 200, as the hybrid scorer
 fuses them; a query whose relevant elements are all outside the pools counts 0). The reported
@@ -127,6 +131,41 @@ def grid_mrr(dataset: MeloDataset, lexical: str | None, dense: list[str], centro
     return out
 
 
+def drop_from_spec(spec: str, drop: str) -> str:
+    """The fusion spec without one scorer option (``centroid``, ``forms``) or one scorer."""
+    parts = [part.partition("*") for part in spec.removeprefix("wsum:").split("+")]
+    kept = []
+    for weight, _, name in parts:
+        head, *options = name.split("@")
+        if head == drop:
+            continue
+        options = [o for o in options if o.partition("=")[0] != drop]
+        kept.append((float(weight), "@".join([head, *options])))
+    total = sum(w for w, _ in kept)
+    return fusion_spec([n for _, n in kept], tuple(round(w / total, 4) for w, _ in kept))
+
+
+def rerun(args: argparse.Namespace) -> None:
+    root = datasets_root(args.data)
+    with open(args.rerun, encoding="utf-8") as handle:
+        chosen = {r["dataset"]: r for r in csv.DictReader(handle)}
+    names = list(chosen) if args.datasets == "all" else args.datasets.split(",")
+    rows = []
+    for name in tqdm(names, desc=f"without {args.drop}", file=sys.stderr):
+        spec = drop_from_spec(chosen[name]["chosen"], args.drop)
+        dataset = load_dataset(root / name)
+        result = evaluate(dataset, create_scorer(spec, ScorerContext.for_dataset(dataset, show_progress=False)),
+                          Protocol("trec", 0), batch_size=BATCH)  # fmt: skip
+        rows.append({"dataset": name, "kind": chosen[name]["kind"], "chosen": spec,
+                     **{k: round(result.metrics[k], 6) for k in ("mrr", "acc@1", "acc@100", "r@100")}})  # fmt: skip
+    out = Path(args.out)
+    with out.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"mean MRR without {args.drop}: {np.mean([r['mrr'] for r in rows]):.4f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default="../shared/melo")
@@ -138,7 +177,12 @@ def main() -> None:
     parser.add_argument("--lexical-same-language-only", action="store_true",
                         help="cross-lingual datasets fuse the dense scorers alone (a rule from the folder name)")  # fmt: skip
     parser.add_argument("--out", default="benchmarks/results/fusion_loo.csv")
+    parser.add_argument("--rerun", help="ablation: a results CSV of this script whose chosen specs are run again")
+    parser.add_argument("--drop", default="centroid", help="with --rerun: centroid, forms or a dense scorer")
     args = parser.parse_args()
+    if args.rerun:
+        rerun(args)
+        return
     names = list_datasets(args.data) if args.datasets == "all" else args.datasets.split(",")
     dense = [d for d in args.dense.split(",") if d]
     centroids = [float(c) for c in args.centroid.split(",")]
