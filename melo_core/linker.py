@@ -118,7 +118,9 @@ class _Component:
                 with temporary.open("wb") as handle:
                     np.save(handle, self.vectors)
                 os.replace(temporary, snapshot)
-            index_path = cache_dir / "indexes" / f"{_fingerprint(spec, fingerprint, index_kind)}.faiss"
+            # Keyed by the spec less the options that do not change the vectors: one index serves all.
+            same_vectors = "@".join(p for p in spec.split("@") if p.partition("=")[0] not in ("centroid", "forms"))
+            index_path = cache_dir / "indexes" / f"{_fingerprint(same_vectors, fingerprint, index_kind)}.faiss"
             if index_path.is_file():
                 self.index = VectorIndex.load(index_path, index_kind)
             else:
