@@ -39,16 +39,9 @@ from tqdm import tqdm
 from melo_core.datasets import MeloDataset, datasets_root, list_datasets, load_dataset
 from melo_core.evaluation import Protocol, evaluate, tie_keys
 from melo_core.scorers import ScorerContext, create_scorer
-from melo_core.scorers.hybrid import Pools, candidate_pools
+from melo_core.scorers.hybrid import Pools, candidate_pools, weight_grid
 
 BATCH = 256
-
-
-def simplex(parts: int, tenths: int = 10) -> list[tuple[float, ...]]:
-    """Weight vectors of ``parts`` positive weights in tenths that sum to ``tenths`` / 10."""
-    if parts == 1:
-        return [(tenths / 10,)]
-    return [(w / 10, *rest) for w in range(1, tenths - parts + 2) for rest in simplex(parts - 1, tenths - w)]
 
 
 def dense_spec(spec: str, centroid: float, forms: str) -> str:
@@ -106,7 +99,7 @@ def grid_mrr(dataset: MeloDataset, lexical: str | None, dense: list[str], centro
         lexical_scorer = create_scorer(lexical, context)
         lexical_scorer.fit(dataset.corpus)
     n_parts = len(dense) + (1 if lexical else 0)
-    grid = np.array(simplex(n_parts)) if n_parts > 1 else np.ones((1, 1))
+    grid = np.array(weight_grid(n_parts)) if n_parts > 1 else np.ones((1, 1))
     configs = [(forms, centroid) for forms in forms_rules for centroid in centroids]
     scorers = {}
     for config in configs:

@@ -31,7 +31,7 @@ from tqdm import tqdm
 from melo_core.datasets import datasets_root, list_datasets, load_dataset
 from melo_core.evaluation import Protocol, evaluate
 from melo_core.scorers import Scorer, ScorerContext, create_scorer
-from melo_core.scorers.hybrid import HybridSpec, Pools, candidate_pools, fused_matrix
+from melo_core.scorers.hybrid import HybridSpec, Pools, candidate_pools, fused_matrix, weight_grid
 
 
 class FusedFromPools:
@@ -74,19 +74,12 @@ class ScoreOnce:
         return self._scores[key]
 
 
-def simplex(parts: int, tenths: int = 10) -> list[tuple[float, ...]]:
-    """Weight vectors of ``parts`` positive weights in tenths that sum to ``tenths`` / 10."""
-    if parts == 1:
-        return [(tenths / 10,)]
-    return [(w / 10, *rest) for w in range(1, tenths - parts + 2) for rest in simplex(parts - 1, tenths - w)]
-
-
 def fusions(components: Sequence[str]) -> list[str]:
     """Every weighted sum in tenths (all weights > 0) and the equal-weight reciprocal-rank fusion."""
     if len(components) == 1:
         return [components[0]]
     specs = ["wsum:" + "+".join(f"{w:g}*{c}" for w, c in zip(weights, components, strict=True))
-             for weights in simplex(len(components))]  # fmt: skip
+             for weights in weight_grid(len(components))]  # fmt: skip
     return [*specs, "rrf:" + "+".join(components)]
 
 

@@ -53,6 +53,13 @@ class HybridSpec:
         return f"{self.method}:" + "+".join(f"{w:g}*{c}" for w, c in zip(self.weights, self.components, strict=True))
 
 
+def weight_grid(parts: int, tenths: int = 10) -> list[tuple[float, ...]]:
+    """The fusion weights the benchmarks search: weight vectors of ``parts`` positive weights in tenths that sum to ``tenths`` / 10."""
+    if parts == 1:
+        return [(tenths / 10,)]
+    return [(w / 10, *rest) for w in range(1, tenths - parts + 2) for rest in weight_grid(parts - 1, tenths - w)]
+
+
 def top_pool(row: np.ndarray, size: int) -> np.ndarray:
     """Indices of the ``size`` best scores, best first."""
     if row.size > size:
