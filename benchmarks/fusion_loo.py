@@ -39,7 +39,7 @@ from tqdm import tqdm
 from melo_core.datasets import MeloDataset, datasets_root, list_datasets, load_dataset
 from melo_core.evaluation import Protocol, evaluate, tie_keys
 from melo_core.scorers import ScorerContext, create_scorer
-from melo_core.scorers.hybrid import Pools, candidate_pools, weight_grid
+from melo_core.scorers.hybrid import Pools, candidate_pools, minmax, weight_grid
 
 BATCH = 256
 
@@ -60,9 +60,7 @@ def pool_reciprocal_ranks(pools: Pools, weights: np.ndarray, relevant: list[np.n
     """Per query and weight vector, 1 / rank of the first relevant element among the pooled
     candidates (trec ties: scores rounded to 5 decimals, then larger corpus id first); 0 when
     no relevant element is pooled. ``weights``: (grid, components)."""
-    low = pools.scores.min(axis=2, keepdims=True)
-    span = pools.scores.max(axis=2, keepdims=True) - low
-    normalised = np.where(span > 0, (pools.scores - low) / np.where(span > 0, span, 1.0), 0.0)
+    normalised = minmax(pools.scores, axis=2)
     n_components, n_queries, n_pool = normalised.shape
     fused = (weights @ normalised.reshape(n_components, -1)).reshape(len(weights), n_queries, n_pool)
     fused = np.round(fused, 5)  # (grid, queries, pool)

@@ -33,7 +33,14 @@ from melo_core.disk_cache import load_pickle, save_pickle
 from melo_core.encoders import is_encoder_spec
 from melo_core.index import VectorIndex
 from melo_core.scorers.base import ExtendableScorer, Scorer, ScorerContext
-from melo_core.scorers.dense import DenseScorer, cached_encoder, caps_rule, query_forms, split_scorer_options
+from melo_core.scorers.dense import (
+    DenseScorer,
+    cached_encoder,
+    caps_rule,
+    concept_centroids,
+    query_forms,
+    split_scorer_options,
+)
 from melo_core.scorers.hybrid import POOL, HybridSpec, fuse, top_pool
 from melo_core.scorers.registry import create_scorer
 from melo_core.taxonomy import Taxonomy, isco_group_uri
@@ -130,9 +137,7 @@ class _Component:
             self.alias_vectors = np.zeros((0, self.vectors.shape[1]), dtype=np.float32)
             self.form_concept = np.asarray(form_concept)  # aliases' concepts are appended by the linker
             if self.centroid:  # over the taxonomy's labels; aliases are scored against them too
-                sums = np.zeros((int(self.form_concept.max()) + 1, self.vectors.shape[1]), dtype=np.float32)
-                np.add.at(sums, self.form_concept, np.asarray(self.vectors, dtype=np.float32))
-                self.centroids = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+                self.centroids = concept_centroids(self.vectors, self.form_concept, int(self.form_concept.max()) + 1)
         else:
             state = cache_dir / "lexical" / f"{_fingerprint(spec, fingerprint, LEXICAL_STATE_VERSION)}.pkl"
             scorer = load_pickle(state)

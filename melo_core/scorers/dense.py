@@ -48,6 +48,13 @@ def query_forms(rule: str) -> Callable[[str], list[str]]:
     raise ValueError(f"forms must be one of {', '.join(QUERY_FORMS)}")
 
 
+def concept_centroids(vectors: np.ndarray, groups: np.ndarray, n_concepts: int) -> np.ndarray:
+    """Unit mean vector of each concept's forms (``groups``: the concept index of each row)."""
+    sums = np.zeros((n_concepts, vectors.shape[1]), dtype=np.float32)
+    np.add.at(sums, groups, np.asarray(vectors, dtype=np.float32))
+    return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+
+
 def concept_groups(concepts: Sequence[str]) -> tuple[np.ndarray, int]:
     """Per surface form the index of its concept, and the number of concepts."""
     index: dict[str, int] = {}
@@ -107,9 +114,7 @@ class DenseScorer:
                     f"(ScorerContext.concepts has {len(self.concepts)})"
                 )
             self.groups, n_concepts = concept_groups(self.concepts)
-            sums = np.zeros((n_concepts, self.corpus_vectors.shape[1]), dtype=np.float32)
-            np.add.at(sums, self.groups, self.corpus_vectors)
-            self.centroids = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+            self.centroids = concept_centroids(self.corpus_vectors, self.groups, n_concepts)
 
     def _best_over_forms(self, queries: Sequence[str], score: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """Per query, the element-wise best score over its forms."""

@@ -69,6 +69,13 @@ def top_pool(row: np.ndarray, size: int) -> np.ndarray:
     return candidates[np.argsort(-row[candidates], kind="stable")]
 
 
+def minmax(scores: np.ndarray, axis: int) -> np.ndarray:
+    """Scores scaled to [0, 1] along ``axis``; a constant row becomes 0."""
+    low = scores.min(axis=axis, keepdims=True)
+    span = scores.max(axis=axis, keepdims=True) - low
+    return np.where(span > 0, (scores - low) / np.where(span > 0, span, 1.0), 0.0)
+
+
 def fuse(method: str, weights: Sequence[float], scores: np.ndarray, ranks: np.ndarray) -> np.ndarray:
     """Fused scores of a candidate pool.
 
@@ -78,10 +85,7 @@ def fuse(method: str, weights: Sequence[float], scores: np.ndarray, ranks: np.nd
     w = np.asarray(weights, dtype=np.float64)[:, None]
     if method == "rrf":
         return (w / (RRF_K + ranks)).sum(axis=0)
-    low = scores.min(axis=1, keepdims=True)
-    span = scores.max(axis=1, keepdims=True) - low
-    normalised = np.where(span > 0, (scores - low) / np.where(span > 0, span, 1.0), 0.0)
-    return (w * normalised).sum(axis=0)
+    return (w * minmax(scores, axis=1)).sum(axis=0)
 
 
 class HybridScorer:
@@ -143,10 +147,7 @@ def fused_matrix(spec: HybridSpec, pools: Pools, n_corpus: int) -> np.ndarray:
     if spec.method == "rrf":
         fused = (w / (RRF_K + pools.ranks)).sum(axis=0)
     else:
-        low = pools.scores.min(axis=2, keepdims=True)
-        span = pools.scores.max(axis=2, keepdims=True) - low
-        normalised = np.where(span > 0, (pools.scores - low) / np.where(span > 0, span, 1.0), 0.0)
-        fused = (w * normalised).sum(axis=0)
+        fused = (w * minmax(pools.scores, axis=2)).sum(axis=0)
     out = np.full((pools.candidates.shape[0], n_corpus), -np.inf)
     np.put_along_axis(out, pools.candidates, fused, axis=1)
     return out
