@@ -28,6 +28,7 @@ from melo_core.crosswalk import crosswalk_country, crosswalk_decisions, list_cro
 from melo_core.datasets import list_datasets, parse_dataset_name
 from melo_core.taxonomy import cached_taxonomy_from_melo
 from melo_core.training import TrainConfig, train
+from melo_core.tsv import write_csv
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,10 +81,7 @@ def main() -> None:
             for row in csv.DictReader(handle):
                 rows.append({"fold": str(k), "held_out": " ".join(held), **row})
     if rows and args.only_fold is None:
-        with open(args.out, "w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        write_csv(args.out, rows)
         for k in range(args.folds):
             Path(args.out).with_suffix(f".fold{k}.csv").unlink(missing_ok=True)
 

@@ -40,6 +40,7 @@ from melo_core.datasets import MeloDataset, datasets_root, list_datasets, load_d
 from melo_core.evaluation import Protocol, evaluate, tie_keys
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.hybrid import Pools, candidate_pools, minmax, weight_grid
+from melo_core.tsv import write_csv
 
 BATCH = 256
 
@@ -149,11 +150,7 @@ def rerun(args: argparse.Namespace) -> None:
                           Protocol("trec", 0), batch_size=BATCH)  # fmt: skip
         rows.append({"dataset": name, "kind": chosen[name]["kind"], "chosen": spec,
                      **{k: round(result.metrics[k], 6) for k in ("mrr", "acc@1", "acc@100", "r@100")}})  # fmt: skip
-    out = Path(args.out)
-    with out.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.out, rows)
     print(f"mean MRR without {args.drop}: {np.mean([r['mrr'] for r in rows]):.4f}")
 
 
@@ -201,12 +198,7 @@ def main() -> None:
             "pool_mrr": round(grid[name][best], 6),
             **{k: round(m[k], 6) for k in ("mrr", "acc@1", "acc@5", "acc@10", "acc@100", "map", "r@100")},
         })  # fmt: skip
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.out, rows)
     for kind in sorted(set(kind_of.values())):
         values = [r["mrr"] for r in rows if r["kind"] == kind]
         print(f"{kind}: {len(values)} datasets, mean MRR {np.mean(values):.4f}")

@@ -16,7 +16,6 @@ Protocol: trec mode, whole corpus (as the published dense runs).
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from melo_core.datasets import datasets_root, list_datasets, load_dataset
 from melo_core.evaluation import Protocol, evaluate
 from melo_core.scorers import Scorer, ScorerContext, create_scorer
 from melo_core.scorers.hybrid import HybridSpec, Pools, candidate_pools, fused_matrix, weight_grid
+from melo_core.tsv import write_csv
 
 
 class FusedFromPools:
@@ -142,12 +142,7 @@ def main() -> None:
         if rows_of_spec:
             print(f"{spec:<40} mean MRR {np.mean(rows_of_spec):.4f} over {len(rows_of_spec)} datasets",
                   file=sys.stderr)  # fmt: skip
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.out, rows)
     print(f"LOO mean MRR {np.mean([r['mrr'] for r in rows]):.4f}; chosen: {dict(chosen_count)}")
 
 

@@ -9,7 +9,6 @@ largest MRR difference to the published value, and the total.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import platform
 import sys
@@ -24,6 +23,7 @@ from melo_core.datasets import datasets_root, list_datasets, load_dataset
 from melo_core.evaluation import evaluate
 from melo_core.published import PUBLISHED_NAME, load_published, published_protocol
 from melo_core.scorers import ScorerContext, create_scorer
+from melo_core.tsv import write_csv
 
 DEFAULT_SCORERS = "edit-distance,word-tfidf,char-tfidf,bm25"
 
@@ -64,12 +64,7 @@ def main() -> None:
                 }
             )
     total = time.perf_counter() - start
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.out, rows)
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     )

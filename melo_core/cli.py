@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -39,7 +37,7 @@ from melo_core.taxonomy import (
     taxonomy_from_melo,
 )
 from melo_core.text import calm_capitals
-from melo_core.tsv import read_csv_records
+from melo_core.tsv import read_csv_records, write_csv
 from melo_core.version import code_version
 
 if TYPE_CHECKING:  # db is imported only by the commands that use the store
@@ -73,20 +71,6 @@ def _diff(ours: float, published: float) -> float:
     return round(round(ours, 4) - published, 4)
 
 
-def _write_csv_atomic(path: Path, rows: list[dict[str, object]], columns: list[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as out:
-            writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(rows)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def cmd_eval(args: argparse.Namespace) -> int:
     names = list_datasets(args.data) if args.datasets == "all" else _split(args.datasets)
     scorers = _split(args.scorers)
@@ -114,7 +98,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     extra = ["published_model"] + [f"{p}_{k}" for k in (*SUMMARY_METRICS, "map") for p in ("published", "diff")]
     columns += [c for c in extra if any(c in r for r in rows)]
     if args.out:
-        _write_csv_atomic(Path(args.out), rows, columns)
+        write_csv(Path(args.out), rows, columns)
         print(f"wrote {len(rows)} row(s) to {args.out}")
     return 0
 
@@ -257,7 +241,7 @@ def cmd_link(args: argparse.Namespace) -> int:
             bar.update(min(batch, len(queries) - begin))
     if args.out:
         columns = ["row", "rank", "concept_uri", "label", "score", "matched_label", "matched_language"]
-        _write_csv_atomic(Path(args.out), rows, columns)
+        write_csv(Path(args.out), rows, columns)
         say(f"wrote {len(rows)} row(s) for {len(queries)} quer{'y' if len(queries) == 1 else 'ies'} to {args.out}")
     else:
         for row in rows:
@@ -294,7 +278,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     for summary in result.summaries.values():
         print(summary.line(result.depth))
     if args.out:
-        _write_csv_atomic(Path(args.out), step_rows(result), STEP_COLUMNS)
+        write_csv(Path(args.out), step_rows(result), STEP_COLUMNS)
         say(f"wrote {len(result.steps)} step(s) to {args.out}")
     return 0
 

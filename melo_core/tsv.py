@@ -1,4 +1,4 @@
-"""Strict readers for the benchmark's TSV files and for CSV exports.
+"""Strict readers for the benchmark's TSV files and for CSV exports, and an atomic CSV writer.
 
 Every problem is reported with the file and 1-based line number, because these files are
 often hand-edited or produced by other tools.
@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator
+import os
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from melo_core.errors import MeloInputError
@@ -71,3 +73,20 @@ def read_csv_records(path: Path, required: list[str]) -> Iterator[tuple[int, dic
             start = reader.line_num + 1
     except csv.Error as exc:
         raise MeloInputError(f"malformed CSV ({exc})", path, reader.line_num) from None
+
+
+def write_csv(path: str | Path, rows: Sequence[Mapping[str, object]], columns: Sequence[str] | None = None) -> None:
+    """Write rows (columns: the given ones, else the first row's keys) to a CSV file atomically:
+    a failure leaves any earlier file as it was and no partial one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as out:
+            writer = csv.DictWriter(out, fieldnames=list(columns or rows[0]), extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(rows)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
