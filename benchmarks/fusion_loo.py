@@ -36,13 +36,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tqdm import tqdm
 
+from melo_core.crosswalk import ALIAS_RELATIONS, RELATIONS
 from melo_core.datasets import MeloDataset, datasets_root, list_datasets, load_dataset
 from melo_core.evaluation import Protocol, evaluate, tie_keys
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.hybrid import Pools, candidate_pools, minmax, weight_grid
+from melo_core.scorers.known_mentions import KnownMentions, KnownMentionScorer, dataset_mentions, lift
 from melo_core.tsv import write_csv
 
 BATCH = 256
+MENTIONS_MARK = " | mentions="
 
 
 def dense_spec(spec: str, centroid: float, forms: str) -> str:
@@ -86,40 +89,71 @@ def first_occurrences(candidates: np.ndarray) -> np.ndarray:
     return out
 
 
+def config_key(spec: str, mention_weight: float) -> str:
+    return spec + (f"{MENTIONS_MARK}{mention_weight:g}" if mention_weight else "")
+
+
+def split_config_key(key: str) -> tuple[str, float]:
+    spec, _, weight = key.partition(MENTIONS_MARK)
+    return spec, float(weight or 0)
+
+
 def grid_mrr(dataset: MeloDataset, lexical: str | None, dense: list[str], centroids: list[float],
-             forms_rules: list[str], context: ScorerContext | None = None) -> dict[str, float]:  # fmt: skip
-    """Pool MRR of every configuration on one dataset, keyed by its fusion spec."""
+             forms_rules: list[str], context: ScorerContext | None = None,
+             mention_weights: tuple[float, ...] = (0.0,), mentions: KnownMentions | None = None) -> dict[str, float]:  # fmt: skip
+    """Pool MRR of every configuration on one dataset, keyed by its fusion spec (and
+    `` | mentions=W`` when known mentions lift the scores with weight W > 0)."""
     context = context or ScorerContext.for_dataset(dataset, show_progress=False)
+    if any(mention_weights) and mentions is None:
+        raise ValueError("mention weights above 0 need the known mentions")
+    lift_by = mentions is not None and any(mention_weights)
     relevant_all = dataset.relevant_indices()
     evaluated = [i for i, rel in enumerate(relevant_all) if rel.size]
     keys = tie_keys(dataset.corpus_ids, "trec")
-    lexical_scorer = None
-    if lexical:
-        lexical_scorer = create_scorer(lexical, context)
-        lexical_scorer.fit(dataset.corpus)
+    concepts = context.concepts
+
+    def fitted(spec: str) -> KnownMentionScorer:
+        # Base and mention scores kept apart, so every mention weight reuses them.
+        scorer = KnownMentionScorer(create_scorer(spec, context), mentions or KnownMentions((), ()), concepts)  # type: ignore[arg-type]
+        scorer.fit(dataset.corpus)
+        return scorer
+
+    def matrices(scorer: KnownMentionScorer, queries: list[str], mention_memo: dict[str, np.ndarray],
+                 mention_key: str) -> dict[float, np.ndarray]:  # fmt: skip
+        base = np.asarray(scorer.inner.score(queries), np.float64)
+        if not lift_by:
+            return {w: base for w in mention_weights}
+        if mention_key not in mention_memo:  # the centroid does not change mention scores
+            mention_memo[mention_key] = scorer.best_mention_scores(queries)
+        best = mention_memo[mention_key]
+        return {w: lift(base, best, w) if w else base for w in mention_weights}
+
+    lexical_scorer = fitted(lexical) if lexical else None
     n_parts = len(dense) + (1 if lexical else 0)
     grid = np.array(weight_grid(n_parts)) if n_parts > 1 else np.ones((1, 1))
     configs = [(forms, centroid) for forms in forms_rules for centroid in centroids]
-    scorers = {}
-    for config in configs:
-        scorers[config] = [create_scorer(dense_spec(d, config[1], config[0]), context) for d in dense]
-        for scorer in scorers[config]:
-            scorer.fit(dataset.corpus)
-    totals = {config: np.zeros(len(grid)) for config in configs}
+    scorers = {config: [fitted(dense_spec(d, config[1], config[0])) for d in dense] for config in configs}
+    totals = {(config, w): np.zeros(len(grid)) for config in configs for w in mention_weights}
     for begin in range(0, len(evaluated), BATCH):
         batch = evaluated[begin : begin + BATCH]
         queries = [dataset.queries[i] for i in batch]
         relevant = [relevant_all[i] for i in batch]
-        lexical_matrix = [np.asarray(lexical_scorer.score(queries), np.float64)] if lexical_scorer else []
+        memo: dict[str, np.ndarray] = {}
+        lexical_matrices = matrices(lexical_scorer, queries, memo, str(lexical)) if lexical_scorer else {}
         for config in configs:
-            pools = candidate_pools(lexical_matrix + [s.score(queries) for s in scorers[config]])
-            unique = first_occurrences(pools.candidates)
-            totals[config] += pool_reciprocal_ranks(pools, grid, relevant, keys, unique).sum(axis=1)
+            dense_matrices = [matrices(s, queries, memo, dense_spec(d, 0, config[0]))
+                              for d, s in zip(dense, scorers[config], strict=True)]  # fmt: skip
+            for w in mention_weights:
+                parts = ([lexical_matrices[w]] if lexical_scorer else []) + [m[w] for m in dense_matrices]
+                pools = candidate_pools(parts)
+                unique = first_occurrences(pools.candidates)
+                totals[config, w] += pool_reciprocal_ranks(pools, grid, relevant, keys, unique).sum(axis=1)
     out: dict[str, float] = {}
     for config in configs:
         names = ([lexical] if lexical else []) + [s.name for s in scorers[config]]
-        for weights, value in zip(grid, totals[config] / len(evaluated), strict=True):
-            out[fusion_spec(names, tuple(weights))] = float(value)
+        for w in mention_weights:
+            for weights, value in zip(grid, totals[config, w] / len(evaluated), strict=True):
+                out[config_key(fusion_spec(names, tuple(weights)), w)] = float(value)
     return out
 
 
@@ -137,6 +171,17 @@ def drop_from_spec(spec: str, drop: str) -> str:
     return fusion_spec([n for _, n in kept], tuple(round(w / total, 4) for w, _ in kept))
 
 
+def mention_relations(args: argparse.Namespace) -> tuple[str, ...]:
+    return RELATIONS if args.mention_relations == "all" else ALIAS_RELATIONS
+
+
+def chosen_context(args: argparse.Namespace, dataset: MeloDataset, mention_weight: float) -> ScorerContext:
+    mentions = None
+    if mention_weight:
+        mentions = dataset_mentions(args.data, dataset.name, mention_relations(args), mention_weight)
+    return ScorerContext.for_dataset(dataset, show_progress=False, mentions=mentions)
+
+
 def rerun(args: argparse.Namespace) -> None:
     root = datasets_root(args.data)
     with open(args.rerun, encoding="utf-8") as handle:
@@ -144,11 +189,15 @@ def rerun(args: argparse.Namespace) -> None:
     names = list(chosen) if args.datasets == "all" else args.datasets.split(",")
     rows = []
     for name in tqdm(names, desc=f"without {args.drop}", file=sys.stderr):
-        spec = drop_from_spec(chosen[name]["chosen"], args.drop)
+        spec, weight = split_config_key(chosen[name]["chosen"])
+        if args.drop == "mentions":
+            weight = 0.0
+        else:
+            spec = drop_from_spec(spec, args.drop)
         dataset = load_dataset(root / name)
-        result = evaluate(dataset, create_scorer(spec, ScorerContext.for_dataset(dataset, show_progress=False)),
-                          Protocol("trec", 0), batch_size=BATCH)  # fmt: skip
-        rows.append({"dataset": name, "kind": chosen[name]["kind"], "chosen": spec,
+        result = evaluate(dataset, create_scorer(spec, chosen_context(args, dataset, weight)), Protocol("trec", 0),
+                          batch_size=BATCH)  # fmt: skip
+        rows.append({"dataset": name, "kind": chosen[name]["kind"], "chosen": config_key(spec, weight),
                      **{k: round(result.metrics[k], 6) for k in ("mrr", "acc@1", "acc@100", "r@100")}})  # fmt: skip
     write_csv(args.out, rows)
     print(f"mean MRR without {args.drop}: {np.mean([r['mrr'] for r in rows]):.4f}")
@@ -166,7 +215,12 @@ def main() -> None:
                         help="cross-lingual datasets fuse the dense scorers alone (a rule from the folder name)")  # fmt: skip
     parser.add_argument("--out", default="benchmarks/results/fusion_loo.csv")
     parser.add_argument("--rerun", help="ablation: a results CSV of this script whose chosen specs are run again")
-    parser.add_argument("--drop", default="centroid", help="with --rerun: centroid, forms or a dense scorer")
+    parser.add_argument("--drop", default="centroid",
+                        help="with --rerun: centroid, forms, mentions or a dense scorer")  # fmt: skip
+    parser.add_argument("--mentions", default="0",
+                        help="weights of the known mentions (other countries' crosswalks) in the grid; 0: none")  # fmt: skip
+    parser.add_argument("--mention-relations", choices=("alias", "all"), default="alias",
+                        help="crosswalk matches that become mentions: exact and narrow (alias) or all four")  # fmt: skip
     args = parser.parse_args()
     if args.rerun:
         rerun(args)
@@ -175,6 +229,7 @@ def main() -> None:
     dense = [d for d in args.dense.split(",") if d]
     centroids = [float(c) for c in args.centroid.split(",")]
     forms_rules = args.forms.split(",")
+    mention_weights = tuple(float(w) for w in args.mentions.split(","))
     root = datasets_root(args.data)
     grid: dict[str, dict[str, float]] = {}
     kind_of: dict[str, str] = {}
@@ -182,7 +237,9 @@ def main() -> None:
         dataset = load_dataset(root / name)
         kind_of[name] = dataset.kind or "other"
         lexical_too = bool(args.lexical) and not (args.lexical_same_language_only and kind_of[name] != "monolingual")
-        grid[name] = grid_mrr(dataset, args.lexical if lexical_too else None, dense, centroids, forms_rules)
+        mentions = dataset_mentions(args.data, name, mention_relations(args)) if any(mention_weights) else None
+        grid[name] = grid_mrr(dataset, args.lexical if lexical_too else None, dense, centroids, forms_rules,
+                              mention_weights=mention_weights, mentions=mentions)  # fmt: skip
     rows, chosen = [], Counter()
     protocol = Protocol("trec", 0)
     for name in tqdm(names, desc="chosen specs", file=sys.stderr):
@@ -190,8 +247,9 @@ def main() -> None:
         best = max(grid[name], key=lambda spec: np.mean([grid[n][spec] for n in others]))
         chosen[best] += 1
         dataset = load_dataset(root / name)
-        result = evaluate(dataset, create_scorer(best, ScorerContext.for_dataset(dataset, show_progress=False)),
-                          protocol, batch_size=BATCH)  # fmt: skip
+        spec, weight = split_config_key(best)
+        result = evaluate(dataset, create_scorer(spec, chosen_context(args, dataset, weight)), protocol,
+                          batch_size=BATCH)  # fmt: skip
         m = result.metrics
         rows.append({
             "dataset": name, "kind": kind_of[name], "chosen": best, "mode": protocol.mode, "depth": protocol.depth,

@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from melo_core import config, training_cli
 from melo_core.builder import LOOSEST_RELATION_BY_CROSSWALK, build_dataset
-from melo_core.crosswalk import RELATIONS, crosswalk_path, load_crosswalk
+from melo_core.crosswalk import ALIAS_RELATIONS, RELATIONS, crosswalk_path, load_crosswalk
 from melo_core.datasets import MeloDataset, list_datasets, load_dataset, resolve_dataset, write_dataset
 from melo_core.encoders import is_encoder_spec
 from melo_core.encoders.prefill import fill_cache
@@ -30,6 +30,7 @@ from melo_core.published import (
     published_protocol,
 )
 from melo_core.scorers import ScorerContext, create_scorer, is_scorer_spec, scorer_families, scorer_names
+from melo_core.scorers.known_mentions import dataset_mentions
 from melo_core.taxonomy import (
     cached_taxonomy_from_melo,
     taxonomy_from_datasets,
@@ -62,6 +63,9 @@ CSV_METRICS = (
 )
 
 
+_MENTION_RELATIONS = {"alias": ALIAS_RELATIONS, "all": RELATIONS}
+
+
 def _split(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
@@ -81,6 +85,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             )
     if args.db and not args.store:
         raise MeloInputError("--db goes with --store")
+    if not 0.0 <= args.mentions <= 1.0:
+        raise MeloInputError(f"--mentions must be in [0, 1], got {args.mentions:g}")
     protocols = {scorer: default_protocol(scorer, args.mode, args.depth) for scorer in scorers}
     folders = [resolve_dataset(args.data, name) for name in names]
     datasets = [load_dataset(folder) for folder in folders]
@@ -117,10 +123,15 @@ def _evaluate_all(
     with tqdm(total=total, unit="query", desc="evaluating", disable=args.quiet, file=sys.stderr) as bar:
         for dataset in datasets:
             for scorer_name in scorers:
-                context = ScorerContext.for_dataset(dataset, show_progress=not args.quiet)
+                mentions = None
+                if args.mentions:
+                    mentions = dataset_mentions(args.data, dataset.name, _MENTION_RELATIONS[args.mention_relations],
+                                                args.mentions)  # fmt: skip
+                context = ScorerContext.for_dataset(dataset, show_progress=not args.quiet, mentions=mentions)
                 scorer = create_scorer(scorer_name, context)
                 protocol = protocols[scorer_name]
-                bar.set_postfix_str(f"{dataset.name} / {scorer_name}")
+                label = scorer_name + (f" | mentions={args.mentions:g}" if args.mentions else "")
+                bar.set_postfix_str(f"{dataset.name} / {label}")
                 result = evaluate(dataset, scorer, protocol, on_progress=bar.update)
                 published_name = published_model(scorer_name)
                 published = load_published(args.data, published_name, dataset.name) if published_name else None
@@ -128,7 +139,7 @@ def _evaluate_all(
                     published = None  # a slice is not comparable with the full published run
                 row: dict[str, object] = {
                     "dataset": dataset.name,
-                    "scorer": scorer_name,
+                    "scorer": label,
                     "mode": protocol.mode,
                     "depth": protocol.depth,
                     "queries": len(result.query_ids),
@@ -147,8 +158,8 @@ def _evaluate_all(
                 if store is not None:
                     from db.runs import save_run
 
-                    run_id = save_run(store, result, dataset, scorer=scorer_name, code_version=version)
-                    bar.write(f"stored run {run_id} ({dataset.name} / {scorer_name}) in {store.display_url}")
+                    run_id = save_run(store, result, dataset, scorer=label, code_version=version)
+                    bar.write(f"stored run {run_id} ({dataset.name} / {label}) in {store.display_url}")
     return rows
 
 
@@ -339,6 +350,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument(
         "--db", help="store URL for --store (SQLAlchemy); default: $MELO_DB_URL, else melo.db in the project root"
+    )
+    ev.add_argument(
+        "--mentions",
+        type=float,
+        default=0.0,
+        help="weight in (0, 1] of known mentions: the titles of every other country's crosswalk lift the "
+        "concepts they match (the evaluated dataset's own country is always left out); 0 (default): none",
+    )
+    ev.add_argument(
+        "--mention-relations",
+        choices=sorted(_MENTION_RELATIONS),
+        default="alias",
+        help="crosswalk matches that become mentions: exact and narrow (alias, default) or all four relations",
     )
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.set_defaults(func=cmd_eval)

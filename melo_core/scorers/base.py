@@ -10,6 +10,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from melo_core.datasets import MeloDataset
+    from melo_core.scorers.known_mentions import KnownMentions
 
 
 @dataclass(frozen=True)
@@ -23,11 +24,17 @@ class ScorerContext:
     # The concept of each corpus surface form, in corpus order, where the corpus has that
     # structure (a MELO dataset's concept_mapping.tsv). Dense scorers with @centroid need it.
     concepts: tuple[str, ...] = ()
+    # Terms already linked to concepts (other countries' crosswalks): every scorer is lifted by
+    # them (melo_core.scorers.known_mentions). Needs ``concepts``.
+    mentions: KnownMentions | None = None
 
     @classmethod
-    def for_dataset(cls, dataset: MeloDataset, show_progress: bool = True) -> ScorerContext:
+    def for_dataset(
+        cls, dataset: MeloDataset, show_progress: bool = True, mentions: KnownMentions | None = None
+    ) -> ScorerContext:
         concepts = tuple(dataset.concept_of.get(cid, cid) for cid in dataset.corpus_ids)
-        return cls(dataset.query_language, dataset.corpus_languages, show_progress=show_progress, concepts=concepts)
+        return cls(dataset.query_language, dataset.corpus_languages, show_progress=show_progress,
+                   concepts=concepts, mentions=mentions)  # fmt: skip
 
     @property
     def languages(self) -> tuple[str, ...]:

@@ -96,6 +96,8 @@ class DenseScorer:
         self.corpus_vectors = np.zeros((0, encoder.dim), dtype=np.float32)
         self.centroids = np.zeros((0, encoder.dim), dtype=np.float32)
         self.groups = np.zeros(0, dtype=np.int64)
+        self._extra_texts: tuple[str, ...] = ()
+        self._extra_vectors = np.zeros((0, encoder.dim), dtype=np.float32)
 
     def embed(self, texts: Sequence[str], role: str) -> np.ndarray:
         texts = [self.prepare(t, role) for t in texts]
@@ -120,11 +122,11 @@ class DenseScorer:
         """Per query, the element-wise best score over its forms."""
         forms = [self.forms(q) for q in queries]
         flat = [f for fs in forms for f in fs]
-        scores = score(self.embed(flat, "query")).astype(np.float64)
-        if len(flat) == len(queries):
-            return scores
-        starts = np.cumsum([0] + [len(fs) for fs in forms[:-1]])  # each query's forms are consecutive
-        return np.maximum.reduceat(scores, starts, axis=0)
+        scores = score(self.embed(flat, "query"))
+        if len(flat) != len(queries):
+            starts = np.cumsum([0] + [len(fs) for fs in forms[:-1]])  # each query's forms are consecutive
+            scores = np.maximum.reduceat(scores, starts, axis=0)
+        return scores.astype(np.float64)
 
     def _corpus_scores(self, vectors: np.ndarray) -> np.ndarray:
         scores = vectors @ self.corpus_vectors.T
@@ -136,8 +138,13 @@ class DenseScorer:
         return self._best_over_forms(queries, self._corpus_scores)
 
     def score_against(self, queries: Sequence[str], texts: Sequence[str]) -> np.ndarray:
-        """Against extra texts (the linker's aliases): plain cosine, as their concepts are not grouped."""
-        vectors = self.embed(texts, "passage")
+        """Against extra texts (the linker's aliases, known mentions): plain cosine, as their
+        concepts are not grouped. The last texts' vectors are kept: callers score every batch of
+        queries against the same texts."""
+        key = tuple(texts)
+        if key != self._extra_texts:
+            self._extra_texts, self._extra_vectors = key, self.embed(texts, "passage")
+        vectors = self._extra_vectors
         return self._best_over_forms(queries, lambda q: q @ vectors.T)
 
 

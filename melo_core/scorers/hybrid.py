@@ -89,6 +89,8 @@ def fuse(method: str, weights: Sequence[float], scores: np.ndarray, ranks: np.nd
 
 
 class HybridScorer:
+    fuses_scorers = True  # known mentions lift its components, not the fused scores
+
     def __init__(self, spec: HybridSpec, components: list[Scorer], pool: int = POOL):
         self.name = str(spec)
         self.spec = spec

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from melo_core.scorers.base import Scorer, ScorerContext
+from melo_core.scorers.known_mentions import KnownMentionScorer
 
 Factory = Callable[[ScorerContext], Scorer]
 SpecFactory = Callable[[str, ScorerContext], Scorer]
@@ -46,7 +47,17 @@ def is_scorer_spec(spec: str) -> bool:
 
 
 def create_scorer(name: str, context: ScorerContext | None = None) -> Scorer:
+    """The scorer a name or spec stands for. With ``context.mentions`` every scorer that scores
+    the corpus itself (not a fusion of others, whose parts are lifted instead) is wrapped so
+    that known mentions lift its concepts."""
     context = context or ScorerContext()
+    scorer = _create_bare(name, context)
+    if context.mentions is not None and not getattr(scorer, "fuses_scorers", False):
+        return KnownMentionScorer(scorer, context.mentions, context.concepts)  # type: ignore[arg-type]
+    return scorer
+
+
+def _create_bare(name: str, context: ScorerContext) -> Scorer:
     factory = _FACTORIES.get(name)
     if factory is not None:
         return factory(context)

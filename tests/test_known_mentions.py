@@ -1,0 +1,147 @@
+"""Known mentions (other countries' crosswalk titles) lift the concepts they match, in every scorer."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from melo_core.crosswalk import ALIAS_RELATIONS, RELATIONS, crosswalk_path, list_crosswalks, load_crosswalk
+from melo_core.datasets import load_dataset
+from melo_core.errors import MeloInputError
+from melo_core.evaluation import Protocol, evaluate
+from melo_core.scorers import ScorerContext, create_scorer
+from melo_core.scorers.hybrid import HybridScorer
+from melo_core.scorers.known_mentions import (
+    KnownMentions,
+    KnownMentionScorer,
+    crosswalk_mentions,
+    dataset_mentions,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ["baker", "pastry cook", "butcher", "carpenter"]
+CONCEPTS = ("bake", "bake", "butch", "carp")
+
+
+def _lifted(weight: float) -> tuple[KnownMentionScorer, object]:
+    mentions = KnownMentions(
+        ("Konditor", "boulanger", "Fleischer", "nowhere"), ("bake", "bake", "butch", "absent"), weight
+    )
+    context = ScorerContext("de", ("en",), concepts=CONCEPTS, mentions=mentions)
+    scorer = create_scorer("char-tfidf", context)
+    bare = create_scorer("char-tfidf", ScorerContext("de", ("en",)))
+    scorer.fit(CORPUS)
+    bare.fit(CORPUS)
+    return scorer, bare  # type: ignore[return-value]
+
+
+def test_mentions_lift_the_forms_of_their_concept_by_the_weight() -> None:
+    queries = ["Konditorin", "Fleischerei", "carpenters"]
+    for weight in (0.5, 1.0):
+        scorer, bare = _lifted(weight)
+        assert isinstance(scorer, KnownMentionScorer)
+        base = bare.score(queries)
+        against = bare.score_against(queries, ["Konditor", "boulanger", "Fleischer"])
+        best = {"bake": against[:, :2].max(axis=1), "butch": against[:, 2]}
+        expected = base.copy()
+        for column, concept in enumerate(CONCEPTS):
+            if concept in best:
+                expected[:, column] += weight * np.maximum(0, best[concept] - base[:, column])
+        np.testing.assert_allclose(scorer.score(queries), expected, rtol=1e-9)
+    # "Konditorin" shares little with the English corpus; its German mention ranks the bakers first.
+    assert base[0].argmax() != 0 and scorer.score(queries)[0].argmax() in (0, 1)
+    np.testing.assert_allclose(scorer.score(queries)[:, 3], base[:, 3])  # carpenter: no mention, no change
+
+
+def test_a_fusion_lifts_its_parts_not_its_fused_scores() -> None:
+    mentions = KnownMentions(("Bäcker",), ("bake",), 0.5)
+    fusion = create_scorer("wsum:0.5*char-tfidf+0.5*word-tfidf", ScorerContext(concepts=CONCEPTS, mentions=mentions))
+    assert isinstance(fusion, HybridScorer)
+    assert all(isinstance(part, KnownMentionScorer) for part in fusion.components)
+    with pytest.raises(ValueError, match="known mentions need the concept"):
+        create_scorer("char-tfidf", ScorerContext(mentions=mentions)).fit(CORPUS)
+    with pytest.raises(ValueError, match="mention weight"):
+        KnownMentions(("a",), ("b",), 0.0)
+
+
+def test_crosswalk_mentions_leave_out_the_held_out_country(melo_data: Path) -> None:
+    got = crosswalk_mentions(melo_data, "bel", relations=RELATIONS)
+    expected = set()
+    for code in list_crosswalks(melo_data):
+        if not code.startswith("bel_"):
+            for term in load_crosswalk(crosswalk_path(melo_data, code)).terms:
+                expected |= {(term.title, uri) for uri in term.matches if term.title}
+    assert set(zip(got.texts, got.concepts, strict=True)) == expected
+    belgian = {t.title for t in load_crosswalk(crosswalk_path(melo_data, "bel_fr")).terms}
+    french = {t.title for t in load_crosswalk(crosswalk_path(melo_data, "fra_fr")).terms}
+    assert belgian - french and not (belgian - french) & set(got.texts)
+    aliases = crosswalk_mentions(melo_data, "bel", relations=ALIAS_RELATIONS, languages=["fr"])
+    assert 0 < len(aliases.texts) < len(got.texts) and set(aliases.texts) <= french
+    with pytest.raises(MeloInputError, match="unknown crosswalk"):
+        crosswalk_mentions(melo_data, "bel", codes="xxx_yy")
+    with pytest.raises(MeloInputError, match="own country"):
+        dataset_mentions(melo_data, "my-terms")
+
+
+def test_own_country_mentions_would_give_the_answers_away(datasets_dir: Path, melo_data: Path) -> None:
+    """Holding out the country matters: with its own crosswalk as mentions a dataset is far
+    easier than with another country's, so a reported run must never see its own."""
+    dataset = load_dataset(datasets_dir / "aut_q_de_c_de").subset(150)
+    protocol = Protocol("trec", 0)
+
+    def mrr(mentions: KnownMentions | None) -> float:
+        scorer = create_scorer("char-tfidf", ScorerContext.for_dataset(dataset, show_progress=False, mentions=mentions))
+        return evaluate(dataset, scorer, protocol).metrics["mrr"]
+
+    own = crosswalk_mentions(melo_data, "deu", codes="aut_de", relations=RELATIONS)
+    fair = crosswalk_mentions(melo_data, "aut", codes="deu_de", relations=RELATIONS, weight=0.5)
+    bare, fair_mrr, own_mrr = mrr(None), mrr(fair), mrr(own)
+    assert bare < fair_mrr < own_mrr - 0.2
+
+
+def test_eval_cli_with_mentions(datasets_dir: Path, melo_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "eval.csv"
+    run = subprocess.run(
+        [sys.executable, "-m", "melo_core", "eval", "--data", str(melo_data), "--datasets", "aut_q_de_c_de",
+         "--scorers", "char-tfidf", "--depth", "0", "--limit-queries", "150", "--mentions", "0.5",
+         "--mention-relations", "all", "--quiet", "--out", str(out)],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    row = next(csv.DictReader(out.open(encoding="utf-8")))
+    assert row["scorer"] == "char-tfidf | mentions=0.5"
+    dataset = load_dataset(datasets_dir / "aut_q_de_c_de").subset(150)
+    fair = dataset_mentions(melo_data, dataset.name, relations=RELATIONS, weight=0.5)
+    scorer = create_scorer("char-tfidf", ScorerContext.for_dataset(dataset, show_progress=False, mentions=fair))
+    assert float(row["mrr"]) == pytest.approx(evaluate(dataset, scorer, Protocol("trec", 0)).metrics["mrr"], abs=1e-6)
+    bad = subprocess.run([sys.executable, "-m", "melo_core", "eval", "--data", str(melo_data), "--datasets",
+                          "aut_q_de_c_de", "--scorers", "char-tfidf", "--mentions", "2"],
+                         capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    assert bad.returncode != 0 and "--mentions must be in [0, 1]" in bad.stderr
+
+
+def _fusion_loo():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("fusion_loo", ROOT / "benchmarks" / "fusion_loo.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def test_fusion_loo_pools_agree_with_evaluate_under_mentions(datasets_dir: Path, melo_data: Path) -> None:
+    fusion_loo = _fusion_loo()
+    dataset = load_dataset(datasets_dir / "aut_q_de_c_de").subset(120)
+    mentions = crosswalk_mentions(melo_data, "aut", codes="deu_de,fra_fr", relations=RELATIONS)
+    grid = fusion_loo.grid_mrr(dataset, "char-tfidf", ["word-tfidf"], [0.0], ["asis"],
+                               mention_weights=(0.0, 0.5), mentions=mentions)  # fmt: skip
+    for key in ("wsum:0.3*char-tfidf+0.7*word-tfidf", "wsum:0.3*char-tfidf+0.7*word-tfidf | mentions=0.5"):
+        spec, weight = fusion_loo.split_config_key(key)
+        lifted = KnownMentions(mentions.texts, mentions.concepts, weight) if weight else None
+        scorer = create_scorer(spec, ScorerContext.for_dataset(dataset, show_progress=False, mentions=lifted))
+        assert grid[key] == pytest.approx(evaluate(dataset, scorer, Protocol("trec", 0)).metrics["mrr"], abs=1e-4)
+    assert grid["wsum:0.3*char-tfidf+0.7*word-tfidf | mentions=0.5"] != grid["wsum:0.3*char-tfidf+0.7*word-tfidf"]
