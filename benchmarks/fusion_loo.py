@@ -11,8 +11,15 @@ kind (monolingual or cross-lingual, from the folder name) is applied, so no data
 annotations choose its own configuration. With ``--lexical-same-language-only`` cross-lingual
 datasets fuse the dense scorers alone.
 
+Known mentions (``--mentions 0,0.3,0.5,0.7 --mention-relations all``) add one more grid
+dimension: the weight W with which the titles of the other countries' crosswalks lift the
+concepts they match (melo_core.scorers.known_mentions; 0 is none). Every crosswalk of the
+dataset's own country is left out. A configuration with mentions is keyed and reported as
+``SPEC | mentions=W``; reproduce it with ``eval --scorers SPEC --mentions W --mention-relations all``.
+
 Ablation: ``--rerun RESULTS.csv --drop centroid`` evaluates each dataset's chosen spec of an
-earlier run again with that option (``centroid``, ``forms``) or dense scorer (``muse``) removed,
+earlier run again with that option (``centroid``, ``forms``, ``mentions``; pass the run's
+``--mention-relations``) or dense scorer (``muse``) removed,
 weights unchanged (the weights of a dropped scorer go to the others in proportion).
 
 Selecting over hundreds of configurations with the full evaluation would take hours, so the
