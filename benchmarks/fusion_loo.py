@@ -43,12 +43,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tqdm import tqdm
 
-from melo_core.crosswalk import ALIAS_RELATIONS, RELATIONS
 from melo_core.datasets import MeloDataset, datasets_root, list_datasets, load_dataset
 from melo_core.evaluation import Protocol, evaluate, tie_keys
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.hybrid import Pools, candidate_pools, minmax, weight_grid
-from melo_core.scorers.known_mentions import KnownMentions, KnownMentionScorer, dataset_mentions, lift
+from melo_core.scorers.known_mentions import (
+    MENTION_RELATIONS,
+    KnownMentions,
+    KnownMentionScorer,
+    dataset_mentions,
+    lift,
+)
 from melo_core.tsv import write_csv
 
 BATCH = 256
@@ -178,14 +183,10 @@ def drop_from_spec(spec: str, drop: str) -> str:
     return fusion_spec([n for _, n in kept], tuple(round(w / total, 4) for w, _ in kept))
 
 
-def mention_relations(args: argparse.Namespace) -> tuple[str, ...]:
-    return RELATIONS if args.mention_relations == "all" else ALIAS_RELATIONS
-
-
 def chosen_context(args: argparse.Namespace, dataset: MeloDataset, mention_weight: float) -> ScorerContext:
     mentions = None
     if mention_weight:
-        mentions = dataset_mentions(args.data, dataset.name, mention_relations(args), mention_weight)
+        mentions = dataset_mentions(args.data, dataset.name, MENTION_RELATIONS[args.mention_relations], mention_weight)
     return ScorerContext.for_dataset(dataset, show_progress=False, mentions=mentions)
 
 
@@ -226,7 +227,7 @@ def main() -> None:
                         help="with --rerun: centroid, forms, mentions or a dense scorer")  # fmt: skip
     parser.add_argument("--mentions", default="0",
                         help="weights of the known mentions (other countries' crosswalks) in the grid; 0: none")  # fmt: skip
-    parser.add_argument("--mention-relations", choices=("alias", "all"), default="alias",
+    parser.add_argument("--mention-relations", choices=sorted(MENTION_RELATIONS), default="alias",
                         help="crosswalk matches that become mentions: exact and narrow (alias) or all four")  # fmt: skip
     args = parser.parse_args()
     if args.rerun:
@@ -244,7 +245,7 @@ def main() -> None:
         dataset = load_dataset(root / name)
         kind_of[name] = dataset.kind or "other"
         lexical_too = bool(args.lexical) and not (args.lexical_same_language_only and kind_of[name] != "monolingual")
-        mentions = dataset_mentions(args.data, name, mention_relations(args)) if any(mention_weights) else None
+        mentions = dataset_mentions(args.data, name, MENTION_RELATIONS[args.mention_relations]) if any(mention_weights) else None
         grid[name] = grid_mrr(dataset, args.lexical if lexical_too else None, dense, centroids, forms_rules,
                               mention_weights=mention_weights, mentions=mentions)  # fmt: skip
     rows, chosen = [], Counter()

@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from melo_core import config, training_cli
 from melo_core.builder import LOOSEST_RELATION_BY_CROSSWALK, build_dataset
-from melo_core.crosswalk import ALIAS_RELATIONS, RELATIONS, crosswalk_path, load_crosswalk
+from melo_core.crosswalk import RELATIONS, crosswalk_path, load_crosswalk
 from melo_core.datasets import MeloDataset, list_datasets, load_dataset, resolve_dataset, write_dataset
 from melo_core.encoders import is_encoder_spec
 from melo_core.encoders.prefill import fill_cache
@@ -30,7 +30,7 @@ from melo_core.published import (
     published_protocol,
 )
 from melo_core.scorers import ScorerContext, create_scorer, is_scorer_spec, scorer_families, scorer_names
-from melo_core.scorers.known_mentions import dataset_mentions
+from melo_core.scorers.known_mentions import MENTION_RELATIONS, dataset_mentions
 from melo_core.taxonomy import (
     cached_taxonomy_from_melo,
     taxonomy_from_datasets,
@@ -61,9 +61,6 @@ CSV_METRICS = (
     "r@100",
     "ndcg@10",
 )
-
-
-_MENTION_RELATIONS = {"alias": ALIAS_RELATIONS, "all": RELATIONS}
 
 
 def _split(value: str) -> list[str]:
@@ -125,7 +122,7 @@ def _evaluate_all(
             for scorer_name in scorers:
                 mentions = None
                 if args.mentions:
-                    mentions = dataset_mentions(args.data, dataset.name, _MENTION_RELATIONS[args.mention_relations],
+                    mentions = dataset_mentions(args.data, dataset.name, MENTION_RELATIONS[args.mention_relations],
                                                 args.mentions)  # fmt: skip
                 context = ScorerContext.for_dataset(dataset, show_progress=not args.quiet, mentions=mentions)
                 scorer = create_scorer(scorer_name, context)
@@ -360,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument(
         "--mention-relations",
-        choices=sorted(_MENTION_RELATIONS),
+        choices=sorted(MENTION_RELATIONS),
         default="alias",
         help="crosswalk matches that become mentions: exact and narrow (alias, default) or all four relations",
     )

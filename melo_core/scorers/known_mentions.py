@@ -20,10 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from melo_core.crosswalk import ALIAS_RELATIONS, crosswalk_path, list_crosswalks, load_crosswalk
+from melo_core.crosswalk import ALIAS_RELATIONS, RELATIONS, crosswalk_path, list_crosswalks, load_crosswalk
 from melo_core.datasets import parse_dataset_name
 from melo_core.errors import MeloInputError
 from melo_core.scorers.base import ExtendableScorer
+
+# Which crosswalk matches become mentions, by the name the CLI and the benchmark use.
+MENTION_RELATIONS = {"alias": ALIAS_RELATIONS, "all": RELATIONS}
 
 
 @dataclass(frozen=True)
