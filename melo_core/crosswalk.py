@@ -99,16 +99,20 @@ def load_crosswalk(path: str | Path, name: str | None = None) -> Crosswalk:
     return Crosswalk(name=name, terms=terms)
 
 
-def crosswalk_decisions(data_dir: str | Path | None, code_or_path: str) -> list[tuple[str, str, str | None]]:
-    """A crosswalk's accepted alias matches as (term title, concept URI, language) triples, the
-    shape curator decisions take for training (``train --with-crosswalks``)."""
+def crosswalk_decisions(
+    data_dir: str | Path | None, code_or_path: str, relations: Iterable[str] = ALIAS_RELATIONS
+) -> list[tuple[str, str, str | None]]:
+    """A crosswalk's matches by ``relations`` (default: the alias ones) as (term title, concept
+    URI, language) triples, the shape curator decisions take for training
+    (``train --with-crosswalks``) and known mentions take for scoring."""
     crosswalk = load_crosswalk(crosswalk_path(data_dir, code_or_path))
+    relations = set(relations)
     return [
         (term.title, uri, crosswalk.language)
         for term in crosswalk.terms
         if term.title
         for uri, relation in term.matches.items()
-        if relation in ALIAS_RELATIONS
+        if relation in relations
     ]
 
 

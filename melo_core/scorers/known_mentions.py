@@ -8,7 +8,7 @@ mention counts as one more label of its concept; smaller weights trust it less. 
 concepts without mentions keep their score, so no concept is pushed down.
 
 Evaluation passes mentions through ``ScorerContext.mentions``; it takes them from other
-countries' crosswalks only (``melo_core.crosswalk.known_mentions``), so a dataset is never
+countries' crosswalks only (``crosswalk_mentions``, ``dataset_mentions``), so a dataset is never
 helped by its own annotations.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from melo_core.crosswalk import ALIAS_RELATIONS, RELATIONS, crosswalk_path, list_crosswalks, load_crosswalk
+from melo_core.crosswalk import ALIAS_RELATIONS, RELATIONS, crosswalk_country, crosswalk_decisions, list_crosswalks
 from melo_core.datasets import parse_dataset_name
 from melo_core.errors import MeloInputError
 from melo_core.scorers.base import ExtendableScorer
@@ -57,7 +57,6 @@ def crosswalk_mentions(
     ``languages``, only crosswalks written in one of them."""
     if not hold_out_country:
         raise MeloInputError("known mentions: name the country whose crosswalks are held out")
-    relations = set(relations)
     known = list_crosswalks(data_dir)
     wanted = known if codes == "all" else [c.strip() for c in codes.split(",") if c.strip()]
     unknown = sorted(set(wanted) - set(known))
@@ -65,14 +64,12 @@ def crosswalk_mentions(
         raise MeloInputError(f"known mentions: unknown crosswalk(s) {', '.join(unknown)} (known: {', '.join(known)})")
     texts, concepts = [], []
     for code in wanted:
-        crosswalk = load_crosswalk(crosswalk_path(data_dir, code))
-        if crosswalk.country == hold_out_country or (languages is not None and crosswalk.language not in languages):
+        if crosswalk_country(code) == hold_out_country:
             continue
-        for term in crosswalk.terms:
-            for uri, relation in term.matches.items():
-                if term.title and relation in relations:
-                    texts.append(term.title)
-                    concepts.append(uri)
+        for title, uri, language in crosswalk_decisions(data_dir, code, relations):
+            if languages is None or language in languages:
+                texts.append(title)
+                concepts.append(uri)
     return KnownMentions(tuple(texts), tuple(concepts), weight)
 
 
