@@ -139,7 +139,7 @@ def test_pages_know_which_scorer_specs_need_the_domain_model() -> None:
 
 
 def test_curator_decisions_become_training_pairs_and_the_card_warns(
-    two_languages: Taxonomy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    two_languages: Taxonomy, two_language_data: Path, tmp_path: Path
 ) -> None:
     concept = next(c for c in two_languages.concepts if "no" in c.labels and c.labels["no"].preferred)
     decisions = [
@@ -165,7 +165,8 @@ def test_curator_decisions_become_training_pairs_and_the_card_warns(
     assert "NOT a fair test" in card and "nor_no" in card and "No MELO query" not in card
 
     url = f"sqlite:///{tmp_path / 'empty.db'}"
-    code, _, err = run_cli("train", "--out", str(tmp_path / "m"), "--with-decisions", "--db", url, "--quiet")
+    code, _, err = run_cli("train", "--data", str(two_language_data), "--out", str(tmp_path / "m"),
+                           "--with-decisions", "--db", url, "--quiet")  # fmt: skip
     assert code == 2 and "no accepted exact or narrow decision" in err
 
 
