@@ -22,6 +22,12 @@ earlier run again with that option (``centroid``, ``forms``, ``mentions``; pass 
 ``--mention-relations``) or dense scorer (``muse``) removed,
 weights unchanged (the weights of a dropped scorer go to the others in proportion).
 
+The grid can be kept and reused: ``--grid-out GRID.csv`` writes every configuration's pool MRR
+per dataset (after each dataset, so an interrupted run keeps what it finished), ``--grid-only``
+stops there, and ``--grid-in A.csv,B.csv`` chooses and evaluates from saved grids without
+scoring them again. Two processes can thus each score half of the datasets and a third choose
+over both halves (the choice for a dataset still sees every other dataset of its kind).
+
 Selecting over hundreds of configurations with the full evaluation would take hours, so the
 grid is scored on the fused candidate pools only (every scorer's top 200, as the hybrid scorer
 fuses them; a query whose relevant elements are all outside the pools counts 0). The reported
@@ -44,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tqdm import tqdm
 
 from melo_core.datasets import MeloDataset, datasets_root, list_datasets, load_dataset
+from melo_core.errors import MeloInputError
 from melo_core.evaluation import Protocol, evaluate, tie_keys
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.hybrid import Pools, candidate_pools, minmax, weight_grid
@@ -54,7 +61,7 @@ from melo_core.scorers.known_mentions import (
     dataset_mentions,
     lift,
 )
-from melo_core.tsv import write_csv
+from melo_core.tsv import read_csv_records, write_csv
 
 BATCH = 256
 MENTIONS_MARK = " | mentions="
@@ -211,6 +218,65 @@ def rerun(args: argparse.Namespace) -> None:
     print(f"mean MRR without {args.drop}: {np.mean([r['mrr'] for r in rows]):.4f}")
 
 
+GRID_COLUMNS = ["dataset", "kind", "config", "pool_mrr", "mention_relations"]
+
+
+def score_grids(args: argparse.Namespace, names: list[str]) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
+    """Pool MRR of every configuration on each dataset; with ``--grid-out`` the grids so far are
+    written after each dataset."""
+    dense = [d for d in args.dense.split(",") if d]
+    centroids = [float(c) for c in args.centroid.split(",")]
+    forms_rules = args.forms.split(",")
+    mention_weights = tuple(float(w) for w in args.mentions.split(","))
+    root = datasets_root(args.data)
+    grid: dict[str, dict[str, float]] = {}
+    kind_of: dict[str, str] = {}
+    for name in tqdm(names, desc="grid", file=sys.stderr):
+        dataset = load_dataset(root / name)
+        kind_of[name] = dataset.kind or "other"
+        lexical_too = bool(args.lexical) and not (args.lexical_same_language_only and kind_of[name] != "monolingual")
+        mentions = (
+            dataset_mentions(args.data, name, MENTION_RELATIONS[args.mention_relations])
+            if any(mention_weights)
+            else None
+        )
+        grid[name] = grid_mrr(dataset, args.lexical if lexical_too else None, dense, centroids, forms_rules,
+                              mention_weights=mention_weights, mentions=mentions)  # fmt: skip
+        if args.grid_out:
+            write_grids(args.grid_out, grid, kind_of, args.mention_relations)
+    return grid, kind_of
+
+
+def write_grids(path: str | Path, grid: dict[str, dict[str, float]], kind_of: dict[str, str], relations: str) -> None:
+    rows = [{"dataset": name, "kind": kind_of[name], "config": key, "pool_mrr": round(value, 6),
+             "mention_relations": relations if split_config_key(key)[1] else ""}
+            for name, by_config in grid.items() for key, value in by_config.items()]  # fmt: skip
+    write_csv(path, rows, GRID_COLUMNS)
+
+
+def read_grids(paths: list[str]) -> tuple[dict[str, dict[str, float]], dict[str, str], str | None]:
+    """Grids written by ``--grid-out``, their datasets' kinds and the mention relations they were
+    scored with. Every dataset must have the same configurations, or the leave-one-out choice
+    would compare unlike means."""
+    grid: dict[str, dict[str, float]] = {}
+    kind_of: dict[str, str] = {}
+    relations = set()
+    for path in paths:
+        for line, row in read_csv_records(Path(path), GRID_COLUMNS):
+            name = row["dataset"]
+            if kind_of.setdefault(name, row["kind"]) != row["kind"]:
+                raise MeloInputError(f"dataset {name} is given two kinds", Path(path), line)
+            grid.setdefault(name, {})[row["config"]] = float(row["pool_mrr"])
+            relations |= {row["mention_relations"]} - {""}
+    if not grid:
+        raise MeloInputError(f"no grid rows in {', '.join(paths)}")
+    if len({frozenset(by_config) for by_config in grid.values()}) > 1:
+        raise MeloInputError(f"the grids of {', '.join(paths)} do not share one set of configurations")
+    if len(relations) > 1:
+        raise MeloInputError(f"the grids of {', '.join(paths)} mix mention relations: {', '.join(sorted(relations))}")
+    return grid, kind_of, relations.pop() if relations else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default="../shared/melo")
@@ -229,29 +295,33 @@ def main() -> None:
                         help="weights of the known mentions (other countries' crosswalks) in the grid; 0: none")  # fmt: skip
     parser.add_argument("--mention-relations", choices=sorted(MENTION_RELATIONS), default="alias",
                         help="crosswalk matches that become mentions: exact and narrow (alias) or all four")  # fmt: skip
+    parser.add_argument("--grid-out", help="write every configuration's pool MRR per dataset to this CSV")
+    parser.add_argument("--grid-only", action="store_true", help="stop after the grid (with --grid-out)")
+    parser.add_argument("--grid-in", help="comma-separated grid CSVs of earlier runs: choose from them, score nothing")
     args = parser.parse_args()
+    if args.grid_only and not args.grid_out:
+        parser.error("--grid-only needs --grid-out")
     if args.rerun:
         rerun(args)
         return
-    names = list_datasets(args.data) if args.datasets == "all" else args.datasets.split(",")
-    dense = [d for d in args.dense.split(",") if d]
-    centroids = [float(c) for c in args.centroid.split(",")]
-    forms_rules = args.forms.split(",")
-    mention_weights = tuple(float(w) for w in args.mentions.split(","))
     root = datasets_root(args.data)
-    grid: dict[str, dict[str, float]] = {}
-    kind_of: dict[str, str] = {}
-    for name in tqdm(names, desc="grid", file=sys.stderr):
-        dataset = load_dataset(root / name)
-        kind_of[name] = dataset.kind or "other"
-        lexical_too = bool(args.lexical) and not (args.lexical_same_language_only and kind_of[name] != "monolingual")
-        mentions = dataset_mentions(args.data, name, MENTION_RELATIONS[args.mention_relations]) if any(mention_weights) else None
-        grid[name] = grid_mrr(dataset, args.lexical if lexical_too else None, dense, centroids, forms_rules,
-                              mention_weights=mention_weights, mentions=mentions)  # fmt: skip
+    if args.grid_in:
+        grid, kind_of, relations = read_grids(args.grid_in.split(","))
+        args.mention_relations = relations or args.mention_relations  # evaluate as the grid was scored
+        names = list(grid) if args.datasets == "all" else args.datasets.split(",")
+        missing = sorted(set(names) - set(grid))
+        if missing:
+            parser.error(f"--grid-in has no grid for {', '.join(missing)}")
+    else:
+        names = list_datasets(args.data) if args.datasets == "all" else args.datasets.split(",")
+        grid, kind_of = score_grids(args, names)
+    if args.grid_only:
+        print(f"grid of {len(grid)} dataset(s) written to {args.grid_out}")
+        return
     rows, chosen = [], Counter()
     protocol = Protocol("trec", 0)
     for name in tqdm(names, desc="chosen specs", file=sys.stderr):
-        others = [n for n in names if n != name and kind_of[n] == kind_of[name]]
+        others = [n for n in grid if n != name and kind_of[n] == kind_of[name]]
         best = max(grid[name], key=lambda spec: np.mean([grid[n][spec] for n in others]))
         chosen[best] += 1
         dataset = load_dataset(root / name)
