@@ -395,6 +395,13 @@ def write_model_card(out: Path, config: TrainConfig, report: TrainReport, source
         f"{config.learning_rate} decaying linearly to 0, seed {config.seed}",
         f"- Time: {report.seconds:.0f} s on {facts['hardware']['cores']} cores ({platform.machine()}), torch "
         f"{torch.__version__}, {torch.get_num_threads()} threads",
+        *(
+            ["- Not bit-reproducible: the WordPiece trainer of `tokenizers` breaks ties in hash-map order "
+             "(huggingface/tokenizers#1794), so a retrain with the same seed gets a slightly different vocabulary "
+             "and model. Keep this folder to reproduce numbers measured with it."]
+            if config.base == STATIC
+            else []
+        ),
         "",
         "## Metrics",
         f"- Held-out ESCO labels, label -> concept MRR: {report.validation_mrr_before:.4f} before training, "
