@@ -260,7 +260,7 @@ def read_grids(paths: list[str]) -> tuple[dict[str, dict[str, float]], dict[str,
     would compare unlike means."""
     grid: dict[str, dict[str, float]] = {}
     kind_of: dict[str, str] = {}
-    relations = set()
+    relations: set[str] = set()
     for path in paths:
         for line, row in read_csv_records(Path(path), GRID_COLUMNS):
             name = row["dataset"]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -70,6 +72,14 @@ def linked_slice(root: Path, melo_data: Path, parts: tuple[str, ...]) -> Path:
         (root / part).parent.mkdir(parents=True, exist_ok=True)
         (root / part).symlink_to((melo_data / part).resolve())
     return root
+
+
+def load_fusion_loo() -> ModuleType:
+    """benchmarks/fusion_loo.py as a module (benchmarks/ is no package)."""
+    spec = importlib.util.spec_from_file_location("fusion_loo", ROOT / "benchmarks" / "fusion_loo.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
 
 
 @pytest.fixture(scope="session")

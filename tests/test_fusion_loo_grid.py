@@ -4,24 +4,16 @@ exactly as from a grid it scored itself, so the grid can be scored in parallel h
 from __future__ import annotations
 
 import csv
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
 
 from melo_core.errors import MeloInputError
-from tests.conftest import ROOT, linked_slice
+from tests.conftest import linked_slice, load_fusion_loo
 
 DATASETS = ("nor_q_no_c_no", "prt_q_pt_c_pt", "bel_q_fr_c_fr")
 SLICE = (*(f"processed/melo/{d}" for d in DATASETS), "raw/crosswalks_standard/fra_fr", "raw/crosswalks_standard/aut_de")
-
-
-def _fusion_loo():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("fusion_loo", ROOT / "benchmarks" / "fusion_loo.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
 
 
 def _run(module, monkeypatch: pytest.MonkeyPatch, data: Path, *extra: str) -> None:  # type: ignore[no-untyped-def]
@@ -39,7 +31,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
 def test_saved_grids_choose_and_evaluate_as_a_single_run(
     melo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fusion_loo = _fusion_loo()
+    fusion_loo = load_fusion_loo()
     data = linked_slice(tmp_path / "data", melo_data, SLICE)
     whole, half_a, half_b = tmp_path / "whole.csv", tmp_path / "a.csv", tmp_path / "b.csv"
     _run(fusion_loo, monkeypatch, data, "--datasets", ",".join(DATASETS), "--grid-out", str(tmp_path / "grid.csv"),
@@ -71,7 +63,7 @@ def test_saved_grids_choose_and_evaluate_as_a_single_run(
 
 
 def test_grids_of_different_configurations_are_refused(tmp_path: Path) -> None:
-    fusion_loo = _fusion_loo()
+    fusion_loo = load_fusion_loo()
     columns = "dataset,kind,config,pool_mrr,mention_relations\n"
     (tmp_path / "a.csv").write_text(columns + "x_q_en_c_en,monolingual,char-tfidf,0.5,\n", encoding="utf-8")
     (tmp_path / "b.csv").write_text(columns + "y_q_en_c_en,monolingual,word-tfidf,0.4,\n", encoding="utf-8")

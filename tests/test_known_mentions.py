@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ from melo_core.scorers.known_mentions import (
     crosswalk_mentions,
     dataset_mentions,
 )
+from tests.conftest import load_fusion_loo
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ["baker", "pastry cook", "butcher", "carpenter"]
@@ -126,15 +126,8 @@ def test_eval_cli_with_mentions(datasets_dir: Path, melo_data: Path, tmp_path: P
     assert bad.returncode != 0 and "--mentions must be in [0, 1]" in bad.stderr
 
 
-def _fusion_loo():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("fusion_loo", ROOT / "benchmarks" / "fusion_loo.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
 def test_fusion_loo_pools_agree_with_evaluate_under_mentions(datasets_dir: Path, melo_data: Path) -> None:
-    fusion_loo = _fusion_loo()
+    fusion_loo = load_fusion_loo()
     dataset = load_dataset(datasets_dir / "aut_q_de_c_de").subset(120)
     mentions = crosswalk_mentions(melo_data, "aut", codes="deu_de,fra_fr", relations=RELATIONS)
     grid = fusion_loo.grid_mrr(dataset, "char-tfidf", ["word-tfidf"], [0.0], ["asis"],

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.hybrid import candidate_pools
 from melo_core.taxonomy import taxonomy_from_melo
 from melo_core.text import drop_gender_markers, title_variants
+from tests.conftest import load_fusion_loo
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -95,17 +95,10 @@ def test_eval_passes_the_dataset_concepts(nor_data: Path, tmp_path: Path) -> Non
     assert plain["mrr"] != mixed["mrr"]  # the concepts of nor_q_no_c_no's corpus reached the scorer
 
 
-def _fusion_loo():
-    spec = importlib.util.spec_from_file_location("fusion_loo", ROOT / "benchmarks" / "fusion_loo.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
 def test_pool_mrr_of_the_fusion_grid_matches_the_evaluation(melo_data: Path, tmp_path: Path) -> None:
     """The benchmark selects on pooled candidates only; on a real slice that agrees with the full
     evaluation of the same spec, ties included."""
-    fusion_loo = _fusion_loo()
+    fusion_loo = load_fusion_loo()
     dataset = load_dataset(melo_data / "processed" / "melo" / "nor_q_no_c_no").subset(60)
     context = dataclasses.replace(ScorerContext.for_dataset(dataset, show_progress=False), cache_dir=str(tmp_path))
     grid = fusion_loo.grid_mrr(dataset, "char-tfidf", ["muse"], [0.0, 0.4], ["asis"], context)
