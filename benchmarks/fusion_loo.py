@@ -21,7 +21,8 @@ dataset's own country is left out. A configuration with mentions is keyed and re
 Ablation: ``--rerun RESULTS.csv --drop centroid`` evaluates each dataset's chosen spec of an
 earlier run again with that option (``centroid``, ``forms``, ``mentions``; pass the run's
 ``--mention-relations``) or dense scorer (``muse``) removed,
-weights unchanged (the weights of a dropped scorer go to the others in proportion).
+weights unchanged (the weights of a dropped scorer go to the others in proportion). ``--drop none``
+runs the chosen specs unchanged, e.g. again after a model was retrained.
 
 The grid can be kept and reused: ``--grid-out GRID.csv`` writes every configuration's pool MRR
 per dataset (after each dataset, so an interrupted run keeps what it finished), ``--grid-only``
@@ -209,11 +210,12 @@ def rerun(args: argparse.Namespace) -> None:
         chosen = {r["dataset"]: r for r in csv.DictReader(handle)}
     names = list(chosen) if args.datasets == "all" else args.datasets.split(",")
     rows = []
-    for name in tqdm(names, desc=f"without {args.drop}", file=sys.stderr):
+    label = "as chosen" if args.drop == "none" else f"without {args.drop}"
+    for name in tqdm(names, desc=label, file=sys.stderr):
         spec, weight = split_config_key(chosen[name]["chosen"])
         if args.drop == "mentions":
             weight = 0.0
-        else:
+        elif args.drop != "none":
             spec = drop_from_spec(spec, args.drop)
         dataset = load_dataset(root / name)
         result = evaluate(dataset, create_scorer(spec, chosen_context(args, dataset, weight)), Protocol("trec", 0),
@@ -221,7 +223,10 @@ def rerun(args: argparse.Namespace) -> None:
         rows.append({"dataset": name, "kind": chosen[name]["kind"], "chosen": config_key(spec, weight),
                      **{k: round(result.metrics[k], 6) for k in ("mrr", "acc@1", "acc@100", "r@100")}})  # fmt: skip
     write_csv(args.out, rows)
-    print(f"mean MRR without {args.drop}: {np.mean([r['mrr'] for r in rows]):.4f}")
+    for kind in sorted({r["kind"] for r in rows}):
+        values = [r["mrr"] for r in rows if r["kind"] == kind]
+        print(f"{kind}: {len(values)} datasets, mean MRR {np.mean(values):.4f}")
+    print(f"mean MRR {label}: {np.mean([r['mrr'] for r in rows]):.4f}")
 
 
 GRID_COLUMNS = ["dataset", "kind", "config", "pool_mrr", "mention_relations"]
@@ -301,7 +306,8 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results/fusion_loo.csv")
     parser.add_argument("--rerun", help="ablation: a results CSV of this script whose chosen specs are run again")
     parser.add_argument("--drop", default="centroid",
-                        help="with --rerun: centroid, forms, mentions or a dense scorer")  # fmt: skip
+                        help="with --rerun: centroid, forms, mentions or a dense scorer; none runs the chosen specs as they are "
+                        "(e.g. after retraining a model)")  # fmt: skip
     parser.add_argument("--mentions", default="0",
                         help="weights of the known mentions (other countries' crosswalks) in the grid; 0: none")  # fmt: skip
     parser.add_argument("--mention-relations", choices=sorted(MENTION_RELATIONS), default="alias",

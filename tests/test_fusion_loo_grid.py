@@ -93,3 +93,26 @@ def test_several_lexical_scorers_are_alternatives_of_one_grid(
     assert len(grids["char-tfidf,bm25"]) == 2 * 9
     assert grids["char-tfidf,bm25"] == grids["char-tfidf"] | grids["bm25"]
     assert set(grids["char-tfidf"].values()) != set(grids["bm25"].values())
+
+
+def test_rerun_evaluates_the_chosen_specs_again(
+    melo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --drop none reproduces a run (as after retraining a model); --drop mentions runs it without them.
+    fusion_loo = load_fusion_loo()
+    data = linked_slice(tmp_path / "data", melo_data, SLICE)
+    first = tmp_path / "first.csv"
+    _run(fusion_loo, monkeypatch, data, "--datasets", ",".join(DATASETS), "--out", str(first))
+    chosen = {r["dataset"]: r for r in _rows(first)}
+    for drop in ("none", "mentions"):
+        monkeypatch.setattr(sys, "argv", ["fusion_loo.py", "--data", str(data), "--rerun", str(first), "--drop", drop,
+                                          "--mention-relations", "all", "--out", str(tmp_path / f"{drop}.csv")])  # fmt: skip
+        fusion_loo.main()
+    again = {r["dataset"]: r for r in _rows(tmp_path / "none.csv")}
+    assert {n: (r["chosen"], r["mrr"]) for n, r in again.items()} == {
+        n: (r["chosen"], r["mrr"]) for n, r in chosen.items()
+    }
+    without = {r["dataset"]: r for r in _rows(tmp_path / "mentions.csv")}
+    lifted = [n for n, r in chosen.items() if "mentions=" in r["chosen"]]
+    assert lifted and all("mentions=" not in without[n]["chosen"] for n in lifted)
+    assert any(without[n]["mrr"] != chosen[n]["mrr"] for n in lifted)
