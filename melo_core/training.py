@@ -137,20 +137,48 @@ def pair_rounds(labels: Labels, rounds: int, batch_size: int, seed: int) -> list
     return [b for b in batches if len(b) > 1]
 
 
-def train_tokenizer(texts: Sequence[str], vocab_size: int) -> object:
-    """A WordPiece tokenizer on the labels: lowercased, accents stripped (``ingénieur`` and
-    ``ingeniero`` share pieces), split on whitespace and punctuation."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+SPECIAL_TOKENS = ["[UNK]", "[PAD]"]
 
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+
+def _wordpiece_tokenizer(vocab: dict[str, int] | None = None) -> object:
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
+
+    tokenizer = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]") if vocab else models.WordPiece(unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.Sequence(
         [normalizers.NFKD(), normalizers.StripAccents(), normalizers.Lowercase()]
     )
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=["[UNK]", "[PAD]"], show_progress=False)
-    tokenizer.train_from_iterator(texts, trainer=trainer)
     return tokenizer
+
+
+def continuing_characters(tokenizer: object, texts: Sequence[str]) -> list[str]:
+    """Every ``##c`` piece the WordPiece trainer will start from (a character after a word's
+    first), sorted."""
+    pieces = set()
+    for text in texts:
+        for word, _ in tokenizer.pre_tokenizer.pre_tokenize_str(tokenizer.normalizer.normalize_str(text)):  # type: ignore[attr-defined]
+            pieces.update("##" + c for c in word[1:])
+    return sorted(pieces)
+
+
+def train_tokenizer(texts: Sequence[str], vocab_size: int) -> object:
+    """A WordPiece tokenizer on the labels: lowercased, accents stripped (``ingénieur`` and
+    ``ingeniero`` share pieces), split on whitespace and punctuation.
+
+    Deterministic: the trainer numbers the ``##c`` pieces in hash-map order and breaks ties
+    between equally frequent merges by those numbers (huggingface/tokenizers#1794), so they are
+    handed to it first, sorted, as reserved tokens. The returned tokenizer has the trained
+    vocabulary with only [UNK] and [PAD] as special tokens."""
+    from tokenizers import trainers
+
+    tokenizer = _wordpiece_tokenizer()
+    reserved = SPECIAL_TOKENS + continuing_characters(tokenizer, texts)
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=reserved, show_progress=False)
+    tokenizer.train_from_iterator(texts, trainer=trainer)  # type: ignore[attr-defined]
+    clean = _wordpiece_tokenizer(tokenizer.get_vocab())  # type: ignore[attr-defined]
+    clean.add_special_tokens(SPECIAL_TOKENS)  # type: ignore[attr-defined]
+    return clean
 
 
 def _base_model(config: TrainConfig, texts: Sequence[str]):
@@ -396,9 +424,9 @@ def write_model_card(out: Path, config: TrainConfig, report: TrainReport, source
         f"- Time: {report.seconds:.0f} s on {facts['hardware']['cores']} cores ({platform.machine()}), torch "
         f"{torch.__version__}, {torch.get_num_threads()} threads",
         *(
-            ["- Not bit-reproducible: the WordPiece trainer of `tokenizers` breaks ties in hash-map order "
-             "(huggingface/tokenizers#1794), so a retrain with the same seed gets a slightly different vocabulary "
-             "and model. Keep this folder to reproduce numbers measured with it."]
+            ["- Deterministic vocabulary: the `##` pieces are numbered in sorted order before WordPiece training, "
+             "so ties between merges break the same way in every run (huggingface/tokenizers#1794). Models "
+             "trained before MELO Studio did this differ from run to run."]
             if config.base == STATIC
             else []
         ),
