@@ -223,10 +223,15 @@ def rerun(args: argparse.Namespace) -> None:
         rows.append({"dataset": name, "kind": chosen[name]["kind"], "chosen": config_key(spec, weight),
                      **{k: round(result.metrics[k], 6) for k in ("mrr", "acc@1", "acc@100", "r@100")}})  # fmt: skip
     write_csv(args.out, rows)
+    print_kind_means(rows)
+    print(f"mean MRR {label}: {np.mean([r['mrr'] for r in rows]):.4f}")
+
+
+def print_kind_means(rows: list[dict]) -> None:
+    """Mean MRR of the evaluated rows per dataset kind (monolingual, cross-lingual)."""
     for kind in sorted({r["kind"] for r in rows}):
         values = [r["mrr"] for r in rows if r["kind"] == kind]
         print(f"{kind}: {len(values)} datasets, mean MRR {np.mean(values):.4f}")
-    print(f"mean MRR {label}: {np.mean([r['mrr'] for r in rows]):.4f}")
 
 
 GRID_COLUMNS = ["dataset", "kind", "config", "pool_mrr", "mention_relations"]
@@ -352,9 +357,7 @@ def main() -> None:
             **{k: round(m[k], 6) for k in ("mrr", "acc@1", "acc@5", "acc@10", "acc@100", "map", "r@100")},
         })  # fmt: skip
     write_csv(args.out, rows)
-    for kind in sorted(set(kind_of.values())):
-        values = [r["mrr"] for r in rows if r["kind"] == kind]
-        print(f"{kind}: {len(values)} datasets, mean MRR {np.mean(values):.4f}")
+    print_kind_means(rows)
     print(f"mean MRR {np.mean([r['mrr'] for r in rows]):.4f}; chosen: {dict(chosen)}")
 
 

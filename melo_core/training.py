@@ -143,7 +143,7 @@ SPECIAL_TOKENS = ["[UNK]", "[PAD]"]
 def _wordpiece_tokenizer(vocab: dict[str, int] | None = None) -> object:
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-    tokenizer = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]") if vocab else models.WordPiece(unk_token="[UNK]"))
+    tokenizer = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.Sequence(
         [normalizers.NFKD(), normalizers.StripAccents(), normalizers.Lowercase()]
     )
