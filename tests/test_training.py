@@ -122,6 +122,31 @@ def test_a_retrain_with_the_same_seed_gives_the_same_model(
     assert (again / "model.safetensors").read_bytes() == (tiny_model / "model.safetensors").read_bytes()
 
 
+def teacher_agreement(encoder: object, teacher: np.ndarray, texts: list[str]) -> float:
+    """Spearman correlation between the encoder's and the teacher's pairwise similarities."""
+    from scipy.stats import spearmanr
+
+    vectors = encoder.encode(texts, "passage")  # type: ignore[attr-defined]
+    upper = np.triu_indices(len(texts), k=1)
+    return float(spearmanr((vectors @ vectors.T)[upper], (teacher @ teacher.T)[upper]).statistic)
+
+
+def test_distillation_pulls_the_similarities_towards_the_teacher(
+    tiny_model: Path, two_languages: Taxonomy, tmp_path: Path
+) -> None:
+    distilled = tmp_path / "distilled"
+    train(two_languages, distilled, TrainConfig(**{**TINY.__dict__, "teacher": "muse", "distill_weight": 5.0}))
+    texts = [c.labels[lang].preferred for c in two_languages.concepts[:400] for lang in ("no", "en")
+             if lang in c.labels and c.labels[lang].preferred]  # fmt: skip
+    teacher = load_encoder("muse").encode(texts, "passage")
+    plain = teacher_agreement(load_encoder(f"st:{tiny_model}"), teacher, texts)
+    taught = teacher_agreement(load_encoder(f"st:{distilled}"), teacher, texts)
+    assert taught > plain + 0.05, (plain, taught)
+    card = (distilled / CARD).read_text(encoding="utf-8")
+    assert "Distillation from `muse`" in card and "Distillation" not in (tiny_model / CARD).read_text(encoding="utf-8")
+    assert json.loads((distilled / CONFIG).read_text(encoding="utf-8"))["config"]["teacher"] == "muse"
+
+
 def test_train_command_refuses_bad_input(tmp_path: Path, tiny_model: Path) -> None:
     code, _, err = run_cli("train", "--base", str(tmp_path / "nope"), "--out", str(tmp_path / "m"), "--quiet")
     assert code == 2 and "sentence-transformers model folder" in err
@@ -129,6 +154,10 @@ def test_train_command_refuses_bad_input(tmp_path: Path, tiny_model: Path) -> No
     assert code == 2 and "--overwrite" in err
     code, _, err = run_cli("train", "--out", str(tmp_path / "m"), "--rounds", "0", "--quiet")
     assert code == 2 and "--rounds >= 1" in err
+    code, _, err = run_cli("train", "--out", str(tmp_path / "m"), "--teacher", "nope", "--quiet")
+    assert code == 2 and "is not an encoder spec" in err
+    code, _, err = run_cli("train", "--out", str(tmp_path / "m"), "--teacher", "muse", "--distill-weight", "0")
+    assert code == 2 and "--distill-weight must be above 0" in err
 
 
 def test_the_default_domain_model_is_built_once_then_loaded_as_domain(
