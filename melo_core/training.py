@@ -297,11 +297,9 @@ def train(
                 model.train()
             columns.append(_hard_negatives(model, labels, batch, centroids, mining_rng))
         features = [model.preprocess([labels.texts[i] for i in column]) for column in columns]
-        if teacher is None:
-            loss = loss_fn(features, torch.empty(0))
-        else:
-            embeddings = embed_columns(model, features)
-            loss = loss_fn.compute_loss_from_embeddings(embeddings, torch.empty(0))
+        embeddings = embed_columns(model, features)  # what loss_fn(features) computes, kept for the teacher
+        loss = loss_fn.compute_loss_from_embeddings(embeddings, torch.empty(0))
+        if teacher is not None:
             loss = loss + config.distill_weight * distillation_loss(
                 embeddings, [teacher[column] for column in columns], config.scale, config.teacher_scale
             )
