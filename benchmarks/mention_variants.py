@@ -111,10 +111,11 @@ def variant_grid(data: str, dataset: MeloDataset, dense: list[str], variants: di
     scorers: dict[str, dict[str, KnownMentionScorer]] = {}
     for spec in [LEXICAL, *[WORD] * word, *dense]:
         inner = create_scorer(spec, context)
+        inner.fit(dataset.corpus)
         scorers[spec] = {}
         for group, known in mentions.items():
             scorers[spec][group] = KnownMentionScorer(inner, known, context.concepts)  # type: ignore[arg-type]
-            scorers[spec][group].fit(dataset.corpus)
+            scorers[spec][group].index_mentions()
     relevant_all = dataset.relevant_indices()
     evaluated = [i for i, rel in enumerate(relevant_all) if rel.size]
     keys = tie_keys(dataset.corpus_ids, "trec")

@@ -112,6 +112,11 @@ class KnownMentionScorer:
                 f"(ScorerContext.concepts has {len(self.corpus_concepts)})"
             )
         self.inner.fit(corpus)
+        self.index_mentions()
+
+    def index_mentions(self) -> None:
+        """Group the mentions by the corpus concepts they stand for. ``fit`` does it; call it
+        alone when the inner scorer is already fitted (several mention sets over one scorer)."""
         in_corpus = set(self.corpus_concepts)
         pairs = sorted({(c, t) for t, c in zip(self.mentions.texts, self.mentions.concepts, strict=True)
                         if c in in_corpus})  # fmt: skip
