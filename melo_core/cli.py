@@ -330,7 +330,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev = commands.add_parser("eval", help="evaluate scorers on MELO datasets", description=cmd_eval.__doc__)
     ev.add_argument("--data", default=config.data_dir(), help=data_help)
     ev.add_argument("--datasets", default="all", help="'all', or comma-separated dataset names or folder paths")
-    ev.add_argument("--scorers", required=True, help=f"comma-separated: {', '.join(scorer_names())}")
+    ev.add_argument("--scorers", required=True,
+                    help=f"comma-separated: {', '.join(scorer_names())}; or an encoder spec, a fusion, "
+                         "concepts:SPEC (see the scorers command)")  # fmt: skip
     ev.add_argument("--out", help="write every metric to this CSV (one row per dataset and scorer)")
     ev.add_argument("--mode", choices=MODES, help="ranking protocol (default: trec, as published)")
     ev.add_argument(
