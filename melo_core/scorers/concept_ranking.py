@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from melo_core.scorers.base import Scorer, ScorerContext
+from melo_core.scorers.base import Scorer, ScorerContext, check_concepts
 from melo_core.scorers.dense import concept_groups
 from melo_core.scorers.registry import create_scorer, register_family
 
@@ -55,11 +55,7 @@ class ConceptRankingScorer:
         self.groups = np.zeros(0, dtype=np.int64)
 
     def fit(self, corpus: Sequence[str]) -> None:
-        if len(self.concepts) != len(corpus):
-            raise ValueError(
-                f"{self.name}: ranking concepts needs the concept of each of the {len(corpus)} corpus forms "
-                f"(ScorerContext.concepts has {len(self.concepts)})"
-            )
+        check_concepts(self.concepts, corpus, f"{self.name}: ranking concepts needs")
         self.inner.fit(corpus)
         self.groups, _ = concept_groups(self.concepts)
 

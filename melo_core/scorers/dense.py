@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 from melo_core import config
 from melo_core.encoders import CachedEncoder, EmbeddingCache, Encoder, EncoderSpec, is_encoder_spec, load_encoder
-from melo_core.scorers.base import ScorerContext
+from melo_core.scorers.base import ScorerContext, check_concepts
 from melo_core.scorers.registry import register_family
 from melo_core.text import calm_capitals, drop_gender_markers, title_variants
 
@@ -110,11 +110,7 @@ class DenseScorer:
     def fit(self, corpus: Sequence[str]) -> None:
         self.corpus_vectors = self.embed(corpus, "passage")
         if self.centroid:
-            if len(self.concepts) != len(corpus):
-                raise ValueError(
-                    f"{self.name}: @centroid needs the concept of each of the {len(corpus)} corpus forms "
-                    f"(ScorerContext.concepts has {len(self.concepts)})"
-                )
+            check_concepts(self.concepts, corpus, f"{self.name}: @centroid needs")
             self.groups, n_concepts = concept_groups(self.concepts)
             self.centroids = concept_centroids(self.corpus_vectors, self.groups, n_concepts)
 

@@ -23,7 +23,7 @@ import numpy as np
 from melo_core.crosswalk import ALIAS_RELATIONS, RELATIONS, crosswalk_country, crosswalk_decisions, list_crosswalks
 from melo_core.datasets import parse_dataset_name
 from melo_core.errors import MeloInputError
-from melo_core.scorers.base import ExtendableScorer
+from melo_core.scorers.base import ExtendableScorer, check_concepts
 
 # Which crosswalk matches become mentions, by the name the CLI and the benchmark use.
 MENTION_RELATIONS = {"alias": ALIAS_RELATIONS, "all": RELATIONS}
@@ -106,11 +106,7 @@ class KnownMentionScorer:
         self.form_slot = np.zeros(0, dtype=np.int64)  # per corpus form: its concept's slot, or -1
 
     def fit(self, corpus: Sequence[str]) -> None:
-        if len(self.corpus_concepts) != len(corpus):
-            raise ValueError(
-                f"{self.name}: known mentions need the concept of each of the {len(corpus)} corpus forms "
-                f"(ScorerContext.concepts has {len(self.corpus_concepts)})"
-            )
+        check_concepts(self.corpus_concepts, corpus, f"{self.name}: known mentions need")
         self.inner.fit(corpus)
         self.index_mentions()
 
