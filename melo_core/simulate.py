@@ -4,7 +4,7 @@ A national crosswalk is replayed in random order (fixed seed) through the linker
 would work through the terms on the Link page: each term is linked (top ``depth`` concepts), the
 rank of its gold concept is recorded (inf when it is not in the top ``depth``), then the curator
 "accepts" the gold concept. The learning linker then adds the term as an alias of its concept
-(``Linker.add_aliases``) when the relation is an exact or narrow match (``ALIAS_RELATIONS``: a
+(a known mention, ``Linker.add_mentions``) when the relation is an exact or narrow match (``ALIAS_RELATIONS``: a
 broader term's wording is wider than the concept); the static linker learns nothing.
 
 Gold concepts follow the benchmark build (``builder.select_target``): one gold concept per term,
@@ -15,7 +15,7 @@ Reported per linker: MRR and mean rank over the sequence (the rank at which the 
 the gold concept; ranks past ``depth`` count 0 in MRR and are counted apart from the mean rank),
 and the MRR of the not-yet-decided terms at checkpoints (after 0 %, 25 %, 50 %, 75 % of the
 decisions, evaluated without teaching). The static linker's ranks do not depend on the order,
-so both linkers share one Linker: the static ranks are taken before any alias is added.
+so both linkers share one Linker: the static ranks are taken before any decision is learned.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from melo_core.builder import DEFAULT_LOOSEST_RELATION, LOOSEST_RELATION_BY_CROS
 from melo_core.crosswalk import ALIAS_RELATIONS, Crosswalk
 from melo_core.errors import MeloInputError
 from melo_core.linker import Linker
+from melo_core.pipeline import Pipeline, PipelineDefinition, crosswalk_mentions_of
 from melo_core.scorers.hybrid import POOL
 from melo_core.taxonomy import Taxonomy
 
@@ -54,7 +55,7 @@ class Step:
     term: GoldTerm
     static_rank: float  # 1-based concept rank; inf when not in the top depth
     learning_rank: float
-    taught: bool  # the accepted decision became an alias of the learning linker
+    taught: bool  # the accepted decision became a known mention of the learning linker
 
 
 @dataclass
@@ -97,7 +98,7 @@ class Simulation:
         return (
             f"{self.crosswalk}: {len(self.steps)} terms in random order (seed {self.seed}; left out: {skipped}); "
             f"scorer {self.scorer} over ESCO labels in {', '.join(self.languages)}; "
-            f"{self.taught} decisions taught as aliases (exact/narrow matches); "
+            f"{self.taught} decisions taught as known mentions (exact/narrow matches); "
             f"{self.seconds:.1f} s (+{self.load_seconds:.1f} s loading)"
         )
 
@@ -180,7 +181,7 @@ def checkpoint_positions(n: int, checkpoints: Sequence[float] = CHECKPOINTS) -> 
 def simulate(
     crosswalk: Crosswalk,
     taxonomy: Taxonomy,
-    scorer: str = "char-tfidf",
+    scorer: str | PipelineDefinition = "char-tfidf",
     languages: Sequence[str] | None = None,
     seed: int = 0,
     limit: int = 0,
@@ -190,8 +191,11 @@ def simulate(
     index_kind: str = "hnsw",
     on_status: Callable[[str], None] = lambda message: None,
     on_progress: Callable[[int, int], None] = lambda done, total: None,
+    data_dir: str | Path | None = None,
 ) -> Simulation:
     """Replay the crosswalk through a learning and a static linker (see the module docstring).
+    ``scorer``: a pipeline (its variant for the crosswalk's language; with ``data_dir``, the
+    other countries' crosswalk titles are known mentions from the start) or a scorer spec.
     ``limit``: only the first N terms of the shuffled order. ``on_progress(done, total)`` counts
     linked terms."""
     terms, skipped = gold_terms(crosswalk, taxonomy)
@@ -215,9 +219,19 @@ def simulate(
 
     start = time.perf_counter()
     try:
-        linker = Linker(taxonomy, scorer, languages, index_kind=index_kind, cache_dir=cache_dir, on_status=on_status)
+        if isinstance(scorer, PipelineDefinition):
+            pipeline = Pipeline(scorer, taxonomy, languages, index_kind=index_kind, cache_dir=cache_dir,
+                                on_status=on_status)  # fmt: skip
+            if data_dir is not None:
+                pipeline.set_mentions(crosswalk_mentions_of(data_dir, scorer.mention_relations, crosswalk.country))
+            linker = pipeline.linker(crosswalk.language)
+        else:
+            linker = Linker(taxonomy, scorer, languages, index_kind=index_kind, cache_dir=cache_dir,
+                            on_status=on_status, query_language=crosswalk.language)  # fmt: skip
     except ValueError as exc:
         raise MeloInputError(str(exc)) from None
+    known_before = len(linker.mentions)
+    scorer_name = scorer.name if isinstance(scorer, PipelineDefinition) else scorer
     load_seconds = time.perf_counter() - start
     start = time.perf_counter()
 
@@ -230,21 +244,22 @@ def simulate(
             share = positions[i]
             remaining["static"][share] = _mrr(static_ranks[i:])
             # With no alias yet the learning linker is the static one: nothing to recompute.
-            undecided = _ranks(linker, sequence[i:], depth, progress) if linker.aliases else static_ranks[i:]
+            learned = len(linker.mentions) > known_before
+            undecided = _ranks(linker, sequence[i:], depth, progress) if learned else static_ranks[i:]
             remaining["learning"][share] = _mrr(undecided)
         [candidates] = linker.link([term.title], top_k=depth, pool=max(POOL, 5 * depth))
         learning_ranks.append(_rank(candidates, term.concept_uri))
         progress(1)
         taught = term.relation in ALIAS_RELATIONS
-        if taught:  # the curator accepted the gold concept: the term becomes its alias
-            linker.add_aliases([(term.title, term.concept_uri, alias_language)])
+        if taught:  # the curator accepted the gold concept: the term becomes a known mention of it
+            linker.add_mentions([(term.title, term.concept_uri, alias_language)])
         steps.append(Step(i, term, static_ranks[i], learning_ranks[-1], taught))
     seconds = time.perf_counter() - start
     summaries = {
         "learning": _summary("learning", learning_ranks, remaining["learning"]),
         "static": _summary("static", static_ranks, remaining["static"]),
     }
-    return Simulation(crosswalk.name, scorer, languages, seed, depth, skipped, steps, summaries, load_seconds, seconds)
+    return Simulation(crosswalk.name, scorer_name, languages, seed, depth, skipped, steps, summaries, load_seconds, seconds)
 
 
 def step_rows(simulation: Simulation) -> list[dict[str, object]]:

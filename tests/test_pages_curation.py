@@ -46,6 +46,7 @@ def page(script: str, curator: str | None = "alice") -> AppTest:
     app = AppTest.from_file(str(ROOT / script), default_timeout=60)
     if curator:
         app.session_state["curator"] = curator
+    app.session_state["link_pipeline"] = "lexical"  # ready at once (best would be prepared in the background)
     return app
 
 
@@ -97,12 +98,12 @@ def test_accept_a_candidate_then_see_it_on_the_crosswalk_page(started: str) -> N
         assert (decision.outcome, decision.curator, decision.scorer, decision.rank) == (
             "exactMatch",
             "alice",
-            "char-tfidf",
+            "lexical",
             1,
         )
         assert decision.score == pytest.approx(float(table.iloc[0]["score"]), abs=1e-4)
         assert decision.concept_label == table.iloc[0]["concept"]
-        assert store.suggestions(first[0].id, "char-tfidf")[0].concept_uri == decision.concept_uri
+        assert store.suggestions(first[0].id, "lexical")[0].concept_uri == decision.concept_uri
         assert store.queue_counts("nor_no")["done"] == 1
         assert decision.concept_uri in skos_csv_text(store, "nor_no")
 
@@ -216,6 +217,7 @@ def test_crosswalk_page_kappa_and_warnings(started: str) -> None:
 
 def test_a_hybrid_scorer_shows_each_scorers_score_and_rank(started: str) -> None:
     app = page(LINK)
+    app.session_state["link_advanced"] = True
     app.session_state["link_scorer"] = "rrf:char-tfidf+muse"
     app.run()
     assert not app.exception

@@ -118,7 +118,13 @@ def test_linker_scores_forms_and_centroids_like_the_scorer(nor_data: Path, tmp_p
     plain = Linker(taxonomy, "muse", languages=["no"], cache_dir=tmp_path, index_kind="exact")
     mixed = Linker(taxonomy, "muse@centroid=0.4@forms=variants", languages=["no"], cache_dir=tmp_path,
                    index_kind="exact")  # fmt: skip
-    assert len(list((tmp_path / "indexes").glob("*.faiss"))) == 1  # same vectors, one index
+    # Same vectors: one snapshot; exact search scores every form, so no faiss index is built.
+    assert len(list((tmp_path / "linker").glob("*.npy"))) == 1 and not (tmp_path / "indexes").exists()
+    searched = Linker(taxonomy, "muse@centroid=0.4@forms=variants", languages=["no"], cache_dir=tmp_path)
+    Linker(taxonomy, "muse", languages=["no"], cache_dir=tmp_path)
+    assert len(list((tmp_path / "indexes").glob("*.faiss"))) == 1  # same vectors, one HNSW index
+    assert [c.concept_uri for c in searched.link(["lege"], top_k=3)[0]] == [
+        c.concept_uri for c in mixed.link(["lege"], top_k=3)[0]]  # fmt: skip
     assert [c.concept_uri for c in mixed.link(["lege (m/k)"], top_k=5)[0]] == [
         c.concept_uri for c in mixed.link(["lege"], top_k=5)[0]]  # fmt: skip
     paired = mixed.link(["sykepleier/jordmor"], top_k=3)[0]

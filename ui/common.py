@@ -3,20 +3,33 @@ the newcomer's one-click start. Streamlit glue only: the work is done in ``db`` 
 
 from __future__ import annotations
 
+import os
 import re
+import threading
+import time
 from pathlib import Path
 
 import streamlit as st
 
+from db.aliases import accepted_aliases
 from db.quickstart import start_curation
 from db.store import Store
 from melo_core import config
-from melo_core.crosswalk import list_crosswalks
+from melo_core.crosswalk import crosswalk_country, list_crosswalks
 from melo_core.errors import MeloInputError
 from melo_core.linker import Linker
-from melo_core.taxonomy import cached_taxonomy_from_melo
+from melo_core.pipeline import (
+    Pipeline,
+    PipelineDefinition,
+    Requirement,
+    crosswalk_mentions_of,
+    load_pipeline,
+    prepare,
+    requirements,
+)
+from melo_core.taxonomy import Taxonomy, cached_taxonomy_from_melo
 
-DEFAULT_SCORER = "char-tfidf"
+DEFAULT_SCORER = "char-tfidf"  # the advanced box's starting spec
 DEFAULT_CROSSWALK = "nor_no"
 
 
@@ -35,11 +48,33 @@ def store() -> Store:
         raise  # unreachable: st.stop() raises
 
 
+@st.cache_resource(show_spinner=False)
+def _taxonomy(data_dir: str, cache_dir: str) -> Taxonomy:
+    return cached_taxonomy_from_melo(data_dir, cache_dir)
+
+
+def taxonomy() -> Taxonomy:
+    """The ESCO union of the MELO corpora of the data folder, loaded once per process."""
+    return _taxonomy(str(config.data_dir()), str(config.cache_dir()))
+
+
+@st.cache_resource(show_spinner="Loading the linker…", max_entries=6)
+def _pipeline(data_dir: str, cache_dir: str, name: str, languages: tuple[str, ...] | None,
+              display_languages: tuple[str, ...]) -> Pipeline:  # fmt: skip
+    return Pipeline(name, _taxonomy(data_dir, cache_dir), languages, cache_dir=cache_dir,
+                    display_languages=display_languages, show_progress=False)  # fmt: skip
+
+
+def pipeline(name: str, languages: tuple[str, ...] | None, display_languages: tuple[str, ...]) -> Pipeline:
+    """A pipeline over the union's labels in ``languages``, kept per process."""
+    return _pipeline(str(config.data_dir()), str(config.cache_dir()), name, languages, display_languages)
+
+
 @st.cache_resource(show_spinner="Preparing the linker (the first time for a scorer takes a while)…", max_entries=4)
-def _linker(data_dir: str, cache_dir: str, scorer: str, languages: tuple[str, ...] | None,
-            display_languages: tuple[str, ...]) -> Linker:  # fmt: skip
-    taxonomy = cached_taxonomy_from_melo(data_dir, cache_dir)
-    return Linker(taxonomy, scorer, languages, cache_dir=cache_dir, display_languages=display_languages)
+def _spec_linker(data_dir: str, cache_dir: str, scorer: str, languages: tuple[str, ...] | None,
+                 display_languages: tuple[str, ...], query_language: str | None) -> Linker:  # fmt: skip
+    return Linker(_taxonomy(data_dir, cache_dir), scorer, languages, cache_dir=cache_dir,
+                  display_languages=display_languages, query_language=query_language)  # fmt: skip
 
 
 def uses_domain_model(spec: str) -> bool:
@@ -64,10 +99,81 @@ def ensure_domain_model(spec: str) -> None:
     bar.empty()
 
 
-def linker(scorer: str, languages: tuple[str, ...] | None, display_languages: tuple[str, ...]) -> Linker:
-    """A Linker over the ESCO union of the MELO corpora, kept per scorer and languages."""
+def spec_linker(scorer: str, languages: tuple[str, ...] | None, display_languages: tuple[str, ...],
+                query_language: str | None) -> Linker:  # fmt: skip
+    """A Linker for an expert's scorer spec over the union, kept per spec and languages."""
     ensure_domain_model(scorer)
-    return _linker(str(config.data_dir()), str(config.cache_dir()), scorer, languages, display_languages)
+    return _spec_linker(str(config.data_dir()), str(config.cache_dir()), scorer, languages, display_languages,
+                        query_language)  # fmt: skip
+
+
+@st.cache_data(show_spinner=False)
+def crosswalk_mentions(data_dir: str, relations: tuple[str, ...], hold_out_country: str | None) -> list[tuple]:
+    return crosswalk_mentions_of(data_dir, relations, hold_out_country)
+
+
+def known_mentions(store: Store, definition: PipelineDefinition, scheme: str) -> list[tuple[str, str, str | None]]:
+    """The pipeline's known mentions for linking ``scheme``: the data folder's national crosswalks
+    (those of the scheme's own country left out, where the scheme is one) and every current
+    decision of the store by the pipeline's relations — each accepted term helps the next at once."""
+    country = crosswalk_country(scheme) if re.fullmatch(r"[a-z]{3}_[a-z]{2}", scheme) else None
+    mentions = crosswalk_mentions(str(config.data_dir()), definition.mention_relations, country)
+    return [*mentions, *accepted_aliases(store, relations=definition.mention_relations)]
+
+
+class Preparation:
+    """A pipeline being prepared in a background thread of the app (``melo_core.pipeline.prepare``)."""
+
+    def __init__(self, definition: PipelineDefinition, languages: tuple[str, ...] | None,
+                 query_language: str | None, mentions: list[str]):  # fmt: skip
+        self.fraction = 0.0
+        self.message = "starting…"
+        self.error: str | None = None
+        self.done = False
+        self.started = time.time()
+        args = (definition, taxonomy(), languages)
+        kwargs = dict(cache_dir=config.cache_dir(), on_progress=self._progress, query_language=query_language,
+                      mentions=mentions)  # fmt: skip
+        self.thread = threading.Thread(target=self._run, args=(args, kwargs), daemon=True, name="melo-prepare")
+        self.thread.start()
+
+    def _progress(self, fraction: float, message: str) -> None:
+        self.fraction, self.message = fraction, message
+
+    def _run(self, args: tuple, kwargs: dict) -> None:
+        try:
+            prepare(*args, **kwargs)
+        except Exception as exc:  # shown on the page; the curator keeps the fallback
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.done = True
+
+
+def prepares_in_background() -> bool:
+    """Whether the app prepares a pipeline that is not ready itself (default), or leaves it to
+    `python -m melo_core prepare` (``MELO_PREPARE=manual``, e.g. on a shared server)."""
+    return os.environ.get("MELO_PREPARE", "background") != "manual"
+
+
+@st.cache_resource(show_spinner=False)
+def _preparations() -> dict[tuple, Preparation]:
+    return {}
+
+
+def preparation(definition: PipelineDefinition, languages: tuple[str, ...] | None, query_language: str | None,
+                mentions: list[str]) -> Preparation:  # fmt: skip
+    """The background preparation of a pipeline, started once per process and languages."""
+    runs = _preparations()
+    key = (definition.name, languages, query_language)
+    run = runs.get(key)
+    if run is None or (run.done and run.error):
+        run = runs[key] = Preparation(definition, languages, query_language, mentions)
+    return run
+
+
+@st.cache_data(ttl=20, show_spinner="Checking what the pipeline needs…")
+def readiness(name: str, languages: tuple[str, ...] | None, mentions: tuple[str, ...]) -> list[Requirement]:
+    return requirements(load_pipeline(name), taxonomy(), languages, config.cache_dir(), mentions=mentions)
 
 
 def curator() -> str:

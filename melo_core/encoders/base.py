@@ -23,7 +23,8 @@ TEMPLATES = {"none": "{}", "paper": PAPER_TEMPLATE}
 
 @runtime_checkable
 class Encoder(Protocol):
-    """Maps texts to L2-normalised float32 vectors (cosine = inner product)."""
+    """Maps texts to L2-normalised float32 vectors (cosine = inner product). An encoder whose
+    roles give the same vectors may say so with ``symmetric = True``: the cache then shares them."""
 
     spec: str
     dim: int

@@ -158,6 +158,16 @@ class CachedEncoder:
         self.dim = encoder.dim
         self.chunk_size = chunk_size
 
+    def missing(self, texts: Sequence[str], role: Role) -> list[str]:
+        """The texts not cached yet (for either role, where the encoder is symmetric)."""
+        unique = list(dict.fromkeys(texts))
+        _, missing = self.cache.lookup(self.spec, role, unique)
+        if missing and getattr(self.encoder, "symmetric", False):
+            other: Role = "passage" if role == "query" else "query"
+            _, still = self.cache.lookup(self.spec, other, [unique[i] for i in missing])
+            missing = [missing[i] for i in still]
+        return [unique[i] for i in missing]
+
     def encode(
         self, texts: Sequence[str], role: Role = "query", on_progress: Callable[[int], None] | None = None
     ) -> np.ndarray:
@@ -165,6 +175,16 @@ class CachedEncoder:
         unique = list(dict.fromkeys(texts))
         cached, missing = self.cache.lookup(self.spec, role, unique)
         vectors = np.zeros((len(unique), self.dim), dtype=np.float32) if cached is None else cached
+        if missing and getattr(self.encoder, "symmetric", False):
+            # Both roles give the same vectors: a text embedded as the other role is reused (a
+            # crosswalk title embedded as a query serves as a known mention, and back).
+            other: Role = "passage" if role == "query" else "query"
+            found, still = self.cache.lookup(self.spec, other, [unique[i] for i in missing])
+            if found is not None and len(still) < len(missing):
+                gone = set(still)
+                hits = [i for i in range(len(missing)) if i not in gone]
+                vectors[[missing[i] for i in hits]] = found[hits]
+                missing = [missing[i] for i in sorted(gone)]
         if on_progress is not None and len(unique) > len(missing):
             on_progress(len(unique) - len(missing))
         # Chunks are stored as they finish: an interrupted run keeps what it embedded.

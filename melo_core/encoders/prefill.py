@@ -42,13 +42,10 @@ def fill_cache(
     on_total: Callable[[int], None] | None = None,
 ) -> int:
     """Embed every text not cached yet; returns how many were embedded."""
-    cache = EmbeddingCache(cache_dir)
-    key = load_encoder(spec).spec if workers <= 1 else EncoderSpec.parse(spec).key()
+    encoder = CachedEncoder(load_encoder(spec), EmbeddingCache(cache_dir))
     jobs: list[tuple[Role, list[str]]] = []
     for role, texts in texts_by_role.items():
-        unique = list(dict.fromkeys(texts))
-        _, missing = cache.lookup(key, role, unique)
-        todo = [unique[i] for i in missing]
+        todo = encoder.missing(texts, role)
         jobs += [(role, todo[i : i + CHUNK]) for i in range(0, len(todo), CHUNK)]
     total = sum(len(t) for _, t in jobs)
     if on_total is not None:

@@ -1,7 +1,7 @@
 """Any sentence-transformers model: a Hugging Face id already in the local cache, or a folder.
 
 Nothing is downloaded: the model is loaded with ``local_files_only``. Options: ``@batch=64``,
-``@device=cpu|cuda``, ``@template=paper``, ``@query_prompt=...``/``@passage_prompt=...``
+``@device=cpu|cuda`` (default: cuda when torch sees a GPU), ``@template=paper``, ``@query_prompt=...``/``@passage_prompt=...``
 (prompt names the model defines, e.g. JobBERT-V3's asymmetric heads).
 """
 
@@ -26,6 +26,13 @@ MISSING_MODEL_HELP = (
 )
 
 
+def _default_device() -> str:
+    """A GPU when torch sees one (``@device=cpu`` overrides), else the CPU."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 class SentenceTransformerEncoder:
     def __init__(self, spec: EncoderSpec):
         if not spec.argument:
@@ -37,6 +44,7 @@ class SentenceTransformerEncoder:
         self._template = spec.template()
         self._batch = int(spec.options.get("batch", 64))
         self._prompts = {"query": spec.options.get("query_prompt"), "passage": spec.options.get("passage_prompt")}
+        self.symmetric = self._prompts["query"] == self._prompts["passage"]  # the cache shares both roles' vectors
         name = os.path.expanduser(spec.argument)  # st:~/models/x: no shell expands a ~ after st:
         if (
             Path(name).exists()
@@ -45,7 +53,8 @@ class SentenceTransformerEncoder:
         ):
             raise MeloInputError("not a sentence-transformers model folder (no modules.json or config.json)", name)
         try:
-            self._model = SentenceTransformer(name, device=spec.options.get("device", "cpu"), local_files_only=True)
+            self._model = SentenceTransformer(name, device=spec.options.get("device") or _default_device(),
+                                              local_files_only=True)  # fmt: skip
         except Exception as exc:
             if name.startswith((".", "/", "~")) and not Path(name).exists():
                 raise MeloInputError("sentence-transformers model folder not found", name) from None

