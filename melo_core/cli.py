@@ -26,6 +26,7 @@ from melo_core.pipeline import (
     DEFAULT_PIPELINE,
     FALLBACK_PIPELINE,
     Pipeline,
+    PipelineDefinition,
     choose_ready,
     crosswalk_mentions_of,
     describe_missing,
@@ -35,6 +36,7 @@ from melo_core.pipeline import (
     pipeline_names,
     prepare,
     requirements,
+    write_progress,
 )
 from melo_core.published import (
     PUBLISHED_NAME,
@@ -294,7 +296,8 @@ def _linker_for(args: argparse.Namespace, taxonomy: Taxonomy, languages: list[st
         if args.scorer:
             return Linker(taxonomy, args.scorer, languages, aggregation=args.aggregation, index_kind=args.index,
                           on_status=say, query_language=args.query_lang)  # fmt: skip
-        definition, why = choose_ready(args.pipeline, taxonomy, languages)
+        definition, why = choose_ready(args.pipeline, taxonomy, languages,
+                                       lambda d: [] if args.no_mentions else _mention_texts(args, d, taxonomy))  # fmt: skip
         if why:
             print(why, file=sys.stderr)  # said even with --quiet: the user gets less than the default
         pipeline = Pipeline(definition, taxonomy, languages, aggregation=args.aggregation, index_kind=args.index,
@@ -307,6 +310,15 @@ def _linker_for(args: argparse.Namespace, taxonomy: Taxonomy, languages: list[st
         return linker
     except ValueError as exc:
         raise MeloInputError(str(exc)) from None
+
+
+def _mention_texts(args: argparse.Namespace, definition: PipelineDefinition, taxonomy: Taxonomy | None) -> list[str]:
+    """The texts of the known mentions `link` gives a pipeline (its readiness depends on them)."""
+    if taxonomy is None or not (definition.monolingual.mention_weight or definition.cross_lingual.mention_weight):
+        return []
+    held_out = getattr(args, "hold_out_country", None)
+    return [t for t, uri, _ in crosswalk_mentions_of(args.data, definition.mention_relations, held_out)
+            if uri in taxonomy]  # fmt: skip
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -352,9 +364,11 @@ def cmd_pipelines(args: argparse.Namespace) -> int:
     except MeloInputError:
         taxonomy = None  # no data: only the models can be checked
     languages = _split(args.langs) if args.langs else None
-    for name in pipeline_names():
+    for number, name in enumerate(pipeline_names()):
         definition = load_pipeline(name)
-        needs = requirements(definition, taxonomy, languages)
+        if number:
+            print()
+        needs = requirements(definition, taxonomy, languages, mentions=_mention_texts(args, definition, taxonomy))
         measured = ", ".join(f"{k} {v:.4f}" for k, v in definition.measured.items()) or "not measured"
         default = " (default)" if name == DEFAULT_PIPELINE else ""
         print(f"{name}{default}: {definition.description}")
@@ -374,15 +388,25 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     definition = load_pipeline(args.pipeline)
     taxonomy = cached_taxonomy_from_melo(args.data)
     languages = _split(args.langs) if args.langs else None
+    state = Path(args.progress_file) if args.progress_file else None
     with tqdm(total=1000, desc=f"preparing {definition.name}", disable=args.quiet, file=sys.stderr,
               bar_format="{l_bar}{bar}| {postfix}") as bar:  # fmt: skip
 
         def progress(fraction: float, message: str) -> None:
             bar.update(round(fraction * 1000) - bar.n)
             bar.set_postfix_str(message)
+            if state is not None:
+                write_progress(state, fraction, message)
 
-        prepare(definition, taxonomy, languages, on_progress=progress, workers=args.workers,
-                query_language=args.query_lang)  # fmt: skip
+        try:
+            prepare(definition, taxonomy, languages, on_progress=progress, workers=args.workers,
+                    query_language=args.query_lang, mentions=_mention_texts(args, definition, taxonomy))  # fmt: skip
+        except Exception as exc:
+            if state is not None:
+                write_progress(state, 0.0, f"{type(exc).__name__}: {exc}", error=True)
+            raise
+    if state is not None:
+        write_progress(state, 1.0, "ready", done=True)
     print(f"{definition.name}: ready over {', '.join(languages) if languages else 'all languages'}")
     return 0
 
@@ -544,6 +568,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--langs", help="ESCO label languages (default: all of the MELO union)")
     pr.add_argument("--query-lang", help="language of the queries to come (fits its lemmatiser too)")
     pr.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: one per core)")
+    pr.add_argument("--hold-out-country", help="leave this country's crosswalks out of the known mentions")
+    pr.add_argument("--progress-file", help="also write the progress to this JSON file (the app reads it)")
     pr.add_argument("--quiet", action="store_true", help="no progress bar")
     pr.set_defaults(func=cmd_prepare)
 

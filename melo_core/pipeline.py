@@ -350,6 +350,17 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
     on_progress(1.0, "ready")
 
 
+def write_progress(path: Path, fraction: float, message: str, done: bool = False, error: bool = False) -> None:
+    """The state of a `prepare` run as JSON, replaced atomically (the app polls it)."""
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+    temporary.write_text(json.dumps({"fraction": fraction, "message": message, "done": done, "error": error}),
+                         encoding="utf-8")  # fmt: skip
+    os.replace(temporary, path)
+
+
 # -- the pipeline ---------------------------------------------------------------------------------
 
 
@@ -509,20 +520,22 @@ def crosswalk_mentions_of(data_dir: str | Path, relations: Iterable[str],
 
 
 def choose_ready(name: str | None, taxonomy: Taxonomy, languages: Sequence[str] | None,
+                 mentions: Callable[[PipelineDefinition], Sequence[str]] = lambda definition: (),
                  cache_dir: str | Path | None = None) -> tuple[PipelineDefinition, str | None]:  # fmt: skip
     """The pipeline to serve: the one named, else the default (``best``) when it is ready, else
     the first ready of its fallbacks (``fast``, then ``lexical``); and, when it fell back, the
-    sentence that says why."""
+    sentence that says why. ``mentions(definition)``: the known mention texts it would use."""
     if name is not None:
         return load_pipeline(name), None
     wanted = load_pipeline(DEFAULT_PIPELINE)
-    needs = requirements(wanted, taxonomy, languages, cache_dir)
+    needs = requirements(wanted, taxonomy, languages, cache_dir, mentions=mentions(wanted))
     if is_ready(needs):
         return wanted, None
     for fallback in (FALLBACK_PIPELINE, "lexical"):
         definition = load_pipeline(fallback)
-        if is_ready(requirements(definition, taxonomy, languages, cache_dir)):
+        if is_ready(requirements(definition, taxonomy, languages, cache_dir, mentions=mentions(definition))):
+            langs = f" --langs {','.join(languages)}" if languages else ""
             return definition, (f"pipeline {DEFAULT_PIPELINE!r} is not ready ({describe_missing(needs)}); "
                                 f"using {fallback!r} meanwhile. Prepare it once with "
-                                f"`python -m melo_core prepare --pipeline {DEFAULT_PIPELINE}`.")  # fmt: skip
+                                f"`python -m melo_core prepare --pipeline {DEFAULT_PIPELINE}{langs}`.")  # fmt: skip
     raise AssertionError("the lexical pipeline needs nothing and is always ready")

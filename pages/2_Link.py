@@ -188,7 +188,7 @@ def serving_pipeline(wanted: str) -> str:
     """The pipeline that serves now: the one chosen when ready; else it is prepared in the
     background (progress bar and ETA) while the first ready fallback serves, labelled as such."""
     definition = load_pipeline(wanted)
-    mention_texts = tuple(sorted({t for t, _, _ in ui.known_mentions(store, definition, scheme.name)}))
+    mention_texts = tuple(sorted({t for t, _, _ in ui.crosswalk_known_mentions(definition, scheme.name)}))
     needs = ui.readiness(wanted, search_languages, mention_texts)
     if is_ready(needs):
         return wanted
@@ -200,19 +200,20 @@ def serving_pipeline(wanted: str) -> str:
                    f"meanwhile. Prepare it with `python -m melo_core prepare --pipeline {wanted}"
                    f"{' --langs ' + langs if langs else ''}`.")  # fmt: skip
         return fallback
-    run = ui.preparation(definition, search_languages, scheme.language, list(mention_texts))
+    run = ui.preparation(wanted, search_languages, scheme.language, ui.scheme_country(scheme.name))
     st.warning(f"Pipeline **{wanted}** is not ready: {describe_missing(needs)}. It is being prepared in the "
                f"background; **{fallback}** serves meanwhile.")  # fmt: skip
 
     @st.fragment(run_every=3)
     def progress() -> None:
-        if run.error:
-            st.error(f"Preparing {wanted} failed: {run.error}")
-        elif run.done:
+        fraction, message, done, error = run.status()
+        if error:
+            st.error(f"Preparing {wanted} failed: {error}")
+        elif done:
             ui.readiness.clear()
             st.rerun()  # the whole page: the chosen pipeline now serves
         else:
-            st.progress(run.fraction, text=f"Preparing {wanted}: {run.message}")
+            st.progress(fraction, text=f"Preparing {wanted}: {message}")
 
     progress()
     return fallback

@@ -3,10 +3,11 @@ the newcomer's one-click start. Streamlit glue only: the work is done in ``db`` 
 
 from __future__ import annotations
 
+import json
 import os
 import re
-import threading
-import time
+import subprocess
+import sys
 from pathlib import Path
 
 import streamlit as st
@@ -24,7 +25,6 @@ from melo_core.pipeline import (
     Requirement,
     crosswalk_mentions_of,
     load_pipeline,
-    prepare,
     requirements,
 )
 from melo_core.taxonomy import Taxonomy, cached_taxonomy_from_melo
@@ -112,41 +112,62 @@ def crosswalk_mentions(data_dir: str, relations: tuple[str, ...], hold_out_count
     return crosswalk_mentions_of(data_dir, relations, hold_out_country)
 
 
+def scheme_country(scheme: str) -> str | None:
+    """The country of a scheme named like a national crosswalk (``nor_no``): its crosswalks are no
+    known mentions while it is linked."""
+    return crosswalk_country(scheme) if re.fullmatch(r"[a-z]{3}_[a-z]{2}", scheme) else None
+
+
+def crosswalk_known_mentions(definition: PipelineDefinition, scheme: str) -> list[tuple[str, str, str | None]]:
+    """The data folder's national crosswalks as known mentions for linking ``scheme`` (those of
+    the scheme's own country left out, where the scheme is one): what `prepare` embeds."""
+    mentions = crosswalk_mentions(str(config.data_dir()), definition.mention_relations, scheme_country(scheme))
+    known = taxonomy()
+    return [m for m in mentions if m[1] in known]
+
+
 def known_mentions(store: Store, definition: PipelineDefinition, scheme: str) -> list[tuple[str, str, str | None]]:
-    """The pipeline's known mentions for linking ``scheme``: the data folder's national crosswalks
-    (those of the scheme's own country left out, where the scheme is one) and every current
-    decision of the store by the pipeline's relations — each accepted term helps the next at once."""
-    country = crosswalk_country(scheme) if re.fullmatch(r"[a-z]{3}_[a-z]{2}", scheme) else None
-    mentions = crosswalk_mentions(str(config.data_dir()), definition.mention_relations, country)
-    return [*mentions, *accepted_aliases(store, relations=definition.mention_relations)]
+    """The pipeline's known mentions for linking ``scheme``: the crosswalks' and every current
+    decision of the store by the pipeline's relations — each accepted term helps the next at once
+    (the few new ones are embedded when they come)."""
+    decided = [m for m in accepted_aliases(store, relations=definition.mention_relations) if m[1] in taxonomy()]
+    return [*crosswalk_known_mentions(definition, scheme), *decided]
 
 
 class Preparation:
-    """A pipeline being prepared in a background thread of the app (``melo_core.pipeline.prepare``)."""
+    """A pipeline being prepared by `python -m melo_core prepare` in a process of its own (worker
+    processes, and nothing of it in the page's thread); its progress comes through a JSON file."""
 
-    def __init__(self, definition: PipelineDefinition, languages: tuple[str, ...] | None,
-                 query_language: str | None, mentions: list[str]):  # fmt: skip
-        self.fraction = 0.0
-        self.message = "starting…"
-        self.error: str | None = None
-        self.done = False
-        self.started = time.time()
-        args = (definition, taxonomy(), languages)
-        kwargs = dict(cache_dir=config.cache_dir(), on_progress=self._progress, query_language=query_language,
-                      mentions=mentions)  # fmt: skip
-        self.thread = threading.Thread(target=self._run, args=(args, kwargs), daemon=True, name="melo-prepare")
-        self.thread.start()
+    def __init__(self, name: str, languages: tuple[str, ...] | None, query_language: str | None,
+                 hold_out_country: str | None):  # fmt: skip
+        folder = config.cache_dir() / "prepare"
+        folder.mkdir(parents=True, exist_ok=True)
+        key = "-".join([name, *(languages or ("all",)), query_language or "any"])
+        self.state = folder / f"{key}.json"
+        self.state.unlink(missing_ok=True)
+        command = [sys.executable, "-m", "melo_core", "prepare", "--pipeline", name, "--data", str(config.data_dir()),
+                   "--progress-file", str(self.state), "--quiet"]  # fmt: skip
+        if languages:
+            command += ["--langs", ",".join(languages)]
+        if query_language:
+            command += ["--query-lang", query_language]
+        if hold_out_country:
+            command += ["--hold-out-country", hold_out_country]
+        self.log = folder / f"{key}.log"
+        with self.log.open("w", encoding="utf-8") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=config.PROJECT_ROOT)
 
-    def _progress(self, fraction: float, message: str) -> None:
-        self.fraction, self.message = fraction, message
-
-    def _run(self, args: tuple, kwargs: dict) -> None:
+    def status(self) -> tuple[float, str, bool, str | None]:
+        """(fraction, message, done, error)."""
         try:
-            prepare(*args, **kwargs)
-        except Exception as exc:  # shown on the page; the curator keeps the fallback
-            self.error = f"{type(exc).__name__}: {exc}"
-        finally:
-            self.done = True
+            state = json.loads(self.state.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            state = {"fraction": 0.0, "message": "starting…", "done": False, "error": False}
+        code = self.process.poll()
+        if state["error"] or (code not in (None, 0)):
+            tail = self.log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:] or ["no output"]
+            return state["fraction"], state["message"], True, state["message"] if state["error"] else tail[0]
+        return state["fraction"], state["message"], code == 0, None
 
 
 def prepares_in_background() -> bool:
@@ -160,14 +181,15 @@ def _preparations() -> dict[tuple, Preparation]:
     return {}
 
 
-def preparation(definition: PipelineDefinition, languages: tuple[str, ...] | None, query_language: str | None,
-                mentions: list[str]) -> Preparation:  # fmt: skip
-    """The background preparation of a pipeline, started once per process and languages."""
+def preparation(name: str, languages: tuple[str, ...] | None, query_language: str | None,
+                hold_out_country: str | None) -> Preparation:  # fmt: skip
+    """The preparation of a pipeline, started once per process, languages and query language
+    (again after a failure)."""
     runs = _preparations()
-    key = (definition.name, languages, query_language)
+    key = (name, languages, query_language, hold_out_country)
     run = runs.get(key)
-    if run is None or (run.done and run.error):
-        run = runs[key] = Preparation(definition, languages, query_language, mentions)
+    if run is None or (run.status()[3] is not None):
+        run = runs[key] = Preparation(name, languages, query_language, hold_out_country)
     return run
 
 

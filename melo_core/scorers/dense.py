@@ -145,7 +145,7 @@ class DenseScorer:
 
 
 _CACHES: dict[Path, EmbeddingCache] = {}
-_ENCODERS: dict[str, Encoder] = {}
+_ENCODERS: dict[tuple[str, str], Encoder] = {}
 
 
 def cached_encoder(spec: str, cache_dir: str | None = None) -> CachedEncoder:
@@ -153,9 +153,10 @@ def cached_encoder(spec: str, cache_dir: str | None = None) -> CachedEncoder:
     datasets loads the model and reads the cache shards once."""
     root = Path(cache_dir or config.cache_dir() / "embeddings").resolve()
     cache = _CACHES.setdefault(root, EmbeddingCache(root))
-    encoder = _ENCODERS.get(spec)
+    key = (spec, str(config.models_dir()))  # `domain` is whatever model the models folder holds
+    encoder = _ENCODERS.get(key)
     if encoder is None:
-        encoder = _ENCODERS[spec] = load_encoder(spec)
+        encoder = _ENCODERS[key] = load_encoder(spec)
     return CachedEncoder(encoder, cache)
 
 

