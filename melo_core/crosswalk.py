@@ -13,7 +13,7 @@ from melo_core.tsv import read_text
 
 # Closest first: the builder keeps the closest relation a term has.
 RELATIONS = ("exactMatch", "narrowMatch", "broadMatch", "closeMatch")
-# Accepted decisions whose term may stand for its concept (a curator alias of the linker): a
+# Accepted decisions whose term may stand for its concept (training pairs, the simulated curator): a
 # broad match's term is wider than the concept, a close or related one is another concept.
 ALIAS_RELATIONS = ("exactMatch", "narrowMatch")
 _ALIASES = {"exactISCO": "exactMatch"}

@@ -67,8 +67,8 @@ class Scorer(Protocol):
 @runtime_checkable
 class ExtendableScorer(Scorer, Protocol):
     """A fitted scorer that also scores queries against extra texts with the representation it
-    fitted (same vocabulary, IDF, document-length norm, encoder): the linker's curator aliases
-    become extra surface forms without refitting on the corpus."""
+    fitted (same vocabulary, IDF, document-length norm, encoder): the linker's known mentions
+    lift their concepts without refitting on the corpus."""
 
     def score_against(self, queries: Sequence[str], texts: Sequence[str]) -> np.ndarray:
         """Scores as if ``texts`` were corpus surface forms, shape (len(queries), len(texts)), float64."""

@@ -34,7 +34,7 @@ class BM25Scorer:
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        state["_text_rows"] = {}  # the linker's aliases are not part of the shared fitted state
+        state["_text_rows"] = {}  # the linker's known mentions are not part of the shared fitted state
         return state
 
     def fit(self, corpus: Sequence[str]) -> None:

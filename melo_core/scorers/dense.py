@@ -134,7 +134,7 @@ class DenseScorer:
         return self._best_over_forms(queries, self._corpus_scores)
 
     def score_against(self, queries: Sequence[str], texts: Sequence[str]) -> np.ndarray:
-        """Against extra texts (the linker's aliases, known mentions): plain cosine, as their
+        """Against extra texts (known mentions): plain cosine, as their
         concepts are not grouped. The last texts' vectors are kept: callers score every batch of
         queries against the same texts."""
         key = tuple(texts)

@@ -33,7 +33,7 @@ def memo_rows(
 ) -> sparse.csr_matrix:
     """Corpus-side sparse rows of ``texts`` (one per text, in order), each text transformed once.
 
-    The linker scores every query against all its aliases; re-transforming a few thousand of
+    The linker scores every query against all its known mentions; re-transforming a few thousand of
     them per query would cost more than scoring the query against the whole taxonomy."""
     if len(memo) > MEMO_LIMIT:
         memo.clear()

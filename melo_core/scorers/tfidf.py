@@ -67,7 +67,7 @@ class TfidfScorer:
 
     def __getstate__(self) -> dict:
         # Pickle the fitted state without scikit-learn objects (see FittedTfidf), nor the memo of
-        # extra texts (the linker's aliases are not part of the shared fitted state).
+        # extra texts (the linker's known mentions are not part of the shared fitted state).
         state = dict(self.__dict__)
         state["_text_rows"] = {}
         if self._matrix_t is not None and not isinstance(self._vectorizer, FittedTfidf):
