@@ -15,7 +15,7 @@ from tqdm import tqdm
 from melo_core import config, training_cli
 from melo_core.builder import LOOSEST_RELATION_BY_CROSSWALK, build_dataset
 from melo_core.crosswalk import RELATIONS, crosswalk_path, load_crosswalk
-from melo_core.datasets import MeloDataset, list_datasets, load_dataset, resolve_dataset, write_dataset
+from melo_core.datasets import MeloDataset, dataset_target, list_datasets, load_dataset, resolve_dataset, write_dataset
 from melo_core.encoders import is_encoder_spec
 from melo_core.encoders.prefill import fill_cache
 from melo_core.errors import MeloInputError
@@ -207,6 +207,8 @@ def cmd_build_dataset(args: argparse.Namespace) -> int:
         raise MeloInputError(
             f"cannot tell the query language of crosswalk {crosswalk.name!r} (expected a code like deu_de)"
         )
+    if args.out:
+        dataset_target(args.out)  # a bad --out fails before the build
     languages = _split(args.langs)
     source = args.taxonomy
     if source == "melo":
@@ -221,7 +223,7 @@ def cmd_build_dataset(args: argparse.Namespace) -> int:
         dataset, report = build_dataset(crosswalk, taxonomy, languages, args.loosest_relation)
     except ValueError as exc:
         raise MeloInputError(str(exc)) from None
-    out = Path(args.out) if args.out else Path("datasets") / dataset.name
+    out = args.out or Path("datasets") / dataset.name
     write_dataset(dataset, out, stats=report.as_stats_text())
     print(
         f"wrote {out}: {report.accepted} queries ({report.ambiguous} ambiguous and {report.vague} vague terms "
