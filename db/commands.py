@@ -4,7 +4,7 @@
   ESCO CSV export.
 - ``import-terms --scheme NAME --csv FILE | --crosswalk CODE|FILE.json [--with-decisions] |
   --skos-csv FILE``.
-- ``export --scheme NAME --format skos-csv|sssom --out FILE [--negatives]``.
+- ``export --scheme NAME --format skos-csv|sssom --out FILE|- [--negatives]``.
 - ``import-results --data DIR``: the published baselines of ``results/`` as read-only evaluation
   runs (``eval --store`` stores runs of ours).
 
@@ -22,6 +22,7 @@ from pathlib import Path
 
 from melo_core import config
 from melo_core.errors import MeloInputError
+from melo_core.output import message_stream
 
 DB_HELP = "store URL (SQLAlchemy); default: $MELO_DB_URL, else the SQLite file melo.db in the project root"
 
@@ -105,7 +106,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             license=args.license,
             mapping_set_id=args.mapping_set_id,
         )
-    print(f"wrote {rows} row(s) of scheme {args.scheme} as {args.format} to {args.out}")
+    print(f"wrote {rows} row(s) of scheme {args.scheme} as {args.format} to {args.out}", file=message_stream(args.out))
     return 0
 
 
@@ -184,7 +185,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     ex.add_argument("--scheme", required=True, help="source scheme name")
     ex.add_argument("--format", required=True, choices=("skos-csv", "sssom"), help="output format")
-    ex.add_argument("--out", required=True, help="output file")
+    ex.add_argument("--out", required=True, help="output file, or - for standard output")
     ex.add_argument("--negatives", action="store_true", help="include rejections (SSSOM: predicate_modifier Not)")
     ex.add_argument(
         "--license",

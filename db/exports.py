@@ -1,6 +1,7 @@
 """Exports of a scheme's current crosswalk: our SKOS CSV, and SSSOM TSV.
 
-Both are deterministic (same store, same bytes) and written atomically. Subject is the source
+Both are deterministic (same store, same bytes) and written through ``melo_core.output``
+(atomically to a file, ``-`` for stdout, FIFOs and links kept). Subject is the source
 term, object the ESCO concept, and the relation is the one recorded for the pair, as in the
 standardised crosswalk JSON.
 
@@ -17,9 +18,7 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import re
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from db.formats import RELATION_OF_OUTCOME, SKOS_COLUMNS, SKOS_NAMESPACE, format
 from db.models import MATCH_OUTCOMES, REJECTED
 from db.store import Decision, Store
 from melo_core.errors import MeloInputError
+from melo_core.output import open_output
 
 DEFAULT_LICENSE = "https://creativecommons.org/licenses/by/4.0/"
 SEMAPV = "https://w3id.org/semapv/vocab/"
@@ -181,20 +181,6 @@ def _sssom(store: Store, scheme: str, negatives: bool, license: str, mapping_set
     return out.getvalue(), len(rows)
 
 
-def write_atomic(path: str | Path, content: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
-            out.write(content)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; an export is meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def export(
     store: Store,
     scheme: str,
@@ -204,12 +190,14 @@ def export(
     license: str = DEFAULT_LICENSE,
     mapping_set_id: str | None = None,
 ) -> int:
-    """Write the scheme's crosswalk in ``fmt`` (skos-csv or sssom); returns the number of rows."""
+    """Write the scheme's crosswalk in ``fmt`` (skos-csv or sssom) to ``out`` (``-``: stdout); returns
+    the number of rows."""
     if fmt == "skos-csv":
         content, rows = _skos_csv(store, scheme, negatives)
     elif fmt == "sssom":
         content, rows = _sssom(store, scheme, negatives, license, mapping_set_id)
     else:
         raise MeloInputError(f"unknown export format {fmt!r} (skos-csv or sssom)")
-    write_atomic(out, content)
+    with open_output(out) as handle:
+        handle.write(content)
     return rows

@@ -15,13 +15,14 @@ from tqdm import tqdm
 from melo_core import config, training_cli
 from melo_core.builder import LOOSEST_RELATION_BY_CROSSWALK, build_dataset
 from melo_core.crosswalk import RELATIONS, crosswalk_path, load_crosswalk
-from melo_core.datasets import MeloDataset, list_datasets, load_dataset, resolve_dataset, write_dataset
+from melo_core.datasets import MeloDataset, dataset_target, list_datasets, load_dataset, resolve_dataset, write_dataset
 from melo_core.encoders import is_encoder_spec
 from melo_core.encoders.prefill import fill_cache
 from melo_core.errors import MeloInputError
 from melo_core.evaluation import MODES, Protocol, evaluate
 from melo_core.index import INDEX_KINDS
 from melo_core.linker import AGGREGATIONS, Linker
+from melo_core.output import message_stream
 from melo_core.pipeline import (
     DEFAULT_PIPELINE,
     FALLBACK_PIPELINE,
@@ -121,8 +122,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     extra = ["published_model"] + [f"{p}_{k}" for k in (*SUMMARY_METRICS, "map") for p in ("published", "diff")]
     columns += [c for c in extra if any(c in r for r in rows)]
     if args.out:
-        write_csv(Path(args.out), rows, columns)
-        print(f"wrote {len(rows)} row(s) to {args.out}")
+        write_csv(args.out, rows, columns)
+        print(f"wrote {len(rows)} row(s) to {args.out}", file=message_stream(args.out))
     return 0
 
 
@@ -135,6 +136,7 @@ def _evaluate_all(
 ) -> list[dict[str, object]]:
     """Evaluate every scorer on every dataset: one CSV row each, stored as a run with --store."""
     version = code_version() if store is not None else None
+    messages = message_stream(args.out)  # stderr while the CSV goes to stdout
     total = sum(len(d.query_ids) for d in datasets) * len(scorers)
     rows: list[dict[str, object]] = []
     with tqdm(total=total, unit="query", desc="evaluating", disable=args.quiet, file=sys.stderr) as bar:
@@ -175,12 +177,12 @@ def _evaluate_all(
                             row[f"published_{key}"] = published[key]
                             row[f"diff_{key}"] = _diff(result.metrics[key], published[key])
                 rows.append(row)
-                bar.write(_summary_line(row, published, protocol, published_name))
+                bar.write(_summary_line(row, published, protocol, published_name), file=messages)
                 if store is not None:
                     from db.runs import save_run
 
                     run_id = save_run(store, result, dataset, scorer=label, code_version=version)
-                    bar.write(f"stored run {run_id} ({dataset.name} / {label}) in {store.display_url}")
+                    bar.write(f"stored run {run_id} ({dataset.name} / {label}) in {store.display_url}", file=messages)
     return rows
 
 
@@ -205,6 +207,8 @@ def cmd_build_dataset(args: argparse.Namespace) -> int:
         raise MeloInputError(
             f"cannot tell the query language of crosswalk {crosswalk.name!r} (expected a code like deu_de)"
         )
+    if args.out:
+        dataset_target(args.out)  # a bad --out fails before the build
     languages = _split(args.langs)
     source = args.taxonomy
     if source == "melo":
@@ -219,7 +223,7 @@ def cmd_build_dataset(args: argparse.Namespace) -> int:
         dataset, report = build_dataset(crosswalk, taxonomy, languages, args.loosest_relation)
     except ValueError as exc:
         raise MeloInputError(str(exc)) from None
-    out = Path(args.out) if args.out else Path("datasets") / dataset.name
+    out = args.out or Path("datasets") / dataset.name
     write_dataset(dataset, out, stats=report.as_stats_text())
     print(
         f"wrote {out}: {report.accepted} queries ({report.ambiguous} ambiguous and {report.vague} vague terms "
@@ -280,7 +284,7 @@ def cmd_link(args: argparse.Namespace) -> int:
             bar.update(min(batch, len(queries) - begin))
     if args.out:
         columns = ["row", "rank", "concept_uri", "label", "score", "matched_label", "matched_language"]
-        write_csv(Path(args.out), rows, columns)
+        write_csv(args.out, rows, columns)
         say(f"wrote {len(rows)} row(s) for {len(queries)} quer{'y' if len(queries) == 1 else 'ies'} to {args.out}")
     else:
         for row in rows:
@@ -347,11 +351,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         result = simulate(crosswalk, taxonomy, scorer, languages, seed=args.seed, limit=args.limit,
                           depth=args.depth, index_kind=args.index, on_status=say, on_progress=progress,
                           data_dir=args.data)  # fmt: skip
-    print(result.header())
+    messages = message_stream(args.out)  # stderr while the CSV goes to stdout
+    print(result.header(), file=messages)
     for summary in result.summaries.values():
-        print(summary.line(result.depth))
+        print(summary.line(result.depth), file=messages)
     if args.out:
-        write_csv(Path(args.out), step_rows(result), STEP_COLUMNS)
+        write_csv(args.out, step_rows(result), STEP_COLUMNS)
         say(f"wrote {len(result.steps)} step(s) to {args.out}")
     return 0
 
@@ -453,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--scorers", required=True,
                     help=f"comma-separated: {', '.join(scorer_names())}; or an encoder spec, a fusion, "
                          "concepts:SPEC (see the scorers command)")  # fmt: skip
-    ev.add_argument("--out", help="write every metric to this CSV (one row per dataset and scorer)")
+    ev.add_argument("--out", help="write every metric to this CSV (one row per dataset and scorer); - for stdout")
     ev.add_argument("--mode", choices=MODES, help="ranking protocol (default: trec, as published)")
     ev.add_argument(
         "--depth",
@@ -524,7 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
     ln.add_argument("--query", help="one occupation name")
     ln.add_argument("--input", help="CSV file with a header")
     ln.add_argument("--column", help="the CSV column holding the names")
-    ln.add_argument("--out", help="write row,rank,concept_uri,label,score,... to this CSV")
+    ln.add_argument("--out", help="write row,rank,concept_uri,label,score,... to this CSV; - for stdout")
     ln.add_argument("--langs", help="comma-separated ESCO label languages (default: all 21 of the MELO union)")
     ln.add_argument("--aggregation", choices=AGGREGATIONS, default="max", help="concept score from its labels' scores")
     ln.add_argument("--index", choices=INDEX_KINDS, default="hnsw", help="faiss index of dense scorers")
@@ -543,7 +548,7 @@ def build_parser() -> argparse.ArgumentParser:
     si.add_argument("--langs", help="ESCO label languages, comma-separated, or 'all' (default: the crosswalk's and en)")
     si.add_argument("--depth", type=int, default=100, help="concepts ranked per term (default 100, as published)")
     si.add_argument("--index", choices=INDEX_KINDS, default="hnsw", help="faiss index of dense scorers")
-    si.add_argument("--out", help="write the per-step ranks of both linkers to this CSV")
+    si.add_argument("--out", help="write the per-step ranks of both linkers to this CSV; - for stdout")
     si.add_argument("--quiet", action="store_true", help="no progress or status messages")
     si.set_defaults(func=cmd_simulate)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from melo_core.errors import MeloInputError
+from melo_core.output import is_stdout, output_target, write_error
 from melo_core.tsv import read_tsv
 
 QUERIES_FILE = "queries.tsv"
@@ -207,9 +208,33 @@ def resolve_dataset(data_dir: str | Path | None, name_or_path: str) -> Path:
     raise MeloInputError(f"dataset {name_or_path!r} not found under {root}")
 
 
+def dataset_target(folder: str | Path) -> Path:
+    """The folder ``write_dataset`` will write for ``folder`` (a link's target); checked before any
+    work, so a bad --out fails at once."""
+    if is_stdout(folder):
+        raise MeloInputError("a dataset is a folder of files: give a folder path, not - (standard output)")
+    target = output_target(folder)
+    if target.exists() and not target.is_dir():
+        raise MeloInputError("exists and is not a folder", folder)
+    return target
+
+
 def write_dataset(dataset: MeloDataset, folder: str | Path, stats: str | None = None) -> Path:
-    """Write a dataset in the official layout, atomically: all files appear or none change."""
-    folder = Path(folder)
+    """Write a dataset in the official layout, atomically: all files appear or none change.
+
+    As for output files (``melo_core.output``), a symbolic link stays and its target folder gets
+    the dataset; ``-`` and a path that is not a folder are refused, and a failed write is one
+    ``MeloInputError`` line."""
+    target = dataset_target(folder)
+    try:
+        _replace_folder(dataset, target, stats)
+    except OSError as exc:
+        raise write_error(exc, folder) from None
+    return Path(folder)
+
+
+def _replace_folder(dataset: MeloDataset, folder: Path, stats: str | None) -> None:
+    """Written in a staging folder next to ``folder``, then swapped in."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
@@ -240,7 +265,6 @@ def write_dataset(dataset: MeloDataset, folder: str | Path, stats: str | None = 
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return folder
 
 
 def _count_lines(path: Path) -> int:

@@ -1,4 +1,4 @@
-"""Strict readers for the benchmark's TSV files and for CSV exports, and an atomic CSV writer.
+"""Strict readers for the benchmark's TSV files and for CSV exports, and a CSV writer for outputs.
 
 Every problem is reported with the file and 1-based line number, because these files are
 often hand-edited or produced by other tools.
@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from melo_core.errors import MeloInputError
+from melo_core.output import open_output
 
 
 def read_text(path: Path) -> str:
@@ -76,17 +75,10 @@ def read_csv_records(path: Path, required: list[str]) -> Iterator[tuple[int, dic
 
 
 def write_csv(path: str | Path, rows: Sequence[Mapping[str, object]], columns: Sequence[str] | None = None) -> None:
-    """Write rows (columns: the given ones, else the first row's keys) to a CSV file atomically:
-    a failure leaves any earlier file as it was and no partial one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as out:
-            writer = csv.DictWriter(out, fieldnames=list(columns or rows[0]), extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(rows)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write rows (columns: the given ones, else the first row's keys) as CSV to an output path
+    (``-`` is stdout; see ``melo_core.output``): a failure leaves any earlier file as it was."""
+    fieldnames = list(columns or rows[0])
+    with open_output(path) as out:
+        writer = csv.DictWriter(out, fieldnames=fieldnames, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
