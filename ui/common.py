@@ -84,12 +84,12 @@ def uses_domain_model(spec: str) -> bool:
 
 def ensure_domain_model(spec: str) -> None:
     """Train the default domain model with a progress bar when ``spec`` needs it and it is missing
-    (the first use; about 20 minutes on 2 cores), instead of inside a spinner."""
+    (the first use; about 8 minutes on 2 cores), instead of inside a spinner."""
     from melo_core.training import default_model_dir, ensure_default_model
 
     if not uses_domain_model(spec) or (default_model_dir() / "modules.json").is_file():
         return
-    bar = st.progress(0.0, text="Training the domain model on ESCO labels (first use, about 20 minutes on 2 cores)…")
+    bar = st.progress(0.0, text="Training the domain model on ESCO labels (first use, about 8 minutes on 2 cores)…")
     ensure_default_model(
         config.data_dir(),
         on_progress=lambda step, steps, loss: bar.progress(
