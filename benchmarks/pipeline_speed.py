@@ -100,7 +100,7 @@ def bulk(args: argparse.Namespace) -> None:
             csv.writer(handle).writerows([["title"], *[[t] for t in titles]])
         command = [sys.executable, "-m", "melo_core", "link", "--data", args.data, "--pipeline", args.pipeline,
                    "--input", str(source), "--column", "title", "--out", str(out), "--langs", "en",
-                   "--query-lang", "en", "--hold-out-country", "usa"]  # fmt: skip
+                   "--query-lang", "en"]  # fmt: skip
         began = time.perf_counter()
         result = subprocess.run(["/usr/bin/time", "-v", *command], capture_output=True, text=True, cwd=ROOT)
         total = time.perf_counter() - began
