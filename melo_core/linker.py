@@ -96,10 +96,12 @@ class Mention:
 
 @dataclass
 class _MentionIndex:
-    """Mentions grouped by concept: slot ``k`` holds ``forms[starts[k]:starts[k + 1]]``."""
+    """Mentions grouped by concept: slot ``k`` holds ``mentions[starts[k]:starts[k + 1]]``. Each
+    distinct form is scored once (``texts``), then spread to its mentions (``text_of``)."""
 
-    forms: list[str]
-    mentions: list[Mention]  # parallel to forms
+    mentions: list[Mention]
+    texts: list[str]  # distinct mention forms
+    text_of: np.ndarray  # per mention: its form's position in ``texts``
     starts: np.ndarray
     form_slot: np.ndarray  # per surface form: its concept's slot, or -1
 
@@ -231,7 +233,7 @@ class _Component:
     def _mention_matrix(self, mentions: _MentionIndex) -> np.ndarray:
         """The mentions' vectors, kept while the mentions stay the same."""
         if self._mention_matrix_of[0] is not mentions:
-            self._mention_matrix_of = (mentions, self._vectors_of(mentions.forms))
+            self._mention_matrix_of = (mentions, self._vectors_of(mentions.texts))
         return self._mention_matrix_of[1]
 
     def _vectors_of(self, texts: Sequence[str]) -> np.ndarray:
@@ -256,19 +258,15 @@ class _Component:
         batch = len(queries) if self.dense else LEXICAL_BATCH
         for begin in range(0, len(queries), batch):
             part = list(queries[begin : begin + batch])
+            per_mention = None
             if self.dense:
                 vectors, starts = self._query_vectors(part)
-                per_mention = (
-                    np.maximum.reduceat(vectors @ self._mention_matrix(mentions).T, starts, axis=0)
-                    if mentions and mentions.forms
-                    else None
-                )
-            else:
-                per_mention = (
-                    np.asarray(self.scorer.score_against(part, mentions.forms), dtype=np.float64)  # type: ignore[attr-defined]
-                    if mentions and mentions.forms
-                    else None
-                )
+                if mentions is not None:
+                    per_text = np.maximum.reduceat(vectors @ self._mention_matrix(mentions).T, starts, axis=0)
+                    per_mention = per_text[:, mentions.text_of]
+            elif mentions is not None:
+                per_text = np.asarray(self.scorer.score_against(part, mentions.texts), dtype=np.float64)  # type: ignore[attr-defined]
+                per_mention = per_text[:, mentions.text_of]
             if per_mention is not None:
                 assert mentions is not None
                 per_slot = np.maximum.reduceat(per_mention, mentions.starts, axis=1)
@@ -436,8 +434,9 @@ class Linker:
             starts = np.flatnonzero(np.r_[True, positions[1:] != positions[:-1]])
             slot_of_concept = np.full(len(self.taxonomy.concepts), -1, dtype=np.int64)
             slot_of_concept[positions[starts]] = np.arange(len(starts))
-            self._mention_index = _MentionIndex([m.form for m in ordered], ordered, starts,
-                                                slot_of_concept[self.form_concept])  # fmt: skip
+            position = {text: i for i, text in enumerate(dict.fromkeys(m.form for m in ordered))}
+            self._mention_index = _MentionIndex(ordered, list(position), np.array([position[m.form] for m in ordered]),
+                                                starts, slot_of_concept[self.form_concept])  # fmt: skip
         for component in self.components:
             component.forget_mentions(m.form for m in self.mentions)
 

@@ -16,7 +16,7 @@ import numpy as np
 from scipy import sparse
 
 from melo_core.scorers.base import ScorerContext
-from melo_core.scorers.lexical import memo_rows, paper_text_prep
+from melo_core.scorers.lexical import memo_columns, paper_text_prep
 from melo_core.scorers.registry import register
 from melo_core.text import TextPrep
 
@@ -99,9 +99,9 @@ class BM25Scorer:
         length unchanged: no refit)."""
         if self._weights_t is None:
             raise RuntimeError("fit() the scorer on a corpus first")
-        rows = memo_rows(self.__dict__.setdefault("_text_rows", {}), texts, self._document_rows,
-                         len(self._vocabulary))  # fmt: skip
-        return np.asarray((self._query_matrix(queries) @ rows.T).toarray(), dtype=np.float64)
+        columns = memo_columns(self.__dict__.setdefault("_text_rows", {}), texts, self._document_rows,
+                               len(self._vocabulary))  # fmt: skip
+        return np.asarray((self._query_matrix(queries) @ columns).toarray(), dtype=np.float64)
 
 
 def _bm25(name: str, lemmatize: bool):

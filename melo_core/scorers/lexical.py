@@ -4,6 +4,7 @@ extra texts' sparse rows behind their ``score_against``."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import sparse
@@ -25,16 +26,24 @@ def paper_text_prep(context: ScorerContext, lemmatize: bool) -> TextPrep:
     return TextPrep(lowercase=True, fold_ascii=folding_applies(context.languages), lemma_language=lemma_language)
 
 
-def memo_rows(
-    memo: dict[str, tuple[np.ndarray, np.ndarray]],
+LAST = "\x00last"  # memo key of the last texts' matrix (no text holds a NUL)
+
+
+def memo_columns(
+    memo: dict[str, Any],
     texts: Sequence[str],
     transform: Callable[[list[str]], sparse.spmatrix],
     width: int,
 ) -> sparse.csr_matrix:
-    """Corpus-side sparse rows of ``texts`` (one per text, in order), each text transformed once.
+    """Corpus-side sparse columns of ``texts``, shape (width, len(texts)), each text transformed once.
 
-    The linker scores every query against all its known mentions; re-transforming a few thousand of
-    them per query would cost more than scoring the query against the whole taxonomy."""
+    The linker scores every query against all its known mentions; re-transforming or even
+    re-stacking a hundred thousand of them per query would cost more than scoring the query
+    against the whole taxonomy. The matrix of the last ``texts`` object is kept as a whole
+    (callers pass the same list while the mentions stay the same, and never change it in place)."""
+    last = memo.get(LAST)
+    if last is not None and last[0] is texts:
+        return last[1]
     if len(memo) > MEMO_LIMIT:
         memo.clear()
     missing = [t for t in dict.fromkeys(texts) if t not in memo]
@@ -48,4 +57,6 @@ def memo_rows(
     np.cumsum([len(p[0]) for p in parts], out=indptr[1:])
     indices = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int32)
     data = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
-    return sparse.csr_matrix((data, indices, indptr), shape=(len(parts), width))
+    columns = sparse.csr_matrix((data, indices, indptr), shape=(len(parts), width)).T.tocsr()
+    memo[LAST] = (texts, columns)
+    return columns

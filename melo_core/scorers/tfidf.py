@@ -10,7 +10,7 @@ import numpy as np
 from scipy import sparse
 
 from melo_core.scorers.base import ScorerContext
-from melo_core.scorers.lexical import memo_rows, paper_text_prep
+from melo_core.scorers.lexical import memo_columns, paper_text_prep
 from melo_core.scorers.registry import register
 from melo_core.text import TextPrep
 
@@ -88,10 +88,10 @@ class TfidfScorer:
         if self._matrix_t is None:
             raise RuntimeError("fit() the scorer on a corpus first")
         memo = self.__dict__.setdefault("_text_rows", {})
-        rows = memo_rows(memo, texts, lambda batch: self._vectorizer.transform([self._prepare(t) for t in batch]),
-                         self._matrix_t.shape[0])  # fmt: skip
+        columns = memo_columns(memo, texts, lambda batch: self._vectorizer.transform([self._prepare(t) for t in batch]),
+                               self._matrix_t.shape[0])  # fmt: skip
         query_matrix = self._vectorizer.transform([self._prepare(q) for q in queries])
-        return np.asarray((query_matrix @ rows.T).toarray(), dtype=np.float64)
+        return np.asarray((query_matrix @ columns).toarray(), dtype=np.float64)
 
 
 def _word(name: str, lemmatize: bool):
