@@ -505,7 +505,8 @@ class Linker:
             mention = None
             if index is not None and index.form_slot[form] >= 0:
                 value, which = pools[self._shown].mention(int(index.form_slot[form]))
-                if which >= 0 and value >= by_concept[self._shown, b]:  # the mention gave the concept its score
+                # The mention gave the concept its score (s + (m - s) need not equal m to the last bit).
+                if which >= 0 and value >= by_concept[self._shown, b] - 1e-9:
                     mention = index.mentions[which]
             out.append(Candidate(
                 rank=rank,
