@@ -260,6 +260,7 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
     table = taxonomy.form_table(languages)
     fingerprint = table_fingerprint(table, languages)
     mention_texts = list(dict.fromkeys(calm_capitals(mention_form(t)) for t in mentions))
+    texts: list[str] = []
     for spec in encoders:
         kind = EncoderSpec.parse(spec).kind
         rate = EMBED_RATE_PER_CORE.get(kind, EMBED_RATE_PER_CORE["st"]) * _cores()
@@ -276,7 +277,7 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
         if snapshot.is_file() and (index is None or index.is_file()):
             out.append(Requirement(f"{spec} labels", True, f"{n:,} labels embedded and indexed"))
         else:
-            texts = list(dict.fromkeys(calm_capitals(t) for t in table.texts))
+            texts = texts or list(dict.fromkeys(calm_capitals(t) for t in table.texts))  # once for all encoders
             missing = len(encoder.missing(texts, "passage"))
             detail = f"{len(texts) - missing:,} of {len(texts):,} labels embedded, then indexed"
             out.append(Requirement(f"{spec} labels", False, detail, missing / rate + index_seconds))
@@ -433,19 +434,6 @@ class Pipeline:
         for (kind, _), linker in self._linkers.items():
             if self.definition.variant(kind).mention_weight:
                 linker.set_mentions(self._mentions)
-
-    def add_mentions(self, mentions: Iterable[tuple[str, str, str | None]]) -> int:
-        new = list(mentions)
-        self._mentions += new
-        added = 0
-        for (kind, _), linker in self._linkers.items():
-            if self.definition.variant(kind).mention_weight:
-                added = linker.add_mentions(new)
-        return added
-
-    @property
-    def mention_count(self) -> int:
-        return len(self._mentions)
 
     def link(self, queries: Sequence[str], top_k: int = 10, query_language: str | None = None,
              pool: int = POOL) -> list[list[Candidate]]:  # fmt: skip
