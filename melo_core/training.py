@@ -207,16 +207,65 @@ def _encode(model, texts: Sequence[str], batch_size: int = 2048) -> np.ndarray:
     ).astype(np.float32)
 
 
+class LabelFeatures:
+    """The model's input features and unit vectors of labels, by label index."""
+
+    def __init__(self, model, texts: Sequence[str]) -> None:
+        self.model, self.texts = model, texts
+
+    def features(self, indices: Sequence[int]) -> dict:
+        return self.model.preprocess([self.texts[i] for i in indices])
+
+    def encode(self, indices: Sequence[int]) -> np.ndarray:
+        return _encode(self.model, [self.texts[i] for i in indices])
+
+
+class StaticLabelFeatures(LabelFeatures):
+    """A static model's labels tokenised once. Training re-reads the same 300k labels at every
+    mining refresh and in every batch; tokenising them each time was about half of the training
+    time. The tensors are the ones ``StaticEmbedding.preprocess`` builds, so the model is the same."""
+
+    def __init__(self, model, texts: Sequence[str]) -> None:
+        super().__init__(model, texts)
+        encodings = model[0].tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        self.ids = [encoding.ids for encoding in encodings]
+
+    def features(self, indices: Sequence[int]) -> dict:
+        import torch
+
+        ids = [self.ids[i] for i in indices]
+        offsets = torch.from_numpy(np.cumsum([0] + [len(row) for row in ids[:-1]]))
+        return {"input_ids": torch.tensor([t for row in ids for t in row], dtype=torch.long), "offsets": offsets}
+
+    def encode(self, indices: Sequence[int], batch_size: int = 2048) -> np.ndarray:
+        import torch
+
+        chunks = []
+        with torch.no_grad():
+            for start in range(0, len(indices), batch_size):
+                vectors = self.model(self.features(indices[start : start + batch_size]))["sentence_embedding"]
+                chunks.append(torch.nn.functional.normalize(vectors, p=2, dim=1).numpy())
+        return np.concatenate(chunks).astype(np.float32) if chunks else np.zeros((0, self.model[0].embedding_dim), np.float32)
+
+
+def label_features(model, texts: Sequence[str]) -> LabelFeatures:
+    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+
+    return StaticLabelFeatures(model, texts) if isinstance(model[0], StaticEmbedding) else LabelFeatures(model, texts)
+
+
 def _concept_max(scores: np.ndarray, order: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Per row, each concept's best label score (labels grouped by concept via ``order``)."""
     return np.maximum.reduceat(scores[:, order], starts, axis=1)
 
 
-def label_mrr(model, labels: Labels, queries: np.ndarray, batch: int = 256) -> float:
+def label_mrr(model, labels: Labels, queries: np.ndarray, batch: int = 256,
+              features: LabelFeatures | None = None) -> float:  # fmt: skip
     """MRR of finding each query label's concept among all training labels (concept score: its
     best label), the held-out validation number."""
+    features = features or label_features(model, labels.texts)
     keep = np.flatnonzero(~labels.held_out)
-    corpus = _encode(model, [labels.texts[i] for i in keep])
+    corpus = features.encode(keep)
     corpus_concepts = np.asarray(labels.concepts)[keep]
     order = np.argsort(corpus_concepts, kind="stable")
     concepts, starts = np.unique(corpus_concepts[order], return_index=True)
@@ -224,7 +273,7 @@ def label_mrr(model, labels: Labels, queries: np.ndarray, batch: int = 256) -> f
     reciprocal = []
     for start in range(0, len(queries), batch):
         chunk = queries[start : start + batch]
-        best = _concept_max(_encode(model, [labels.texts[i] for i in chunk]) @ corpus.T, order, starts)
+        best = _concept_max(features.encode(chunk) @ corpus.T, order, starts)
         gold = np.array([column[labels.concepts[i]] for i in chunk])
         gold_scores = best[np.arange(len(chunk)), gold]
         ranks = (best > gold_scores[:, None]).sum(axis=1) + 1
@@ -278,7 +327,9 @@ def train(
     held = np.flatnonzero(labels.held_out)
     rng = np.random.default_rng(config.seed)
     validation = rng.choice(held, size=min(2000, held.size), replace=False) if held.size else held
-    before = label_mrr(model, labels, validation) if validation.size else math.nan
+    features = label_features(model, labels.texts)
+    model.eval()
+    before = label_mrr(model, labels, validation, features=features) if validation.size else math.nan
 
     teacher = teacher_vectors(config.teacher, labels.texts) if config.teacher else None
     loss_fn = MultipleNegativesRankingLoss(model, scale=config.scale)
@@ -293,11 +344,10 @@ def train(
             if centroids is None or step % config.mine_every == 0:
                 model.eval()
                 with torch.no_grad():
-                    centroids = _concept_centroids(model, labels)
+                    centroids = _concept_centroids(features, labels)
                 model.train()
-            columns.append(_hard_negatives(model, labels, batch, centroids, mining_rng))
-        features = [model.preprocess([labels.texts[i] for i in column]) for column in columns]
-        embeddings = embed_columns(model, features)  # what loss_fn(features) computes, kept for the teacher
+            columns.append(_hard_negatives(features, labels, batch, centroids, mining_rng))
+        embeddings = embed_columns(model, [features.features(column) for column in columns])  # what loss_fn(features) computes, kept for the teacher
         loss = loss_fn.compute_loss_from_embeddings(embeddings, torch.empty(0))
         if teacher is not None:
             loss = loss + config.distill_weight * distillation_loss(
@@ -310,7 +360,7 @@ def train(
         if on_progress:
             on_progress(step + 1, len(batches), float(loss.detach()))
     model.eval()
-    after = label_mrr(model, labels, validation) if validation.size else math.nan
+    after = label_mrr(model, labels, validation, features=features) if validation.size else math.nan
     seconds = time.perf_counter() - started
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -333,17 +383,17 @@ def train(
     return report
 
 
-def _concept_centroids(model, labels: Labels) -> np.ndarray:
+def _concept_centroids(features: LabelFeatures, labels: Labels) -> np.ndarray:
     """Mean training-label vector of each concept (unit rows): where mining looks first."""
     index = np.flatnonzero(~labels.held_out)
-    vectors = _encode(model, [labels.texts[i] for i in index])
+    vectors = features.encode(index)
     concepts = np.asarray(labels.concepts)[index]
     sums = np.zeros((len(labels.by_concept), vectors.shape[1]), dtype=np.float32)
     np.add.at(sums, concepts, vectors)
     return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
 
 
-def _hard_negatives(model, labels: Labels, batch: list[tuple[int, int]], centroids: np.ndarray,
+def _hard_negatives(features: LabelFeatures, labels: Labels, batch: list[tuple[int, int]], centroids: np.ndarray,
                     rng: random.Random) -> list[int]:  # fmt: skip
     """Per pair: the index of a label, in the positive's language where it has one, of the concept
     nearest to the anchor that is not in the batch (another row's concept would be a false
@@ -351,7 +401,7 @@ def _hard_negatives(model, labels: Labels, batch: list[tuple[int, int]], centroi
     import torch
 
     with torch.no_grad():
-        anchors = _encode(model, [labels.texts[a] for a, _ in batch])
+        anchors = features.encode([a for a, _ in batch])
     in_batch = {labels.concepts[a] for a, _ in batch}
     scores = anchors @ centroids.T
     top = np.argpartition(-scores, 16, axis=1)[:, :16]
