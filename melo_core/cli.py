@@ -307,10 +307,14 @@ def _linker_for(args: argparse.Namespace, taxonomy: Taxonomy, languages: list[st
         pipeline = Pipeline(definition, taxonomy, languages, aggregation=args.aggregation, index_kind=args.index,
                             on_status=say)  # fmt: skip
         if not args.no_mentions:
-            pipeline.set_mentions(crosswalk_mentions_of(args.data, definition.mention_relations, args.hold_out_country))
+            # The default pipeline serves with the mentions embedded so far; a named one embeds all.
+            pipeline.set_mentions(crosswalk_mentions_of(args.data, definition.mention_relations, args.hold_out_country),
+                                  embedded_only=args.pipeline is None)  # fmt: skip
         linker = pipeline.linker(args.query_lang)
         say(f"pipeline {definition.name} ({pipeline.variant_kind(args.query_lang).replace('_', '-')} variant, "
-            f"{len(linker.mentions)} known mentions): {linker.scorer_spec}")  # fmt: skip
+            f"{len(linker.mentions)} known mentions"
+            f"{f', {pipeline.pending_mentions} still to embed' if pipeline.pending_mentions else ''}): "
+            f"{linker.scorer_spec}")  # fmt: skip
         return linker
     except ValueError as exc:
         raise MeloInputError(str(exc)) from None
@@ -397,15 +401,23 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     with tqdm(total=1000, desc=f"preparing {definition.name}", disable=args.quiet, file=sys.stderr,
               bar_format="{l_bar}{bar}| {postfix}") as bar:  # fmt: skip
 
+        serving = {"now": False}
+
         def progress(fraction: float, message: str) -> None:
             bar.update(round(fraction * 1000) - bar.n)
             bar.set_postfix_str(message)
             if state is not None:
-                write_progress(state, fraction, message)
+                write_progress(state, fraction, message, serving=serving["now"])
+
+        def on_serving() -> None:
+            serving["now"] = True
+            say = bar.write if not args.quiet else (lambda message: None)
+            say(f"{definition.name} serves from now on; the known mentions follow")
 
         try:
             prepare(definition, taxonomy, languages, on_progress=progress, workers=args.workers,
-                    query_language=args.query_lang, mentions=_mention_texts(args, definition, taxonomy))  # fmt: skip
+                    query_language=args.query_lang, mentions=_mention_texts(args, definition, taxonomy),
+                    on_serving=on_serving)  # fmt: skip
         except Exception as exc:
             if state is not None:
                 write_progress(state, 0.0, f"{type(exc).__name__}: {exc}", error=True)

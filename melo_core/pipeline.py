@@ -231,6 +231,7 @@ class Requirement:
     ready: bool
     detail: str = ""
     seconds: float = 0.0  # estimated time to get it on this machine
+    serves: bool = True  # needed before the first suggestion; False: completed behind it (known mentions)
 
 
 def _cores() -> int:
@@ -270,7 +271,7 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
             out.append(Requirement(f"{spec} labels", False, f"0 of {n:,} labels embedded", n / rate + index_seconds))
             if mention_texts:
                 out.append(Requirement(f"{spec} mentions", False, f"0 of {len(mention_texts):,} known mentions "
-                                       "embedded", len(mention_texts) / rate))  # fmt: skip
+                                       "embedded", len(mention_texts) / rate, serves=False))  # fmt: skip
             continue
         encoder = cached_encoder(spec, str(cache / "embeddings"))
         snapshot, index = vector_files(cache, spec, encoder.spec, "calm", fingerprint, index_kind)
@@ -284,12 +285,19 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
         if mention_texts:
             missing = len(encoder.missing(mention_texts, "passage"))
             out.append(Requirement(f"{spec} mentions", missing == 0, f"{len(mention_texts) - missing:,} of "
-                                   f"{len(mention_texts):,} known mentions embedded", missing / rate))  # fmt: skip
+                                   f"{len(mention_texts):,} known mentions embedded", missing / rate,
+                                   serves=False))  # fmt: skip
     return out
 
 
 def is_ready(needs: Sequence[Requirement]) -> bool:
     return all(r.ready for r in needs)
+
+
+def can_serve(needs: Sequence[Requirement]) -> bool:
+    """Whether the pipeline can serve now: its models, labels and indexes are there; known
+    mentions not embedded yet wait behind (`Pipeline.set_mentions(..., embedded_only=True)`)."""
+    return all(r.ready for r in needs if r.serves)
 
 
 def describe_missing(needs: Sequence[Requirement]) -> str:
@@ -303,11 +311,12 @@ def describe_missing(needs: Sequence[Requirement]) -> str:
 def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Sequence[str] | None,
             cache_dir: str | Path | None = None, on_progress: Callable[[float, str], None] = lambda f, m: None,
             workers: int | None = None, query_language: str | None = None,
-            mentions: Sequence[str] = ()) -> None:  # fmt: skip
+            mentions: Sequence[str] = (), on_serving: Callable[[], None] = lambda: None) -> None:  # fmt: skip
     """Build what the pipeline needs over ``languages``, in the order a first suggestion needs
-    it: the domain model, then per encoder the labels' vectors and index, then the known
-    mentions' vectors (several worker processes, into the shared cache; an interrupted run keeps
-    what it finished). ``on_progress(fraction, message)`` is called as work completes, with an ETA."""
+    it: the domain model, then per encoder the labels' vectors and index (``on_serving()`` is
+    called once these are there: the pipeline serves from then on), then the known mentions'
+    vectors (several worker processes, into the shared cache; an interrupted run keeps what it
+    finished). ``on_progress(fraction, message)`` is called as work completes, with an ETA."""
     from melo_core.encoders.prefill import fill_cache
 
     cache = Path(cache_dir or config.cache_dir())
@@ -322,7 +331,13 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
         eta = elapsed / fraction - elapsed if fraction > 0.01 else total - done_before - seconds_done
         on_progress(fraction, f"{message} — about {max(1, round(eta / 60))} min left")
 
-    for need in needs:
+    serving = can_serve(needs)
+    if serving:
+        on_serving()
+    for need in sorted(needs, key=lambda r: not r.serves):  # stable: serving needs first, in order
+        if not need.serves and not serving:
+            serving = True
+            on_serving()
         if need.ready:
             continue
         if need.what == "domain model":
@@ -348,17 +363,21 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
             report(need.seconds, f"indexing the labels for {spec}")
             Linker(taxonomy, spec, languages, cache_dir=cache, show_progress=False)
         done_before += need.seconds
+    if not serving:
+        on_serving()
     on_progress(1.0, "ready")
 
 
-def write_progress(path: Path, fraction: float, message: str, done: bool = False, error: bool = False) -> None:
-    """The state of a `prepare` run as JSON, replaced atomically (the app polls it)."""
+def write_progress(path: Path, fraction: float, message: str, done: bool = False, error: bool = False,
+                   serving: bool = False) -> None:  # fmt: skip
+    """The state of a `prepare` run as JSON, replaced atomically (the app polls it); ``serving``:
+    the pipeline serves already (only known mentions are left to embed)."""
     import json
 
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    temporary.write_text(json.dumps({"fraction": fraction, "message": message, "done": done, "error": error}),
-                         encoding="utf-8")  # fmt: skip
+    state = {"fraction": fraction, "message": message, "done": done, "error": error, "serving": serving or done}
+    temporary.write_text(json.dumps(state), encoding="utf-8")
     os.replace(temporary, path)
 
 
@@ -397,6 +416,7 @@ class Pipeline:
                              show_progress=show_progress, cache_queries=cache_queries)  # fmt: skip
         self._linkers: dict[tuple[str, str | None], Linker] = {}
         self._mentions: list[tuple[str, str, str | None]] = []
+        self.pending_mentions = 0  # known mentions held back by set_mentions(embedded_only=True)
 
     @property
     def name(self) -> str:
@@ -428,9 +448,25 @@ class Pipeline:
             self._linkers[key] = linker
         return linker
 
-    def set_mentions(self, mentions: Iterable[tuple[str, str, str | None]]) -> None:
-        """Known mentions (text, concept URI, language) for every variant that uses them."""
+    def set_mentions(self, mentions: Iterable[tuple[str, str, str | None]], embedded_only: bool = False) -> None:
+        """Known mentions (text, concept URI, language) for every variant that uses them. With
+        ``embedded_only``, those some encoder has not embedded yet are held back (counted in
+        ``pending_mentions``) instead of being embedded now: how the pipeline serves while
+        `prepare` embeds them behind it."""
         self._mentions = list(mentions)
+        self.pending_mentions = 0
+        if embedded_only and self._mentions:
+            cache = Path(self._options["cache_dir"] or config.cache_dir()) / "embeddings"
+            forms = [calm_capitals(mention_form(t)) for t, _, _ in self._mentions]
+            missing: set[str] = set()
+            for spec in self.definition.encoders():
+                missing.update(cached_encoder(spec, str(cache)).missing(forms, "passage"))
+            if missing:
+                kept = [m for m, form in zip(self._mentions, forms, strict=True) if form not in missing]
+                held = {form for (_, uri, _), form in zip(self._mentions, forms, strict=True)
+                        if form in missing and uri in self.taxonomy}  # fmt: skip
+                self.pending_mentions = len(held)  # distinct forms, as `requirements` counts them
+                self._mentions = kept
         for (kind, _), linker in self._linkers.items():
             if self.definition.variant(kind).mention_weight:
                 linker.set_mentions(self._mentions)
@@ -510,20 +546,24 @@ def crosswalk_mentions_of(data_dir: str | Path, relations: Iterable[str],
 def choose_ready(name: str | None, taxonomy: Taxonomy, languages: Sequence[str] | None,
                  mentions: Callable[[PipelineDefinition], Sequence[str]] = lambda definition: (),
                  cache_dir: str | Path | None = None) -> tuple[PipelineDefinition, str | None]:  # fmt: skip
-    """The pipeline to serve: the one named, else the default (``best``) when it is ready, else
-    the first ready of its fallbacks (``fast``, then ``lexical``); and, when it fell back, the
-    sentence that says why. ``mentions(definition)``: the known mention texts it would use."""
+    """The pipeline to serve: the one named, else the default (``best``) when it can serve, else
+    the first that can of its fallbacks (``fast``, then ``lexical``); and, when it fell back or
+    serves without some known mentions (give them with ``set_mentions(..., embedded_only=True)``),
+    the sentence that says so. ``mentions(definition)``: the known mention texts it would use."""
     if name is not None:
         return load_pipeline(name), None
     wanted = load_pipeline(DEFAULT_PIPELINE)
     needs = requirements(wanted, taxonomy, languages, cache_dir, mentions=mentions(wanted))
+    langs = f" --langs {','.join(languages)}" if languages else ""
+    prepare_it = f"`python -m melo_core prepare --pipeline {DEFAULT_PIPELINE}{langs}`"
     if is_ready(needs):
         return wanted, None
+    if can_serve(needs):
+        return wanted, (f"pipeline {DEFAULT_PIPELINE!r} serves without the known mentions not embedded yet "
+                        f"({describe_missing(needs)}); {prepare_it} embeds them.")  # fmt: skip
     for fallback in (FALLBACK_PIPELINE, "lexical"):
         definition = load_pipeline(fallback)
-        if is_ready(requirements(definition, taxonomy, languages, cache_dir, mentions=mentions(definition))):
-            langs = f" --langs {','.join(languages)}" if languages else ""
+        if can_serve(requirements(definition, taxonomy, languages, cache_dir, mentions=mentions(definition))):
             return definition, (f"pipeline {DEFAULT_PIPELINE!r} is not ready ({describe_missing(needs)}); "
-                                f"using {fallback!r} meanwhile. Prepare it once with "
-                                f"`python -m melo_core prepare --pipeline {DEFAULT_PIPELINE}{langs}`.")  # fmt: skip
+                                f"using {fallback!r} meanwhile. Prepare it once with {prepare_it}.")  # fmt: skip
     raise AssertionError("the lexical pipeline needs nothing and is always ready")

@@ -16,6 +16,7 @@ from melo_core.errors import MeloInputError
 from melo_core.pipeline import (
     DEFAULT_PIPELINE,
     FALLBACK_PIPELINE,
+    can_serve,
     describe_missing,
     is_ready,
     load_pipeline,
@@ -184,39 +185,45 @@ if current:
     )
 
 # -- suggestions --------------------------------------------------------------------------------
-def serving_pipeline(wanted: str) -> str:
-    """The pipeline that serves now: the one chosen when ready; else it is prepared in the
-    background (progress bar and ETA) while the first ready fallback serves, labelled as such."""
+def serving_pipeline(wanted: str) -> tuple[str, bool]:
+    """The pipeline that serves now, and whether it serves with every known mention: the one
+    chosen when ready; when only known mentions are missing it serves with those embedded so far
+    while the rest are embedded in the background; else it is prepared in the background
+    (progress bar and ETA) while the first ready fallback serves, labelled as such."""
     definition = load_pipeline(wanted)
     mention_texts = tuple(sorted({t for t, _, _ in ui.crosswalk_known_mentions(definition, scheme.name)}))
     needs = ui.readiness(wanted, search_languages, mention_texts)
     if is_ready(needs):
-        return wanted
-    fallback = next((name for name in (FALLBACK_PIPELINE, "lexical") if name != wanted
-                     and is_ready(ui.readiness(name, search_languages, mention_texts))), "lexical")  # fmt: skip
+        return wanted, True
+    serves = can_serve(needs)
+    fallback = wanted if serves else next((name for name in (FALLBACK_PIPELINE, "lexical") if name != wanted
+                     and can_serve(ui.readiness(name, search_languages, mention_texts))), "lexical")  # fmt: skip
+    meanwhile = (f"**{wanted}** serves with the known mentions embedded so far" if serves
+                 else f"**{fallback}** serves meanwhile")  # fmt: skip
     if not ui.prepares_in_background():
         langs = ",".join(search_languages or ())
-        st.warning(f"Pipeline **{wanted}** is not ready: {describe_missing(needs)}. **{fallback}** serves "
-                   f"meanwhile. Prepare it with `python -m melo_core prepare --pipeline {wanted}"
-                   f"{' --langs ' + langs if langs else ''}`.")  # fmt: skip
-        return fallback
+        st.warning(f"Pipeline **{wanted}** is not ready: {describe_missing(needs)}. {meanwhile}. Prepare it with "
+                   f"`python -m melo_core prepare --pipeline {wanted}{' --langs ' + langs if langs else ''}`.")  # fmt: skip
+        return fallback, False
     run = ui.preparation(wanted, search_languages, scheme.language, ui.scheme_country(scheme.name))
-    st.warning(f"Pipeline **{wanted}** is not ready: {describe_missing(needs)}. It is being prepared in the "
-               f"background; **{fallback}** serves meanwhile.")  # fmt: skip
+    (st.info if serves else st.warning)(
+        f"Pipeline **{wanted}** is not {'complete' if serves else 'ready'}: {describe_missing(needs)}. It is being prepared in the "
+        f"background; {meanwhile}."
+    )
 
     @st.fragment(run_every=3)
     def progress() -> None:
-        fraction, message, done, error = run.status()
-        if error:
-            st.error(f"Preparing {wanted} failed: {error}")
-        elif done:
+        status = run.status()
+        if status.error:
+            st.error(f"Preparing {wanted} failed: {status.error}")
+        elif status.done or (status.serving and not serves):
             ui.readiness.clear()
-            st.rerun()  # the whole page: the chosen pipeline now serves
+            st.rerun()  # the whole page: the chosen pipeline now serves (or serves more)
         else:
-            st.progress(fraction, text=f"Preparing {wanted}: {message}")
+            st.progress(status.fraction, text=f"Preparing {wanted}: {status.message}")
 
     progress()
-    return fallback
+    return fallback, False
 
 
 try:
@@ -224,15 +231,17 @@ try:
         linker = ui.spec_linker(spec, search_languages, languages, scheme.language)
         produced_by, suggestion_source = f"scorer spec `{spec}` (no known mentions)", spec
     else:
-        serving = serving_pipeline(pipeline_name)
+        serving, complete = serving_pipeline(pipeline_name)
         pipeline = ui.pipeline(serving, search_languages, languages)
         # Known mentions: other crosswalks' titles and the store's current decisions, so each
         # decision helps the next terms at once; only changes since the last run are encoded.
-        pipeline.set_mentions(ui.known_mentions(store, pipeline.definition, scheme.name))
+        # While `prepare` embeds the crosswalks' titles, those not embedded yet wait.
+        pipeline.set_mentions(ui.known_mentions(store, pipeline.definition, scheme.name), embedded_only=not complete)
         linker = pipeline.linker(scheme.language)
         fallback_note = "" if serving == pipeline_name else f" — serving while **{pipeline_name}** is prepared"
+        pending = f", {pipeline.pending_mentions:,} more being embedded" if pipeline.pending_mentions else ""
         produced_by = (f"pipeline **{serving}** ({pipeline.variant_kind(scheme.language).replace('_', '-')} variant, "
-                       f"{len(linker.mentions):,} known mentions){fallback_note}")  # fmt: skip
+                       f"{len(linker.mentions):,} known mentions{pending}){fallback_note}")  # fmt: skip
         suggestion_source = serving
     candidates = linker.link([term.label], top_k=10)[0]
 except (MeloInputError, ValueError, KeyError, OSError) as exc:

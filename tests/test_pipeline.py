@@ -22,9 +22,12 @@ from melo_core.pipeline import (
     CROSS_LINGUAL,
     MONOLINGUAL,
     Pipeline,
+    can_serve,
+    crosswalk_mentions_of,
     is_ready,
     load_pipeline,
     pipeline_names,
+    prepare,
     requirements,
 )
 from melo_core.scorers import ScorerContext, create_scorer
@@ -181,11 +184,42 @@ def test_link_falls_back_while_best_is_not_ready_then_prepare_makes_it_ready(env
     assert "pipeline 'best' is not ready" in stderr and "using " in stderr and "prepare --pipeline best" in stderr
     assert len(stdout.strip().splitlines()) == 3
 
+    # Serving first: `prepare` builds the labels' vectors and indexes before the known mentions,
+    # says when the pipeline serves, and an interruption while it embeds mentions loses nothing:
+    # `best` serves with the mentions embedded so far and says how many wait.
+    taxonomy = cached_taxonomy_from_melo(env)
+    definition = load_pipeline("best")
+    mentions = [m for m in crosswalk_mentions_of(env, definition.mention_relations, "nor") if m[1] in taxonomy]
+    texts = [t for t, _, _ in mentions]
+    events: list[str] = []
+    monkeypatch.setattr("melo_core.encoders.prefill.CHUNK", 25)  # several chunks of mentions
+
+    def interrupt_in_muse_mentions(fraction: float, message: str) -> None:
+        events.append(message)
+        if message.startswith("embedding muse mentions") and ": 0 of" not in message:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        prepare(definition, taxonomy, ["no"], on_progress=interrupt_in_muse_mentions, workers=1,
+                query_language="no", mentions=texts, on_serving=lambda: events.append("serving"))  # fmt: skip
+    serving = events.index("serving")
+    assert any(m.startswith("indexing the labels for muse") for m in events[:serving])
+    assert not any("mentions" in m for m in events[:serving]) and "mentions" in events[-1]
+    needs = requirements(definition, taxonomy, ["no"], mentions=texts)
+    assert can_serve(needs) and not is_ready(needs)
+    partial = Pipeline(definition, taxonomy, ["no"], show_progress=False)
+    partial.set_mentions(mentions, embedded_only=True)
+    assert 0 < partial.pending_mentions < len(mentions)
+    code, stdout, stderr = run_cli("link", "--data", str(env), "--query", "lege", "--langs", "no", "--top", "3",
+                                   "--query-lang", "no", "--hold-out-country", "nor")  # fmt: skip
+    assert code == 0, stderr
+    assert "pipeline 'best' serves without the known mentions not embedded yet" in stderr
+    assert f"{partial.pending_mentions} still to embed" in stderr and "pipeline best (monolingual" in stderr
+
     code, _, stderr = run_cli("prepare", "--data", str(env), "--pipeline", "best", "--langs", "no",
                               "--query-lang", "no", "--workers", "1")  # fmt: skip
     assert code == 0, stderr
     assert "preparing best" in stderr  # the progress bar
-    taxonomy = cached_taxonomy_from_melo(env)
     assert is_ready(requirements(load_pipeline("best"), taxonomy, ["no"]))
     code, stdout, stderr = run_cli("link", "--data", str(env), "--query", "lege", "--langs", "no", "--top", "3",
                                    "--query-lang", "no")  # fmt: skip
@@ -275,13 +309,20 @@ def test_the_link_page_serves_a_fallback_while_best_is_prepared_then_best(
     caption = next(c.value for c in app.caption if c.value.startswith("Candidates by"))
     assert "serving while **best** is prepared" in caption and "pipeline **best**" not in caption
     assert len(app.dataframe[0].value) == 10  # the fallback's suggestions meanwhile
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 420
+    seen: list[str] = []  # the captions, in order: fallback, best with mentions pending (maybe), best
     while time.monotonic() < deadline:
         time.sleep(3)
         app.run()
         assert not app.exception
         caption = next(c.value for c in app.caption if c.value.startswith("Candidates by"))
-        if caption.startswith("Candidates by pipeline **best**"):
+        seen.append(caption)
+        if caption.startswith("Candidates by pipeline **best**") and "more being embedded" not in caption:
             break
+        if caption.startswith("Candidates by pipeline **best**"):  # serves while mentions are embedded
+            assert not app.warning and any("being prepared in the background" in i.value for i in app.info)
         assert any(p.value >= 0 for p in app.get("progress"))  # the progress bar of the preparation
     assert caption.startswith("Candidates by pipeline **best** (monolingual variant") and not app.warning
+    assert not any("being prepared" in i.value for i in app.info)
+    firsts = [c.split("(")[0] for c in seen]
+    assert firsts == sorted(firsts, key=lambda c: "pipeline **best**" in c)  # never back to the fallback

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import streamlit as st
 
@@ -157,17 +158,26 @@ class Preparation:
         with self.log.open("w", encoding="utf-8") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=config.PROJECT_ROOT)
 
-    def status(self) -> tuple[float, str, bool, str | None]:
-        """(fraction, message, done, error)."""
+    def status(self) -> PreparationStatus:
         try:
             state = json.loads(self.state.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             state = {"fraction": 0.0, "message": "starting…", "done": False, "error": False}
         code = self.process.poll()
+        serving = bool(state.get("serving"))
         if state["error"] or (code not in (None, 0)):
             tail = self.log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:] or ["no output"]
-            return state["fraction"], state["message"], True, state["message"] if state["error"] else tail[0]
-        return state["fraction"], state["message"], code == 0, None
+            error = state["message"] if state["error"] else tail[0]
+            return PreparationStatus(state["fraction"], state["message"], True, error, serving)
+        return PreparationStatus(state["fraction"], state["message"], code == 0, None, serving or code == 0)
+
+
+class PreparationStatus(NamedTuple):
+    fraction: float
+    message: str
+    done: bool
+    error: str | None
+    serving: bool  # the pipeline serves already; known mentions are still being embedded
 
 
 def prepares_in_background() -> bool:
@@ -188,7 +198,7 @@ def preparation(name: str, languages: tuple[str, ...] | None, query_language: st
     runs = _preparations()
     key = (name, languages, query_language, hold_out_country)
     run = runs.get(key)
-    if run is None or (run.status()[3] is not None):
+    if run is None or run.status().error is not None:
         run = runs[key] = Preparation(name, languages, query_language, hold_out_country)
     return run
 
