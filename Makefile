@@ -6,10 +6,13 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint install
 
-$(STAMP): requirements.txt requirements-dev.txt
+# The last step registers the project's entry points (pyproject.toml: the store's commands join
+# `python -m melo_core` through them); the code itself runs from the checkout.
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --no-deps .
 	touch $(STAMP)
 
 install: $(STAMP)

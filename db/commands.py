@@ -1,4 +1,7 @@
-"""CLI commands of the crosswalk store, registered into ``python -m melo_core``.
+"""CLI commands of the crosswalk store, registered into ``python -m melo_core`` from above:
+``register`` is the entry point ``store`` of group ``melo_studio.cli`` (pyproject.toml), which
+``melo_core.extensions`` loads; it also gives core commands the store (``eval --store``,
+``train --with-decisions``).
 
 - ``import-taxonomy --data DIR | --esco-csv DIR``: the ESCO union of the MELO corpora, or the
   ESCO CSV export.
@@ -18,11 +21,19 @@ import argparse
 import re
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from melo_core import config
 from melo_core.errors import MeloInputError
+from melo_core.extensions import Decision, Extensions, RecordRun, StoreAccess
 from melo_core.output import message_stream
+
+if TYPE_CHECKING:
+    from melo_core.datasets import MeloDataset
+    from melo_core.evaluation import EvaluationResult
 
 DB_HELP = "store URL (SQLAlchemy); default: $MELO_DB_URL, else the SQLite file melo.db in the project root"
 
@@ -205,3 +216,35 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     ir.add_argument("--data", default=config.data_dir(), help=data_help)
     ir.add_argument("--db", help=DB_HELP)
     ir.set_defaults(func=cmd_import_results)
+
+
+@contextmanager
+def open_runs(url: str | None) -> Iterator[RecordRun]:
+    """``eval --store``: the store at ``url`` opened now, and a function storing one result as a run."""
+    from db.runs import save_run
+    from db.store import Store
+    from melo_core.version import code_version
+
+    version = code_version()
+    with Store(url) as store:
+
+        def record(result: EvaluationResult, dataset: MeloDataset, scorer: str) -> str:
+            run_id = save_run(store, result, dataset, scorer=scorer, code_version=version)
+            return f"stored run {run_id} ({dataset.name} / {scorer}) in {store.display_url}"
+
+        yield record
+
+
+def accepted_decisions(url: str | None) -> tuple[list[str], list[Decision]]:
+    """``train --with-decisions``: the schemes with current exact/narrow decisions, and those."""
+    from db.aliases import accepted_aliases
+    from db.store import Store
+
+    with Store(url) as store:
+        return [s.name for s in store.schemes() if accepted_aliases(store, s.name)], accepted_aliases(store)
+
+
+def register(extensions: Extensions) -> None:
+    """Entry point of group ``melo_studio.cli``: the store's commands and the store for core commands."""
+    extensions.commands.append(add_commands)
+    extensions.store = StoreAccess(open_runs=open_runs, accepted_decisions=accepted_decisions)

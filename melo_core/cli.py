@@ -8,11 +8,10 @@ import sys
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from melo_core import config, training_cli
+from melo_core import config, extensions, training_cli
 from melo_core.builder import LOOSEST_RELATION_BY_CROSSWALK, build_dataset
 from melo_core.crosswalk import RELATIONS, crosswalk_path, load_crosswalk
 from melo_core.datasets import MeloDataset, dataset_target, list_datasets, load_dataset, resolve_dataset, write_dataset
@@ -57,10 +56,6 @@ from melo_core.taxonomy import (
 )
 from melo_core.text import calm_capitals
 from melo_core.tsv import read_csv_records, write_csv
-from melo_core.version import code_version
-
-if TYPE_CHECKING:  # db is imported only by the commands that use the store
-    from db.store import Store
 
 SUMMARY_METRICS = ("mrr", "acc@1", "acc@5", "acc@10")
 CSV_METRICS = (
@@ -111,13 +106,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.limit_queries:
         datasets = [d.subset(args.limit_queries) for d in datasets]
     with ExitStack() as cleanup:
-        store = None
+        record = None
         if args.store:
             # Opened before evaluating: a bad store URL fails at once, not after the whole run.
-            from db.store import Store
-
-            store = cleanup.enter_context(Store(args.db))
-        rows = _evaluate_all(args, datasets, scorers, protocols, store)
+            record = cleanup.enter_context(extensions.store_access("--store").open_runs(args.db))
+        rows = _evaluate_all(args, datasets, scorers, protocols, record)
     columns = ["dataset", "scorer", "mode", "depth", "queries", "skipped_queries", "seconds", *CSV_METRICS]
     extra = ["published_model"] + [f"{p}_{k}" for k in (*SUMMARY_METRICS, "map") for p in ("published", "diff")]
     columns += [c for c in extra if any(c in r for r in rows)]
@@ -132,10 +125,9 @@ def _evaluate_all(
     datasets: list[MeloDataset],
     scorers: list[str],
     protocols: dict[str, Protocol],
-    store: Store | None,
+    record: extensions.RecordRun | None,
 ) -> list[dict[str, object]]:
     """Evaluate every scorer on every dataset: one CSV row each, stored as a run with --store."""
-    version = code_version() if store is not None else None
     messages = message_stream(args.out)  # stderr while the CSV goes to stdout
     total = sum(len(d.query_ids) for d in datasets) * len(scorers)
     rows: list[dict[str, object]] = []
@@ -178,11 +170,8 @@ def _evaluate_all(
                             row[f"diff_{key}"] = _diff(result.metrics[key], published[key])
                 rows.append(row)
                 bar.write(_summary_line(row, published, protocol, published_name), file=messages)
-                if store is not None:
-                    from db.runs import save_run
-
-                    run_id = save_run(store, result, dataset, scorer=label, code_version=version)
-                    bar.write(f"stored run {run_id} ({dataset.name} / {label}) in {store.display_url}", file=messages)
+                if record is not None:
+                    bar.write(record(result, dataset, label), file=messages)
     return rows
 
 
@@ -460,6 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m melo_core",
         description="MELO Studio: link occupation names to ESCO and evaluate on the MELO benchmark.",
+        epilog=extensions.installed().note(),
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     data_help = f"data folder in the official MELO layout (default: $MELO_DATA or ./data; now {config.data_dir()})"
@@ -593,23 +583,19 @@ def build_parser() -> argparse.ArgumentParser:
     sc = commands.add_parser("scorers", help="list the available scorers")
     sc.set_defaults(func=cmd_scorers)
     training_cli.add_commands(commands)
-    _add_store_commands(commands)
+    for add_commands in extensions.installed().commands:  # the store's, from above (melo_core.extensions)
+        add_commands(commands)
     return parser
 
 
-def _add_store_commands(commands: argparse._SubParsersAction) -> None:
-    """Commands of the crosswalk store (import-taxonomy, import-terms, export) live in ``db``."""
-    try:
-        from db.commands import add_commands
-    except ModuleNotFoundError as exc:
-        if exc.name != "db.commands":
-            raise
-        return  # not built yet
-    add_commands(commands)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        if exc.code and parser.epilog:  # e.g. a store command while the store has not joined
+            print(parser.epilog, file=sys.stderr)
+        raise
     try:
         return args.func(args)
     except MeloInputError as exc:

@@ -34,12 +34,11 @@ import numpy as np
 
 from melo_core import config
 from melo_core.disk_cache import load_pickle, save_pickle
-from melo_core.encoders import is_encoder_spec
+from melo_core.encoders import cached_encoder, is_encoder_spec
 from melo_core.index import VectorIndex
 from melo_core.scorers.base import ExtendableScorer, Scorer, ScorerContext
 from melo_core.scorers.dense import (
     DenseScorer,
-    cached_encoder,
     caps_rule,
     concept_centroids,
     query_forms,

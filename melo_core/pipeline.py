@@ -23,11 +23,11 @@ import numpy as np
 
 from melo_core import config
 from melo_core.crosswalk import RELATIONS
-from melo_core.encoders import EncoderSpec, is_encoder_spec
+from melo_core.encoders import EncoderSpec, cached_encoder, is_encoder_spec
 from melo_core.errors import MeloInputError
 from melo_core.linker import AGGREGATIONS, Candidate, Linker, mention_form
 from melo_core.scorers.base import ScorerContext, check_concepts
-from melo_core.scorers.dense import SCORER_OPTIONS, cached_encoder
+from melo_core.scorers.dense import SCORER_OPTIONS
 from melo_core.scorers.hybrid import METHODS, POOL
 from melo_core.scorers.known_mentions import MENTION_RELATIONS
 from melo_core.scorers.registry import is_scorer_spec, register_family

@@ -422,7 +422,9 @@ def teacher_vectors(spec: str, texts: Sequence[str]) -> np.ndarray:
     benchmarks already embedded cost nothing)."""
     from tqdm import tqdm
 
-    from melo_core.scorers.dense import cached_encoder
+    # The submodule, not the package: the package registers the `domain` encoder, which trains
+    # its model with this module.
+    from melo_core.encoders.cache import cached_encoder
 
     try:
         encoder = cached_encoder(spec)

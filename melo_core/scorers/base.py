@@ -1,4 +1,5 @@
-"""The one protocol every scorer follows, and the context it is created in."""
+"""The one protocol every scorer follows, and the context it is created in (with the known
+mentions it may be given: melo_core.scorers.known_mentions lifts scores with them)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,21 @@ import numpy as np
 
 if TYPE_CHECKING:
     from melo_core.datasets import MeloDataset
-    from melo_core.scorers.known_mentions import KnownMentions
+
+
+@dataclass(frozen=True)
+class KnownMentions:
+    """Mention texts, the concept each stands for, and the weight of the lift."""
+
+    texts: tuple[str, ...]
+    concepts: tuple[str, ...]
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if len(self.texts) != len(self.concepts):
+            raise ValueError(f"{len(self.texts)} mention texts but {len(self.concepts)} concepts")
+        if not 0.0 < self.weight <= 1.0:
+            raise ValueError(f"mention weight must be in (0, 1], got {self.weight}")
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,11 @@ Scorer options (they change how scores are made from the vectors, not the vector
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from melo_core import config
-from melo_core.encoders import CachedEncoder, EmbeddingCache, Encoder, EncoderSpec, is_encoder_spec, load_encoder
+from melo_core.encoders import CachedEncoder, EncoderSpec, cached_encoder, is_encoder_spec
 from melo_core.scorers.base import ScorerContext, check_concepts
 from melo_core.scorers.registry import register_family
 from melo_core.text import calm_capitals, drop_gender_markers, title_variants
@@ -142,22 +140,6 @@ class DenseScorer:
             self._extra_texts, self._extra_vectors = key, self.embed(texts, "passage")
         vectors = self._extra_vectors
         return self._best_over_forms(queries, lambda q: q @ vectors.T)
-
-
-_CACHES: dict[Path, EmbeddingCache] = {}
-_ENCODERS: dict[tuple[str, str], Encoder] = {}
-
-
-def cached_encoder(spec: str, cache_dir: str | None = None) -> CachedEncoder:
-    """One loaded encoder per spec and one cache per folder per process: a sweep over many
-    datasets loads the model and reads the cache shards once."""
-    root = Path(cache_dir or config.cache_dir() / "embeddings").resolve()
-    cache = _CACHES.setdefault(root, EmbeddingCache(root))
-    key = (spec, str(config.models_dir()))  # `domain` is whatever model the models folder holds
-    encoder = _ENCODERS.get(key)
-    if encoder is None:
-        encoder = _ENCODERS[key] = load_encoder(spec)
-    return CachedEncoder(encoder, cache)
 
 
 def _accepts(spec: str) -> bool:

@@ -15,7 +15,6 @@ helped by its own annotations.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,25 +22,10 @@ import numpy as np
 from melo_core.crosswalk import ALIAS_RELATIONS, RELATIONS, crosswalk_country, crosswalk_decisions, list_crosswalks
 from melo_core.datasets import parse_dataset_name
 from melo_core.errors import MeloInputError
-from melo_core.scorers.base import ExtendableScorer, check_concepts
+from melo_core.scorers.base import ExtendableScorer, KnownMentions, check_concepts
 
 # Which crosswalk matches become mentions, by the name the CLI and the benchmark use.
 MENTION_RELATIONS = {"alias": ALIAS_RELATIONS, "all": RELATIONS}
-
-
-@dataclass(frozen=True)
-class KnownMentions:
-    """Mention texts, the concept each stands for, and the weight of the lift."""
-
-    texts: tuple[str, ...]
-    concepts: tuple[str, ...]
-    weight: float = 1.0
-
-    def __post_init__(self) -> None:
-        if len(self.texts) != len(self.concepts):
-            raise ValueError(f"{len(self.texts)} mention texts but {len(self.concepts)} concepts")
-        if not 0.0 < self.weight <= 1.0:
-            raise ValueError(f"mention weight must be in (0, 1], got {self.weight}")
 
 
 def crosswalk_mentions(

@@ -1,0 +1,76 @@
+"""The crosswalk store: what the CLI and the Streamlit pages call.
+
+``Store(url)`` opens any SQLAlchemy URL (default ``MELO_DB_URL``, else the SQLite file ``melo.db``
+in the project root) and upgrades the schema to the latest Alembic revision. SQLite runs with
+WAL, foreign keys on and a busy timeout, so several app sessions can share one file; writes take
+the write lock up front (``BEGIN IMMEDIATE``) so a read-then-write never fails half-way.
+
+Every method opens and closes its own transaction and returns plain frozen dataclasses, so
+callers never hold ORM objects or sessions. A decision is committed before ``decide`` returns.
+
+One ``Store``, its methods grouped by concern, a module each:
+
+- ``engine``: the database and its schema (Alembic); ``base``: transactions and shared queries;
+- ``taxonomies``: taxonomies and concepts (labels, search by label);
+- ``terms``: schemes, terms and the curation queue, suggestions;
+- ``decisions``: decisions and undo;
+- ``crosswalk``: the current crosswalk and its consistency (warnings, agreement, activity);
+- ``records``: the dataclasses returned.
+
+Evaluation runs are ``db.runs`` (functions over a ``Store``), imports ``db.imports``, exports
+``db.exports``.
+"""
+
+from db.store.base import search_text
+from db.store.crosswalk import IMPORT_CURATOR_PREFIX, CrosswalkQueries
+from db.store.decisions import DecisionQueries
+from db.store.engine import (
+    MIGRATIONS,
+    _alembic_config,
+    create_store_engine,
+    current_revisions,
+    head_revisions,
+    upgrade_schema,
+)
+from db.store.records import (
+    Agreement,
+    ConceptInfo,
+    ConsistencyWarning,
+    Decision,
+    HourCount,
+    LabelMatch,
+    Scheme,
+    Suggestion,
+    TaxonomyInfo,
+    Term,
+)
+from db.store.taxonomies import TaxonomyQueries
+from db.store.terms import STATUSES, TermQueries
+
+
+class Store(TaxonomyQueries, TermQueries, DecisionQueries, CrosswalkQueries):
+    """The crosswalk store at ``url`` (default: ``MELO_DB_URL`` or ``melo.db``)."""
+
+
+__all__ = [
+    "IMPORT_CURATOR_PREFIX",
+    "MIGRATIONS",
+    "STATUSES",
+    "Agreement",
+    "ConceptInfo",
+    "ConsistencyWarning",
+    "Decision",
+    "HourCount",
+    "LabelMatch",
+    "Scheme",
+    "Store",
+    "Suggestion",
+    "TaxonomyInfo",
+    "Term",
+    "_alembic_config",
+    "create_store_engine",
+    "current_revisions",
+    "head_revisions",
+    "search_text",
+    "upgrade_schema",
+]

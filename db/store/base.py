@@ -1,0 +1,98 @@
+"""``StoreBase``: a store's engine, its transactions (``read``, ``write``), and the pieces every
+group of queries shares (a scheme by name, the current decision of each pair, text search)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Self
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from db.formats import search_fold
+from db.models import DecisionRow, SchemeRow, TermRow
+from db.store.engine import create_store_engine, upgrade_schema
+from melo_core import config
+from melo_core.errors import MeloInputError
+
+CHUNK = 500  # bound parameters per IN (...) list
+
+
+def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def like_escape(folded: str) -> str:
+    return re.sub(r"([\\%_])", r"\\\1", folded)
+
+
+def like_pattern(query: str) -> str:
+    return f"%{like_escape(search_fold(query))}%"
+
+
+def search_text(code: str, label: str, description: str) -> str:
+    return search_fold("\n".join((code, label, description)))
+
+
+class StoreBase:
+    """What every group of queries builds on: the engine at ``url`` (default: ``MELO_DB_URL`` or
+    ``melo.db``), its schema upgraded on opening, and its transactions."""
+
+    def __init__(self, url: str | None = None, *, upgrade: bool = True):
+        self.url = url or config.database_url()
+        self.engine = create_store_engine(self.url)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._write_sessions = sessionmaker(self.engine.execution_options(melo_write=True), expire_on_commit=False)
+        if upgrade:
+            try:
+                upgrade_schema(self.engine)
+            except OperationalError as exc:
+                self.engine.dispose()
+                raise MeloInputError(f"cannot open the store {self.display_url}: {exc.orig}") from None
+
+    @property
+    def display_url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        with self._sessions() as session, session.begin():
+            yield session
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        """One write transaction: committed when the block ends, rolled back on any error."""
+        with self._write_sessions() as session, session.begin():
+            yield session
+
+    # -- shared by the queries ---------------------------------------------------------------
+
+    @staticmethod
+    def _scheme_row(session: Session, name: str) -> SchemeRow:
+        row = session.scalars(select(SchemeRow).where(SchemeRow.name == name)).first()
+        if row is None:
+            raise KeyError(f"no source scheme named {name!r}")
+        return row
+
+    @staticmethod
+    def _latest_ids(scheme_id: int | None = None, term_id: int | None = None) -> Any:
+        """ids of the current decision of every (term, concept) pair (of a scheme, of a term)."""
+        query = select(func.max(DecisionRow.id)).group_by(DecisionRow.term_id, DecisionRow.concept_uri)
+        if scheme_id is not None:
+            query = query.where(DecisionRow.term_id.in_(select(TermRow.id).where(TermRow.scheme_id == scheme_id)))
+        if term_id is not None:
+            query = query.where(DecisionRow.term_id == term_id)
+        return query

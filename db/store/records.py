@@ -1,0 +1,149 @@
+"""What the store returns: plain frozen dataclasses, so callers never hold ORM objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
+from datetime import datetime
+
+from db.models import DecisionRow, TermRow
+
+
+@dataclass(frozen=True)
+class Scheme:
+    id: int
+    name: str
+    kind: str
+    language: str | None
+    base_uri: str | None
+    terms: int
+    todo: int
+    done: int
+    unsure: int
+
+
+@dataclass(frozen=True)
+class TaxonomyInfo:
+    id: int
+    name: str
+    version: str
+    source: str
+    imported_at: datetime
+    concepts: int
+
+
+@dataclass(frozen=True)
+class Term:
+    id: int
+    scheme: str
+    code: str
+    uri: str
+    label: str
+    description: str
+    language: str | None
+    status: str  # todo, done or unsure
+
+
+@dataclass(frozen=True)
+class Decision:
+    id: int
+    term_id: int
+    scheme: str
+    term_code: str
+    term_uri: str
+    term_label: str
+    concept_uri: str
+    outcome: str
+    curator: str
+    decided_at: datetime
+    comment: str
+    scorer: str | None
+    score: float | None
+    rank: int | None
+    # Label shown to the curator, or (in crosswalk()) the taxonomy's label when none was stored.
+    concept_label: str | None
+    undoes_id: int | None
+
+
+LABEL_FIELD = [f.name for f in dataclass_fields(Decision)].index("concept_label")
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    term_id: int
+    concept_uri: str
+    scorer: str
+    score: float
+    rank: int
+
+
+@dataclass(frozen=True)
+class ConsistencyWarning:
+    kind: str  # several-exact, concept-many-exact, accepted-after-rejected
+    scheme: str
+    message: str
+    term_codes: tuple[str, ...]
+    concept_uris: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Cohen's kappa between two curators over the (term, concept) pairs both decided."""
+
+    curator_a: str
+    curator_b: str
+    items: int
+    agreed: int
+    observed: float | None
+    expected: float | None
+    kappa: float | None  # None when undefined: no common items, or chance agreement is 1
+
+
+@dataclass(frozen=True)
+class HourCount:
+    hour: datetime
+    curator: str
+    decisions: int
+
+
+@dataclass(frozen=True)
+class LabelMatch:
+    """A concept found by one of its labels (``find_concepts``)."""
+
+    uri: str
+    label: str  # the label that matched
+    language: str
+    label_kind: str  # preferred, alternative or hidden
+    concept_kind: str
+    isco_code: str | None
+
+
+@dataclass(frozen=True)
+class ConceptInfo:
+    uri: str
+    kind: str
+    isco_code: str | None
+    description: str
+    taxonomy: str
+    labels: dict[str, dict[str, list[str]]]  # language -> kind -> texts in order
+
+
+def decision_record(row: DecisionRow, term: TermRow, scheme: str) -> Decision:
+    return Decision(
+        id=row.id,
+        term_id=row.term_id,
+        scheme=scheme,
+        term_code=term.code,
+        term_uri=term.uri,
+        term_label=term.label,
+        concept_uri=row.concept_uri,
+        outcome=row.outcome,
+        curator=row.curator,
+        decided_at=row.decided_at,
+        comment=row.comment,
+        scorer=row.scorer,
+        score=row.score,
+        rank=row.rank,
+        concept_label=row.concept_label,
+        undoes_id=row.undoes_id,
+    )
