@@ -504,7 +504,7 @@ def run_ray(path: str, column: str, settings: LinkSettings, out: str, fmt: str =
         if address:
             ray.init(address=address, **options)
         else:  # one CPU per linking actor, and one for the reading and writing tasks
-            ray.init(num_cpus=workers + 1, num_gpus=1 if num_gpus else 0, **options)
+            ray.init(address="local", num_cpus=workers + 1, num_gpus=1 if num_gpus else 0, **options)
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True  # row ids are positions in the input
     context.enable_progress_bars = not quiet
