@@ -76,6 +76,7 @@ class LinkSettings:
     hold_out_country: str | None = None
     top: int = 10
     cache_dir: str | None = None
+    query_cache: bool = True  # False: titles are embedded afresh, never stored in the embedding cache
 
 
 def build_linker(settings: LinkSettings, on_status: Callable[[str], None] = lambda message: None,
@@ -92,11 +93,12 @@ def build_linker(settings: LinkSettings, on_status: Callable[[str], None] = lamb
         if settings.scorer:
             return Linker(taxonomy, settings.scorer, languages, aggregation=settings.aggregation,
                           index_kind=settings.index_kind, on_status=on_status, query_language=settings.query_language,
-                          cache_dir=settings.cache_dir, show_progress=show_progress)  # fmt: skip
+                          cache_dir=settings.cache_dir, show_progress=show_progress,
+                          cache_queries=settings.query_cache)  # fmt: skip
         definition = load_pipeline(settings.pipeline or "best")
         pipeline = Pipeline(definition, taxonomy, languages, aggregation=settings.aggregation,
                             index_kind=settings.index_kind, on_status=on_status, cache_dir=settings.cache_dir,
-                            show_progress=show_progress)  # fmt: skip
+                            show_progress=show_progress, cache_queries=settings.query_cache)  # fmt: skip
         if settings.mentions:
             pipeline.set_mentions(crosswalk_mentions_of(settings.data, definition.mention_relations,
                                                         settings.hold_out_country))  # fmt: skip
@@ -349,7 +351,7 @@ def _job(source: InputBatches, settings: LinkSettings, fmt: str) -> dict:
     return {"input": str(source.path.resolve()), "input_bytes": stat.st_size, "input_mtime_ns": stat.st_mtime_ns,
             "column": source.column, "input_format": source.format, "batch_size": source.batch_size,
             "format": fmt, "settings": {k: list(v) if isinstance(v, tuple) else v
-                                        for k, v in asdict(settings).items() if k != "cache_dir"}}  # fmt: skip
+                                        for k, v in asdict(settings).items() if k not in ("cache_dir", "query_cache")}}  # fmt: skip
 
 
 def _write_json(path: Path, value: dict) -> None:

@@ -316,7 +316,8 @@ def _settings_for(args: argparse.Namespace, taxonomy: Taxonomy, languages: list[
     default when it is ready (else its ready fallback, said on stderr)."""
     common = dict(data=str(args.data), languages=tuple(languages) if languages else None,
                   query_language=args.query_lang, aggregation=args.aggregation, index_kind=args.index,
-                  mentions=not args.no_mentions, hold_out_country=args.hold_out_country, top=args.top)  # fmt: skip
+                  mentions=not args.no_mentions, hold_out_country=args.hold_out_country, top=args.top,
+                  query_cache=not args.no_query_cache)  # fmt: skip
     if args.scorer:
         return LinkSettings(scorer=args.scorer, **common)  # type: ignore[arg-type]
     definition, why = choose_ready(args.pipeline, taxonomy, languages,
@@ -563,6 +564,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="local: this process; ray: Ray Data, one linking actor per worker")  # fmt: skip
     ln.add_argument("--address", help="ray engine: the cluster to join (default: start a local Ray)")
     ln.add_argument("--workers", type=int, help="ray engine: linking actors (default: one per core)")
+    ln.add_argument("--no-query-cache", action="store_true",
+                    help="do not store the titles' embeddings in the cache (one-off feeds; measuring)")  # fmt: skip
     ln.add_argument("--num-gpus", type=float, default=0.0, help="ray engine: GPUs per linking actor")
     ln.add_argument("--langs", help="comma-separated ESCO label languages (default: all 21 of the MELO union)")
     ln.add_argument("--aggregation", choices=AGGREGATIONS, default="max", help="concept score from its labels' scores")
