@@ -103,6 +103,8 @@ def measure(args: argparse.Namespace, source: Path, rows: int, engine: str, pipe
                "--no-query-cache"]  # fmt: skip
     if engine == "ray":
         command += ["--workers", str(workers)]
+    elif args.threads:
+        command += ["--threads", str(args.threads)]
     load_before = os.getloadavg()[0]
     started = time.monotonic()
     process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True,
@@ -118,7 +120,7 @@ def measure(args: argparse.Namespace, source: Path, rows: int, engine: str, pipe
     if process.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed ({process.returncode}):\n{stderr[-2000:]}")
     return {"engine": engine, "pipeline": pipeline, "rows": rows, "distinct": len(set(titles_of(source))),
-            "workers": workers, "batch_size": args.batch_size,
+            "workers": workers, "threads": args.threads if engine == "local" else "", "batch_size": args.batch_size,
             "seconds": round(seconds, 1), "rows_per_s": round(rows / seconds, 1),
             "peak_rss_mb": round(peak / 2**20), "first_rows_s": round(first, 1) if first else "",
             "load_1m_before": round(load_before, 2)}  # fmt: skip
@@ -140,6 +142,7 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--workers", default=str(os.cpu_count() or 1),
                         help="ray engine: linking actors, or a comma-separated list of counts to compare")  # fmt: skip
+    parser.add_argument("--threads", type=int, help="local engine: `link --threads` (default: the libraries')")
     parser.add_argument("--out", help="results CSV (one row per engine and pipeline)")
     args = parser.parse_args()
     results = []

@@ -107,6 +107,20 @@ def build_linker(settings: LinkSettings, on_status: Callable[[str], None] = lamb
         raise MeloInputError(str(exc)) from None
 
 
+def limit_threads(threads: int) -> None:
+    """At most ``threads`` threads per library in this process (BLAS, OpenMP: numpy, faiss; torch's
+    intra-op pool). What a Ray actor gets from Ray (OMP_NUM_THREADS = its CPUs); for the local
+    engine ``--threads``. On a busy machine more threads than free cores slow linking down."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=threads)
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a requirement
+        return
+    torch.set_num_threads(threads)
+
+
 # -- the batch function both engines run -------------------------------------------------------------
 
 

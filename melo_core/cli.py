@@ -23,6 +23,7 @@ from melo_core.bulk import (
     LinkSettings,
     Summary,
     build_linker,
+    limit_threads,
     run_local,
     run_ray,
 )
@@ -292,6 +293,8 @@ def cmd_link(args: argparse.Namespace) -> int:
         _say_summary(say, summary, args.out)
         return 0
     if source is not None:
+        if args.threads:
+            limit_threads(args.threads)
         summary = run_local(source, settings, args.out, args.format, args.resume, args.quiet, args.rejects,
                             lambda: BatchLinker(settings, _linker(args, settings, say)))  # fmt: skip
         _say_summary(say, summary, args.out)
@@ -564,6 +567,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="local: this process; ray: Ray Data, one linking actor per worker")  # fmt: skip
     ln.add_argument("--address", help="ray engine: the cluster to join (default: start a local Ray)")
     ln.add_argument("--workers", type=int, help="ray engine: linking actors (default: one per core)")
+    ln.add_argument("--threads", type=int,
+                    help="local engine: threads per library (BLAS, OpenMP, torch); default: theirs (all cores)")  # fmt: skip
     ln.add_argument("--no-query-cache", action="store_true",
                     help="do not store the titles' embeddings in the cache (one-off feeds; measuring)")  # fmt: skip
     ln.add_argument("--num-gpus", type=float, default=0.0, help="ray engine: GPUs per linking actor")
