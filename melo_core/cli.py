@@ -13,6 +13,19 @@ from tqdm import tqdm
 
 from melo_core import config, extensions, training_cli
 from melo_core.builder import LOOSEST_RELATION_BY_CROSSWALK, build_dataset
+from melo_core.bulk import (
+    DEFAULT_BATCH_SIZE,
+    FORMATS,
+    MAX_TITLE_CHARS,
+    BatchLinker,
+    InputBatches,
+    LinkSettings,
+    Summary,
+    build_linker,
+    limit_threads,
+    run_local,
+    run_ray,
+)
 from melo_core.crosswalk import RELATIONS, crosswalk_path, load_crosswalk
 from melo_core.datasets import MeloDataset, dataset_target, list_datasets, load_dataset, resolve_dataset, write_dataset
 from melo_core.encoders import is_encoder_spec
@@ -25,7 +38,6 @@ from melo_core.output import message_stream
 from melo_core.pipeline import (
     DEFAULT_PIPELINE,
     FALLBACK_PIPELINE,
-    Pipeline,
     PipelineDefinition,
     choose_ready,
     crosswalk_mentions_of,
@@ -55,7 +67,7 @@ from melo_core.taxonomy import (
     taxonomy_from_melo,
 )
 from melo_core.text import calm_capitals
-from melo_core.tsv import read_csv_records, write_csv
+from melo_core.tsv import write_csv
 
 SUMMARY_METRICS = ("mrr", "acc@1", "acc@5", "acc@10")
 CSV_METRICS = (
@@ -238,75 +250,85 @@ def _pipeline_or_spec(args: argparse.Namespace) -> None:
 
 
 def cmd_link(args: argparse.Namespace) -> int:
-    """Rank ESCO concepts for one query (--query) or for every row of a CSV file (--input) with a
-    pipeline: `best` by default (`fast` while best is not ready, said on stderr), any other with
-    --pipeline, or any scorer spec with --scorer. Known mentions: the titles of the data folder's
-    crosswalks (--hold-out-country leaves one country's out, --no-mentions all)."""
+    """Rank ESCO concepts for one query (--query) or for every row of a CSV, TSV or Parquet file
+    (--input) with a pipeline: `best` by default (`fast` while best is not ready, said on stderr),
+    any other with --pipeline, or any scorer spec with --scorer. Known mentions: the titles of the
+    data folder's crosswalks (--hold-out-country leaves one country's out, --no-mentions all).
+    --input is streamed in batches: --out FILE.csv (or -) is one CSV file; --out FOLDER gets one
+    Parquet (or --format csv) shard per batch, resumable with --resume; --engine ray runs the same
+    batches through Ray Data (a local Ray, or the cluster at --address)."""
     if bool(args.query) == bool(args.input):
-        raise MeloInputError("give either --query TEXT or --input FILE.csv --column NAME --out FILE.csv")
+        raise MeloInputError("give either --query TEXT or --input FILE --column NAME --out FILE.csv|FOLDER")
     _pipeline_or_spec(args)
-    queries: list[str] = []
-    if args.input:
-        if not args.column or not args.out:
-            raise MeloInputError("--input needs --column NAME and --out FILE.csv")
-        for number, record in read_csv_records(Path(args.input), [args.column]):
-            text = (record.get(args.column) or "").strip()
-            if not text:
-                raise MeloInputError(f"empty {args.column!r} cell", args.input, number)
-            queries.append(text)
-    else:
-        queries = [args.query]
+    if args.input and (not args.column or not args.out):
+        raise MeloInputError("--input needs --column NAME and --out FILE.csv or FOLDER")
+    if args.top < 1:
+        raise MeloInputError(f"--top must be at least 1, got {args.top}")
     say = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
+    source = None
+    if args.input and args.engine == "local":  # a missing column or unreadable file fails before any loading
+        source = InputBatches(args.input, args.column, args.batch_size, args.input_format)
+    elif args.input and (args.rejects or args.resume):
+        raise MeloInputError("--rejects and --resume are for --engine local (the ray engine writes "
+                             "OUT/_rejects into a new folder)")  # fmt: skip
     taxonomy = cached_taxonomy_from_melo(args.data)
     languages = _split(args.langs) if args.langs else None
-    linker = _linker_for(args, taxonomy, languages, say)
-    rows: list[dict[str, object]] = []
-    batch = 64
-    with tqdm(total=len(queries), unit="query", desc="linking", disable=args.quiet or not args.input,
-              file=sys.stderr) as bar:  # fmt: skip
-        for begin in range(0, len(queries), batch):
-            for offset, candidates in enumerate(linker.link(queries[begin : begin + batch], top_k=args.top)):
-                for c in candidates:
-                    rows.append({"row": begin + offset, "rank": c.rank, "concept_uri": c.concept_uri,
-                                 "label": c.label, "score": round(c.score, 6), "matched_label": c.matched_label,
-                                 "matched_language": c.matched_language})  # fmt: skip
-            bar.update(min(batch, len(queries) - begin))
-    if args.out:
-        columns = ["row", "rank", "concept_uri", "label", "score", "matched_label", "matched_language"]
-        write_csv(args.out, rows, columns)
-        say(f"wrote {len(rows)} row(s) for {len(queries)} quer{'y' if len(queries) == 1 else 'ies'} to {args.out}")
-    else:
-        for row in rows:
-            print(f"{row['rank']:>3}  {row['score']:.4f}  {row['label']}  [{row['matched_language']}: "
-                  f"{row['matched_label']}]  {row['concept_uri']}")  # fmt: skip
+    settings = _settings_for(args, taxonomy, languages)
+    if args.input and args.engine == "ray":
+        say(f"linking with {settings.scorer or 'pipeline ' + str(settings.pipeline)} on Ray "
+            f"({args.address or 'a local Ray'}, {args.workers or os.cpu_count()} worker(s))")  # fmt: skip
+        summary = run_ray(args.input, args.column, settings, args.out, args.format, args.input_format,
+                          args.batch_size, args.workers, args.num_gpus, args.address, args.quiet)  # fmt: skip
+        _say_summary(say, summary, args.out)
+        return 0
+    if source is not None:
+        if args.threads:
+            limit_threads(args.threads)
+        summary = run_local(source, settings, args.out, args.format, args.resume, args.quiet, args.rejects,
+                            lambda: BatchLinker(settings, _linker(args, settings, say)))  # fmt: skip
+        _say_summary(say, summary, args.out)
+        return 0
+    linker = _linker(args, settings, say)
+    for c in linker.link([args.query], top_k=args.top)[0]:
+        print(f"{c.rank:>3}  {round(c.score, 6):.4f}  {c.label}  [{c.matched_language}: {c.matched_label}]  "
+              f"{c.concept_uri}")  # fmt: skip
     return 0
 
 
-def _linker_for(args: argparse.Namespace, taxonomy: Taxonomy, languages: list[str] | None,
-                say: Callable[[str], None]) -> Linker:  # fmt: skip
-    """The linker `link` ranks with: the pipeline's variant for --query-lang, or the --scorer spec."""
-    try:
-        if args.scorer:
-            return Linker(taxonomy, args.scorer, languages, aggregation=args.aggregation, index_kind=args.index,
-                          on_status=say, query_language=args.query_lang)  # fmt: skip
-        definition, why = choose_ready(args.pipeline, taxonomy, languages,
-                                       lambda d: [] if args.no_mentions else _mention_texts(args, d, taxonomy))  # fmt: skip
-        if why:
-            print(why, file=sys.stderr)  # said even with --quiet: the user gets less than the default
-        pipeline = Pipeline(definition, taxonomy, languages, aggregation=args.aggregation, index_kind=args.index,
-                            on_status=say)  # fmt: skip
-        if not args.no_mentions:
-            # The default pipeline serves with the mentions embedded so far; a named one embeds all.
-            pipeline.set_mentions(crosswalk_mentions_of(args.data, definition.mention_relations, args.hold_out_country),
-                                  embedded_only=args.pipeline is None)  # fmt: skip
-        linker = pipeline.linker(args.query_lang)
-        say(f"pipeline {definition.name} ({pipeline.variant_kind(args.query_lang).replace('_', '-')} variant, "
-            f"{len(linker.mentions)} known mentions"
-            f"{f', {pipeline.pending_mentions} still to embed' if pipeline.pending_mentions else ''}): "
-            f"{linker.scorer_spec}")  # fmt: skip
-        return linker
-    except ValueError as exc:
-        raise MeloInputError(str(exc)) from None
+def _say_summary(say: Callable[[str], None], summary: Summary, out: str) -> None:
+    rate = summary.rows / summary.seconds if summary.seconds else 0.0
+    resumed = f", {summary.skipped_batches} batch(es) already written" if summary.skipped_batches else ""
+    rejected = f"; {summary.rejected} rejected (empty or longer than {MAX_TITLE_CHARS} characters)"
+    say(f"linked {summary.rows - summary.rejected} of {summary.rows} row(s){rejected}{resumed} in "
+        f"{summary.seconds:.1f} s ({rate:.0f} rows/s) to {out}")  # fmt: skip
+
+
+def _settings_for(args: argparse.Namespace, taxonomy: Taxonomy, languages: list[str] | None) -> LinkSettings:
+    """What builds the linker `link` ranks with: the --scorer spec, or the pipeline named, else the
+    default when it is ready (else its ready fallback, said on stderr)."""
+    common = dict(data=str(args.data), languages=tuple(languages) if languages else None,
+                  query_language=args.query_lang, aggregation=args.aggregation, index_kind=args.index,
+                  mentions=not args.no_mentions, hold_out_country=args.hold_out_country, top=args.top,
+                  query_cache=not args.no_query_cache)  # fmt: skip
+    if args.scorer:
+        return LinkSettings(scorer=args.scorer, **common)  # type: ignore[arg-type]
+    definition, why = choose_ready(args.pipeline, taxonomy, languages,
+                                   lambda d: [] if args.no_mentions else _mention_texts(args, d, taxonomy))  # fmt: skip
+    if why:
+        print(why, file=sys.stderr)  # said even with --quiet: the user gets less than the default
+    name = args.pipeline if args.pipeline and args.pipeline.endswith(".toml") else definition.name
+    # The default pipeline serves with the known mentions embedded so far; a named one embeds all.
+    return LinkSettings(pipeline=name, embedded_mentions_only=args.pipeline is None, **common)  # type: ignore[arg-type]
+
+
+def _linker(args: argparse.Namespace, settings: LinkSettings, say: Callable[[str], None]) -> Linker:
+    """The linker of ``settings``, saying which pipeline variant it runs."""
+    linker = build_linker(settings, on_status=say, show_progress=not args.quiet)
+    if settings.pipeline:
+        kind = load_pipeline(settings.pipeline).variant_kind(args.query_lang, linker.languages)
+        say(f"pipeline {load_pipeline(settings.pipeline).name} ({kind.replace('_', '-')} variant, "
+            f"{len(linker.mentions)} known mentions): {linker.scorer_spec}")  # fmt: skip
+    return linker
 
 
 def _mention_texts(args: argparse.Namespace, definition: PipelineDefinition, taxonomy: Taxonomy | None) -> list[str]:
@@ -529,9 +551,26 @@ def build_parser() -> argparse.ArgumentParser:
     ln.add_argument("--no-mentions", action="store_true", help="no known mentions from crosswalks")
     ln.add_argument("--top", type=int, default=10, help="concepts per query (default 10)")
     ln.add_argument("--query", help="one occupation name")
-    ln.add_argument("--input", help="CSV file with a header")
-    ln.add_argument("--column", help="the CSV column holding the names")
-    ln.add_argument("--out", help="write row,rank,concept_uri,label,score,... to this CSV; - for stdout")
+    ln.add_argument("--input", help="CSV, TSV or Parquet file with a header (the ray engine: also a folder or URI)")
+    ln.add_argument("--input-format", choices=("csv", "tsv", "parquet"), help="default: from the file name")
+    ln.add_argument("--column", help="the column holding the names")
+    ln.add_argument("--out", help="FILE.csv (- for stdout): row,rank,concept_uri,label,score,...; or a FOLDER: one "
+                    "shard per batch (resumable), rejected rows in FOLDER/_rejects")  # fmt: skip
+    ln.add_argument("--format", choices=FORMATS, default="parquet", help="shard format of a folder output")
+    ln.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
+                    help=f"rows per batch and shard (default {DEFAULT_BATCH_SIZE}); memory grows with it")  # fmt: skip
+    ln.add_argument("--resume", action="store_true", help="skip the batches whose shard is already in --out FOLDER")
+    ln.add_argument("--rejects", help="with --out FILE.csv: write the rejected rows (empty or longer than "
+                    f"{MAX_TITLE_CHARS} characters) to this CSV")  # fmt: skip
+    ln.add_argument("--engine", choices=("local", "ray"), default="local",
+                    help="local: this process; ray: Ray Data, one linking actor per worker")  # fmt: skip
+    ln.add_argument("--address", help="ray engine: the cluster to join (default: start a local Ray)")
+    ln.add_argument("--workers", type=int, help="ray engine: linking actors (default: one per core)")
+    ln.add_argument("--threads", type=int,
+                    help="local engine: threads per library (BLAS, OpenMP, torch); default: theirs (all cores)")  # fmt: skip
+    ln.add_argument("--no-query-cache", action="store_true",
+                    help="do not store the titles' embeddings in the cache (one-off feeds; measuring)")  # fmt: skip
+    ln.add_argument("--num-gpus", type=float, default=0.0, help="ray engine: GPUs per linking actor")
     ln.add_argument("--langs", help="comma-separated ESCO label languages (default: all 21 of the MELO union)")
     ln.add_argument("--aggregation", choices=AGGREGATIONS, default="max", help="concept score from its labels' scores")
     ln.add_argument("--index", choices=INDEX_KINDS, default="hnsw", help="faiss index of dense scorers")

@@ -86,6 +86,33 @@ def open_output(path: str | Path) -> Iterator[TextIO]:
 
 
 @contextmanager
+def replaced_file(path: str | Path) -> Iterator[Path]:
+    """A temporary path next to ``path`` for a writer that wants a file name (Parquet, a shard of a
+    folder output): once the caller has written it, it is fsynced and renamed over ``path``, so a
+    killed run leaves either the whole file or none. Write errors are one ``MeloInputError`` line."""
+    target = output_target(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        os.close(fd)
+    except OSError as exc:
+        raise write_error(exc, path) from None
+    temporary = Path(name)
+    try:
+        yield temporary
+        with open(temporary, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.chmod(temporary, NEW_FILE_MODE)
+        os.replace(temporary, target)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise write_error(exc, path) from None
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
 def _replace(target: Path, mode: int | None) -> Iterator[TextIO]:
     """A temporary file next to ``target``, renamed over it once whole and on disk."""
     target.parent.mkdir(parents=True, exist_ok=True)

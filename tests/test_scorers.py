@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sklearn.feature_extraction.text import TfidfVectorizer
 
 from melo_core import Protocol, Scorer, ScorerContext, create_scorer, evaluate, load_dataset, scorer_names
 from melo_core.text import TextPrep
@@ -87,4 +88,11 @@ def test_pickled_tfidf_scores_like_scikit_learn_without_it(name: str, datasets_d
     scorer.fit(corpus)
     restored = pickle.loads(pickle.dumps(scorer))
     assert type(restored._vectorizer).__name__ == "FittedTfidf"
-    np.testing.assert_allclose(restored.score(queries), scorer.score(queries), rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(restored.score(queries), scorer.score(queries))  # ties rank alike
+    reference = TfidfVectorizer(analyzer="char" if name == "char-tfidf" else "word",
+                                ngram_range=(1, 3) if name == "char-tfidf" else (1, 1))  # fmt: skip
+    prepare = scorer._prepare
+    expected = (
+        reference.fit_transform([prepare(c) for c in corpus]) @ reference.transform([prepare(q) for q in queries]).T
+    )
+    np.testing.assert_allclose(scorer.score(queries), expected.T.toarray(), rtol=0, atol=1e-12)

@@ -75,7 +75,17 @@ class TfidfScorer:
         return state
 
     def fit(self, corpus: Sequence[str]) -> None:
-        self._matrix_t = self._vectorizer.fit_transform([self._prepare(c) for c in corpus]).T.tocsr()
+        vectorizer = self._vectorizer if not isinstance(self._vectorizer, FittedTfidf) else None
+        if vectorizer is None:  # refitting a restored scorer
+            from sklearn.feature_extraction.text import TfidfVectorizer
+
+            fitted = self._vectorizer
+            vectorizer = TfidfVectorizer(analyzer=fitted.analyzer, ngram_range=fitted.ngram_range, dtype=np.float64)
+        self._matrix_t = vectorizer.fit_transform([self._prepare(c) for c in corpus]).T.tocsr()
+        # Queries go through the same transformer a pickled scorer restores: fresh and restored
+        # scorers then score bit for bit alike (scikit-learn's transform differs by ~1e-16, which
+        # reordered exact ties between a run that fitted and one that loaded the fitted state).
+        self._vectorizer = FittedTfidf(vectorizer)
 
     def score(self, queries: Sequence[str]) -> np.ndarray:
         if self._matrix_t is None:

@@ -1,0 +1,585 @@
+"""Bulk linking: millions of titles from CSV, TSV or Parquet, streamed in batches.
+
+One function links a batch of titles (``BatchLinker``: the ``Pipeline`` built once, duplicate
+titles linked once); two engines feed it:
+
+- ``run_local``: this process reads the input in batches of ``batch_size`` rows and writes one
+  shard per batch (``part-000000.parquet`` …, each written to a temporary file, fsynced and
+  renamed), so memory is bounded by the batch size and a killed run is resumed with ``--resume``
+  (shards already there are skipped; every input row ends up in exactly one shard);
+- ``run_ray``: Ray Data reads the same input (``read_csv``/``read_parquet``), gives each row its
+  position as id, runs ``BatchLinker`` as a stateful actor class in ``map_batches`` (models and
+  indexes loaded once per worker) and writes Parquet (or CSV) files.
+
+Output (long format, one row per input row and candidate, the columns of ``link --out FILE.csv``):
+``row`` (0-based position of the data row in the input), ``rank`` (1 … top), ``concept_uri``,
+``label``, ``score`` (6 decimals), ``matched_label``, ``matched_language``. Rows whose title is
+empty or longer than ``MAX_TITLE_CHARS`` are not linked: they go to ``_rejects/`` (``row``,
+``reason``, ``length``, ``start``: the first 100 characters) and are counted.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from melo_core.errors import MeloInputError
+from melo_core.output import open_output, replaced_file
+
+if TYPE_CHECKING:
+    from melo_core.linker import Linker
+
+MAX_TITLE_CHARS = 1000  # longer cells are rejected, not linked (a job title is well under 200)
+READ_BLOCK_BYTES = 32 << 20  # CSV read block; a row longer than this stops with exit code 2
+DEFAULT_BATCH_SIZE = 4096
+LINK_CHUNK = 64  # distinct titles per Linker.link call
+TITLE_CACHE = 50_000  # distinct titles remembered per worker (LRU): repeated titles are linked once
+MANIFEST = "_manifest.json"
+REJECTS = "_rejects"
+FORMATS = ("parquet", "csv")
+INPUT_FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet", ".pq": "parquet"}
+COLUMNS = ("row", "rank", "concept_uri", "label", "score", "matched_label", "matched_language")
+SCHEMA = pa.schema([("row", pa.int64()), ("rank", pa.int32()), ("concept_uri", pa.string()),
+                    ("label", pa.string()), ("score", pa.float64()), ("matched_label", pa.string()),
+                    ("matched_language", pa.string())])  # fmt: skip
+REJECT_SCHEMA = pa.schema([("row", pa.int64()), ("reason", pa.string()), ("length", pa.int64()),
+                           ("start", pa.string())])  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LinkSettings:
+    """What builds the linker: plain values, so a Ray worker can rebuild the same one."""
+
+    data: str
+    pipeline: str | None = None  # a resolved pipeline name or PATH.toml (the CLI has chosen the ready one)
+    scorer: str | None = None  # instead of a pipeline: a scorer spec
+    languages: tuple[str, ...] | None = None
+    query_language: str | None = None
+    aggregation: str = "max"
+    index_kind: str = "hnsw"
+    mentions: bool = True
+    hold_out_country: str | None = None
+    top: int = 10
+    cache_dir: str | None = None
+    query_cache: bool = True  # False: titles are embedded afresh, never stored in the embedding cache
+    embedded_mentions_only: bool = False  # True: known mentions not embedded yet wait (`prepare` embeds them)
+
+
+def build_linker(settings: LinkSettings, on_status: Callable[[str], None] = lambda message: None,
+                 show_progress: bool = True) -> Linker:  # fmt: skip
+    """The linker `link` ranks with: the pipeline's variant for the query language, with the known
+    mentions of the data folder's crosswalks, or the scorer spec."""
+    from melo_core.linker import Linker
+    from melo_core.pipeline import Pipeline, crosswalk_mentions_of, load_pipeline
+    from melo_core.taxonomy import cached_taxonomy_from_melo
+
+    taxonomy = cached_taxonomy_from_melo(settings.data, settings.cache_dir)
+    languages = list(settings.languages) if settings.languages else None
+    try:
+        if settings.scorer:
+            return Linker(taxonomy, settings.scorer, languages, aggregation=settings.aggregation,
+                          index_kind=settings.index_kind, on_status=on_status, query_language=settings.query_language,
+                          cache_dir=settings.cache_dir, show_progress=show_progress,
+                          cache_queries=settings.query_cache)  # fmt: skip
+        definition = load_pipeline(settings.pipeline or "best")
+        pipeline = Pipeline(definition, taxonomy, languages, aggregation=settings.aggregation,
+                            index_kind=settings.index_kind, on_status=on_status, cache_dir=settings.cache_dir,
+                            show_progress=show_progress, cache_queries=settings.query_cache)  # fmt: skip
+        if settings.mentions:
+            pipeline.set_mentions(crosswalk_mentions_of(settings.data, definition.mention_relations,
+                                                        settings.hold_out_country),
+                                  embedded_only=settings.embedded_mentions_only)  # fmt: skip
+            if pipeline.pending_mentions:
+                on_status(f"{pipeline.pending_mentions} known mentions still to embed: "
+                          f"`python -m melo_core prepare --pipeline {definition.name}` embeds them")  # fmt: skip
+        return pipeline.linker(settings.query_language)
+    except ValueError as exc:
+        raise MeloInputError(str(exc)) from None
+
+
+def limit_threads(threads: int) -> None:
+    """At most ``threads`` threads per library in this process (BLAS, OpenMP: numpy, faiss; torch's
+    intra-op pool). What a Ray actor gets from Ray (OMP_NUM_THREADS = its CPUs); for the local
+    engine ``--threads``. On a busy machine more threads than free cores slow linking down."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=threads)
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a requirement
+        return
+    torch.set_num_threads(threads)
+
+
+# -- the batch function both engines run -------------------------------------------------------------
+
+
+def reject_reason(title: str | None) -> str | None:
+    """Why a title is not linked (None: it is linked)."""
+    text = (title or "").strip()
+    if not text:
+        return "empty"
+    if len(text) > MAX_TITLE_CHARS:
+        return f"longer than {MAX_TITLE_CHARS} characters"
+    return None
+
+
+def rejects_of(batch: pa.Table) -> pa.Table:
+    """The rejected rows of a batch (columns row, title) as ``REJECT_SCHEMA`` rows."""
+    out: dict[str, list] = {name: [] for name in REJECT_SCHEMA.names}
+    for row, title in zip(batch.column("row").to_pylist(), batch.column("title").to_pylist(), strict=True):
+        reason = reject_reason(title)
+        if reason:
+            text = (title or "").strip()
+            out["row"].append(row)
+            out["reason"].append(reason)
+            out["length"].append(len(text))
+            out["start"].append(text[:100])
+    return pa.Table.from_pydict(out, schema=REJECT_SCHEMA)
+
+
+class BatchLinker:
+    """Title batch (a table with columns ``row`` and ``title``) → candidate rows (``SCHEMA``).
+
+    Builds the linker once (a Ray Data actor: once per worker); each distinct title of a batch
+    is linked once, and the last ``TITLE_CACHE`` distinct titles are remembered across batches.
+    Rejected titles (``reject_reason``) give no rows."""
+
+    def __init__(self, settings: LinkSettings, linker: Linker | None = None, cache_size: int = TITLE_CACHE):
+        self.settings = settings
+        self.linker = linker if linker is not None else build_linker(settings, show_progress=False)
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, tuple[tuple, ...]] = OrderedDict()
+        self.distinct_linked = 0
+
+    def _link(self, titles: Sequence[str]) -> dict[str, tuple[tuple, ...]]:
+        found: dict[str, tuple[tuple, ...]] = {}
+        missing = []
+        for title in dict.fromkeys(titles):
+            cached = self._cache.get(title)
+            if cached is None:
+                missing.append(title)
+            else:
+                self._cache.move_to_end(title)
+                found[title] = cached
+        for begin in range(0, len(missing), LINK_CHUNK):
+            chunk = missing[begin : begin + LINK_CHUNK]
+            for title, candidates in zip(chunk, self.linker.link(chunk, top_k=self.settings.top), strict=True):
+                found[title] = tuple((c.rank, c.concept_uri, c.label, round(c.score, 6), c.matched_label,
+                                      c.matched_language) for c in candidates)  # fmt: skip
+        self.distinct_linked += len(missing)
+        for title in missing:
+            self._cache[title] = found[title]
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return found
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        rows = batch.column("row").to_pylist()
+        titles = [(t or "").strip() for t in batch.column("title").to_pylist()]
+        keep = [i for i, t in enumerate(titles) if reject_reason(t) is None]
+        found = self._link([titles[i] for i in keep])
+        out: dict[str, list] = {name: [] for name in COLUMNS}
+        for i in keep:
+            for rank, uri, label, score, matched, language in found[titles[i]]:
+                out["row"].append(rows[i])
+                out["rank"].append(rank)
+                out["concept_uri"].append(uri)
+                out["label"].append(label)
+                out["score"].append(score)
+                out["matched_label"].append(matched)
+                out["matched_language"].append(language)
+        return pa.Table.from_pydict(out, schema=SCHEMA)
+
+
+# -- reading ------------------------------------------------------------------------------------------
+
+
+def input_format(path: str | Path, given: str | None = None) -> str:
+    """csv, tsv or parquet: ``given``, else from the file name's suffix."""
+    if given:
+        return given
+    suffixes = Path(str(path)).suffixes
+    suffix = suffixes[-2] if len(suffixes) > 1 and suffixes[-1] in (".gz", ".bz2", ".zst") else (suffixes or [""])[-1]
+    fmt = INPUT_FORMATS.get(suffix.lower())
+    if fmt is None:
+        raise MeloInputError(f"cannot tell the format from the name; give --input-format "
+                             f"{' or '.join(sorted(set(INPUT_FORMATS.values())))}", path)  # fmt: skip
+    return fmt
+
+
+def csv_options(fmt: str, column: str | None) -> tuple[pacsv.ReadOptions, pacsv.ParseOptions, pacsv.ConvertOptions]:
+    """The pyarrow CSV options both engines read with: every cell a string, empty cells empty."""
+    read = pacsv.ReadOptions(block_size=READ_BLOCK_BYTES)
+    parse = pacsv.ParseOptions(delimiter="\t" if fmt == "tsv" else ",", quote_char=False if fmt == "tsv" else '"',
+                               newlines_in_values=fmt != "tsv")  # fmt: skip
+    convert = pacsv.ConvertOptions(include_columns=[column] if column else None,
+                                   column_types={column: pa.string()} if column else None,
+                                   strings_can_be_null=False, quoted_strings_can_be_null=False)  # fmt: skip
+    return read, parse, convert
+
+
+def _arrow_error(exc: Exception, path: str | Path, fmt: str) -> MeloInputError:
+    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "straddling" in message or "straddles" in message:
+        message = f"a row is longer than the {READ_BLOCK_BYTES >> 20} MiB read block"
+    return MeloInputError(f"cannot read as {fmt.upper()} ({message})", path)
+
+
+def _missing_column(path: str | Path, column: str, found: Sequence[str]) -> MeloInputError:
+    return MeloInputError(f"missing column {column}; found {', '.join(found) or 'no header'}", path, 1)
+
+
+class InputBatches:
+    """The rows of a CSV, TSV or Parquet file's ``column`` in batches of exactly ``batch_size``
+    rows (the last may be shorter) as tables (row, title); ``row`` counts data rows from 0, so
+    batch ``n`` holds rows ``n * batch_size`` … on every run."""
+
+    def __init__(self, path: str | Path, column: str, batch_size: int, fmt: str | None = None):
+        if batch_size < 1:
+            raise MeloInputError(f"--batch-size must be at least 1, got {batch_size}")
+        self.path = Path(path)
+        self.column = column
+        self.batch_size = batch_size
+        self.format = input_format(path, fmt)
+        try:
+            self.size = self.path.stat().st_size
+            if self.path.is_dir():
+                raise MeloInputError("is a folder; the local engine reads one file (--engine ray reads folders)", path)
+        except OSError as exc:
+            raise MeloInputError(f"cannot read file ({exc.strerror or exc})", path) from None
+        self.total_rows: int | None = None
+        self._stream: pa.NativeFile | None = None
+        self._batches = self._open()
+
+    def _open(self) -> Iterator[pa.RecordBatch]:
+        try:
+            if self.format == "parquet":
+                parquet = pq.ParquetFile(self.path)
+                names = parquet.schema_arrow.names
+                if self.column not in names:
+                    raise _missing_column(self.path, self.column, names)
+                self.total_rows = parquet.metadata.num_rows
+                return parquet.iter_batches(batch_size=self.batch_size, columns=[self.column])
+            self._stream = pa.input_stream(str(self.path), compression="detect")
+            read, parse, convert = csv_options(self.format, None)
+            header = pacsv.open_csv(self._stream, read_options=read, parse_options=parse,
+                                    convert_options=convert).schema.names  # fmt: skip
+            if self.column not in header:
+                raise _missing_column(self.path, self.column, header)
+            self._stream = pa.input_stream(str(self.path), compression="detect")
+            read, parse, convert = csv_options(self.format, self.column)
+            return iter(pacsv.open_csv(self._stream, read_options=read, parse_options=parse, convert_options=convert))
+        except OSError as exc:
+            raise MeloInputError(f"cannot read file ({exc.strerror or exc})", self.path) from None
+        except (pa.ArrowException, ValueError) as exc:
+            raise _arrow_error(exc, self.path, self.format) from None
+
+    def bytes_read(self) -> int | None:
+        """How far into the (compressed) file the CSV reader is; None for Parquet."""
+        try:
+            return self._stream.tell() if self._stream is not None else None
+        except (OSError, pa.ArrowException):
+            return None
+
+    def __iter__(self) -> Iterator[tuple[int, pa.Table]]:
+        """(batch number, table with columns row and title)."""
+        pending: list[pa.Array] = []
+        held = 0
+        number = 0
+        row = 0
+
+        def emit(size: int) -> pa.Table:
+            nonlocal pending, held, row
+            chunked = pa.chunked_array(pending, type=pa.string()) if pending else pa.chunked_array([], pa.string())
+            titles = chunked.slice(0, size)
+            rest = chunked.slice(size)
+            pending = rest.chunks
+            held -= size
+            table = pa.table({"row": pa.array(range(row, row + size), pa.int64()), "title": titles})
+            row += size
+            return table
+
+        while True:
+            try:
+                batch = next(self._batches)
+            except StopIteration:
+                break
+            except OSError as exc:
+                raise MeloInputError(f"cannot read file ({exc.strerror or exc})", self.path) from None
+            except (pa.ArrowException, ValueError) as exc:
+                raise _arrow_error(exc, self.path, self.format) from None
+            values = batch.column(0)
+            if values.type != pa.string():
+                try:
+                    values = values.cast(pa.string())
+                except pa.ArrowException as exc:
+                    raise _arrow_error(exc, self.path, self.format) from None
+            pending.append(values)
+            held += len(values)
+            while held >= self.batch_size:
+                yield number, emit(self.batch_size)
+                number += 1
+        if held:
+            yield number, emit(held)
+
+
+# -- the local engine ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Summary:
+    rows: int = 0  # input rows
+    rejected: int = 0
+    skipped_batches: int = 0  # already written (--resume)
+    batches: int = 0
+    distinct_linked: int = 0
+    seconds: float = 0.0
+
+
+def shard_name(number: int, fmt: str) -> str:
+    return f"part-{number:06d}.{fmt}"
+
+
+def is_folder_output(out: str) -> bool:
+    """A folder of shards unless ``out`` is ``-``, names a .csv file, or is an existing non-folder."""
+    if out == "-" or out.lower().endswith(".csv"):
+        return False
+    path = Path(out)
+    return path.is_dir() or not path.exists()
+
+
+def _job(source: InputBatches, settings: LinkSettings, fmt: str) -> dict:
+    """What a resumed run must share with the run it continues."""
+    stat = source.path.stat()
+    return {"input": str(source.path.resolve()), "input_bytes": stat.st_size, "input_mtime_ns": stat.st_mtime_ns,
+            "column": source.column, "input_format": source.format, "batch_size": source.batch_size,
+            "format": fmt, "settings": {k: list(v) if isinstance(v, tuple) else v
+                                        for k, v in asdict(settings).items() if k not in ("cache_dir", "query_cache")}}  # fmt: skip
+
+
+def _write_json(path: Path, value: dict) -> None:
+    with open_output(path) as handle:
+        json.dump(value, handle, indent=1, sort_keys=True)
+        handle.write("\n")
+
+
+def _write_table(table: pa.Table, path: Path, fmt: str) -> None:
+    if fmt == "parquet":
+        with replaced_file(path) as temporary:
+            pq.write_table(table, temporary)
+        return
+    with open_output(path) as handle:
+        _write_csv_rows(handle, table, header=True)
+
+
+def _write_csv_rows(handle: TextIO, table: pa.Table, header: bool) -> None:
+    writer = csv.writer(handle)
+    if header:
+        writer.writerow(table.column_names)
+    writer.writerows(zip(*(table.column(name).to_pylist() for name in table.column_names), strict=True))
+
+
+def _prepare_folder(out: Path, job: dict, resume: bool) -> None:
+    """A new or empty folder, or (``resume``) one holding a run of the same job."""
+    manifest = out / MANIFEST
+    if out.is_dir() and any(out.iterdir()):
+        if not resume:
+            raise MeloInputError("output folder is not empty; --resume continues the run written there, "
+                                 "or choose a new folder", out)  # fmt: skip
+        try:
+            before = json.loads(manifest.read_text(encoding="utf-8"))["job"]
+        except (OSError, ValueError, KeyError):
+            raise MeloInputError(f"not a folder of `link` shards (no readable {MANIFEST})", out) from None
+        changed = [key for key in sorted(set(job) | set(before)) if job.get(key) != before.get(key)]
+        if changed:
+            raise MeloInputError(f"cannot resume: {', '.join(changed)} differ from the run written there", out)
+        for stale in [*out.glob(".*.tmp"), *(out / REJECTS).glob(".*.tmp")]:  # a killed run's temporary files
+            stale.unlink(missing_ok=True)
+    _write_json(manifest, {"job": job, "complete": False})
+
+
+def _progress(source: InputBatches, quiet: bool) -> tqdm:
+    return tqdm(total=source.total_rows, unit="row", unit_scale=True, desc="linking", disable=quiet,
+                file=sys.stderr, smoothing=0.1)  # fmt: skip
+
+
+def _estimate_total(bar: tqdm, source: InputBatches) -> None:
+    """For CSV, the total rows estimated from the bytes read so far (the ETA follows)."""
+    position = source.bytes_read()
+    if source.total_rows is None and position and bar.n:
+        bar.total = max(bar.n, round(bar.n * source.size / position))
+
+
+def run_local(source: InputBatches, settings: LinkSettings, out: str, fmt: str = "parquet", resume: bool = False,
+              quiet: bool = False, rejects: str | None = None,
+              linker_factory: Callable[[], BatchLinker] | None = None) -> Summary:  # fmt: skip
+    """Link every row of ``source`` in this process; ``out`` is a folder of shards (resumable) or a
+    CSV file (``-``: stdout; ``rejects``: where rejected rows go, else they are only counted)."""
+    started = time.monotonic()
+    summary = Summary()
+    make = linker_factory or (lambda: BatchLinker(settings))
+    engine: BatchLinker | None = None
+    if not is_folder_output(out):
+        if resume:
+            raise MeloInputError("--resume needs a folder output (--out FOLDER), not a file")
+        rejected_tables = []
+        with open_output(out) as handle, _progress(source, quiet) as bar:
+            _write_csv_rows(handle, SCHEMA.empty_table(), header=True)
+            for _, batch in source:
+                engine = engine or make()
+                _write_csv_rows(handle, engine(batch), header=False)
+                bad = rejects_of(batch)
+                summary.rows += len(batch)
+                summary.rejected += len(bad)
+                summary.batches += 1
+                if rejects and len(bad):
+                    rejected_tables.append(bad)  # few, small (100 characters each)
+                bar.update(len(batch))
+                _estimate_total(bar, source)
+        if rejects:
+            with open_output(rejects) as handle:
+                _write_csv_rows(handle, pa.concat_tables([REJECT_SCHEMA.empty_table(), *rejected_tables]), True)
+    else:
+        folder = Path(out)
+        job = _job(source, settings, fmt)
+        _prepare_folder(folder, job, resume)
+        with _progress(source, quiet) as bar:
+            for number, batch in source:
+                summary.rows += len(batch)
+                summary.batches += 1
+                shard = folder / shard_name(number, fmt)
+                rejected = folder / REJECTS / shard_name(number, "csv")
+                if resume and shard.is_file():
+                    summary.skipped_batches += 1
+                    summary.rejected += _count_rejects(rejected)
+                else:
+                    engine = engine or make()
+                    linked = engine(batch)
+                    bad = rejects_of(batch)
+                    summary.rejected += len(bad)
+                    if len(bad):  # first: a shard on disk means its batch is wholly done
+                        _write_table(bad, rejected, "csv")
+                    _write_table(linked, shard, fmt)
+                bar.update(len(batch))
+                _estimate_total(bar, source)
+        _write_json(folder / MANIFEST, {"job": job, "complete": True, "rows": summary.rows,
+                                        "rejected": summary.rejected, "batches": summary.batches,
+                                        "engine": "local"})  # fmt: skip
+    summary.seconds = time.monotonic() - started
+    summary.distinct_linked = engine.distinct_linked if engine else 0
+    return summary
+
+
+def _count_rejects(path: Path) -> int:
+    if not path.is_file():
+        return 0
+    return pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types={"start": pa.string()})).num_rows
+
+
+# -- the Ray Data engine ------------------------------------------------------------------------------
+
+PROPAGATED_ENV = ("MELO_DATA", "MELO_CACHE", "MELO_MODELS", "MELO_ESCO", "PYTHONPATH")
+
+
+def run_ray(path: str, column: str, settings: LinkSettings, out: str, fmt: str = "parquet",
+            input_fmt: str | None = None, batch_size: int = DEFAULT_BATCH_SIZE, workers: int | None = None,
+            num_gpus: float = 0.0, address: str | None = None, quiet: bool = False) -> Summary:  # fmt: skip
+    """The same ``BatchLinker`` through Ray Data: read → row ids → ``map_batches`` (an actor per
+    worker) → ``write_parquet`` / ``write_csv``. Without ``address`` a local Ray is started on
+    this machine. A local ``out`` is written as ``.OUT.ray-tmp`` and renamed when whole."""
+    import ray
+    import ray.data
+
+    started = time.monotonic()
+    fmt_in = input_format(path, input_fmt)
+    remote = "://" in out
+    folder = Path(out)
+    if not remote and folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise MeloInputError("output folder exists and is not empty (the ray engine writes a new folder; "
+                             "--resume is for --engine local)", out)  # fmt: skip
+    if "://" not in path and not Path(path).exists():
+        raise MeloInputError("cannot read file (No such file or directory)", path)
+    workers = workers or max(1, os.cpu_count() or 1)
+    env = {k: os.environ[k] for k in PROPAGATED_ENV if os.environ.get(k)}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),
+                                                      env.get("PYTHONPATH")]))  # fmt: skip
+    if not ray.is_initialized():
+        options: dict = {"include_dashboard": False, "log_to_driver": False, "configure_logging": True,
+                         "logging_level": "ERROR", "runtime_env": {"env_vars": env}}  # fmt: skip
+        if address:
+            ray.init(address=address, **options)
+        else:  # one CPU per linking actor, and one for the reading and writing tasks
+            ray.init(address="local", num_cpus=workers + 1, num_gpus=1 if num_gpus else 0, **options)
+    context = ray.data.DataContext.get_current()
+    context.execution_options.preserve_order = True  # row ids are positions in the input
+    context.enable_progress_bars = not quiet
+    if quiet:
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
+    try:
+        if fmt_in == "parquet":
+            dataset = ray.data.read_parquet(path, columns=[column])
+        else:
+            read, parse, convert = csv_options(fmt_in, None)
+            dataset = ray.data.read_csv(path, read_options=read, parse_options=parse, convert_options=convert)
+        names = dataset.schema().names
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise _arrow_error(exc, path, fmt_in) from None
+    if column not in names:
+        raise _missing_column(path, column, names)
+    titles = dataset.select_columns([column]).rename_columns({column: "title"})
+    count = titles.count()
+    numbered = ray.data.range(count).rename_columns({"id": "row"}).zip(titles)
+    linked = numbered.map_batches(BatchLinker, fn_constructor_kwargs={"settings": settings}, batch_size=batch_size,
+                                  batch_format="pyarrow", concurrency=workers, num_cpus=1,
+                                  num_gpus=num_gpus or None)  # fmt: skip
+    target = out if remote else str(folder.with_name(f".{folder.name}.ray-tmp"))
+    if not remote:
+        shutil.rmtree(target, ignore_errors=True)  # a killed run's leftovers
+    if fmt == "parquet":
+        linked.write_parquet(target)
+    else:
+        linked.write_csv(target)
+    rejected = numbered.map_batches(rejects_of, batch_size=batch_size, batch_format="pyarrow")
+    rejected_count = rejected.count()
+    if rejected_count:
+        rejected.write_csv(f"{target}/{REJECTS}")
+    summary = Summary(rows=count, rejected=rejected_count, seconds=time.monotonic() - started)
+    if not remote:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        _write_json(Path(target) / MANIFEST, {"complete": True, "engine": "ray", "input": path, "column": column,
+                                              "rows": count, "rejected": rejected_count, "batch_size": batch_size,
+                                              "format": fmt, "settings": asdict(settings)})  # fmt: skip
+        if folder.is_dir():
+            folder.rmdir()  # empty (checked above)
+        os.replace(target, folder)
+    return summary
+
+
+def read_output(folder: str | Path) -> pa.Table:
+    """Every candidate row of a folder output (either engine), sorted by row and rank."""
+    files = sorted(p for p in Path(folder).iterdir() if p.is_file() and not p.name.startswith((".", "_")))
+    tables = []
+    for file in files:
+        if file.suffix == ".parquet":
+            tables.append(pq.read_table(file).cast(SCHEMA))
+        else:
+            tables.append(pacsv.read_csv(file, convert_options=pacsv.ConvertOptions(
+                column_types=SCHEMA, strings_can_be_null=False)).select(list(COLUMNS)).cast(SCHEMA))  # fmt: skip
+    table = pa.concat_tables([SCHEMA.empty_table(), *tables])
+    return table.sort_by([("row", "ascending"), ("rank", "ascending")])

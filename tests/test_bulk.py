@@ -1,0 +1,197 @@
+"""Bulk linking (``melo_core.bulk``, `link --input ... --out FOLDER`): streaming in batches smaller
+than the input, resume after a run killed with SIGKILL (every row exactly once), the Ray Data engine
+in local mode against the local engine on the same Parquet file, and bad input (missing column,
+unreadable file, empty and 10 MB titles).
+
+Real data: the Norwegian MELO corpus (nor_q_no_c_no) as the taxonomy, its 96 queries as titles
+(repeated: feeds repeat titles), the `lexical` pipeline with the nor_no crosswalk as mentions."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from db.testing import run_cli
+from melo_core.bulk import MAX_TITLE_CHARS, BatchLinker, InputBatches, LinkSettings, read_output, run_local
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One cache for the module (taxonomy pickle, fitted TF-IDF), never the project's."""
+    folder = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MELO_CACHE", str(folder))
+        yield folder
+
+
+@pytest.fixture(scope="module")
+def titles(nor_data: Path) -> list[str]:
+    """The 96 Norwegian queries, each twice, interleaved (duplicates in and across batches)."""
+    queries = [line.split("\t")[1] for line in
+               (nor_data / "processed/melo/nor_q_no_c_no/queries.tsv").read_text(encoding="utf-8").splitlines()]  # fmt: skip
+    return [q for pair in zip(queries, reversed(queries), strict=True) for q in pair]
+
+
+def write_titles(path: Path, titles: list[str]) -> Path:
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["code", "title"])
+        writer.writerows([[i, t] for i, t in enumerate(titles)])
+    return path
+
+
+def link_args(data: Path, source: Path, out: Path | str, *more: str) -> list[str]:
+    return ["link", "--data", str(data), "--pipeline", "lexical", "--input", str(source), "--column", "title",
+            "--out", str(out), "--top", "3", "--quiet", *more]  # fmt: skip
+
+
+def rows_of(table: pa.Table) -> list[tuple]:
+    return list(zip(*(table.column(n).to_pylist() for n in table.column_names), strict=True))
+
+
+def test_streams_batches_smaller_than_the_input_and_links_each_distinct_title_once(
+    nor_data: Path, titles: list[str], tmp_path: Path
+) -> None:
+    source = write_titles(tmp_path / "titles.csv", titles)
+    folder = tmp_path / "links"
+    code, _, err = run_cli(*link_args(nor_data, source, folder, "--batch-size", "50"))
+    assert code == 0, err
+    shards = sorted(p.name for p in folder.glob("part-*.parquet"))
+    assert shards == [f"part-{n:06d}.parquet" for n in range(4)]  # 192 rows in batches of 50
+    assert [pq.read_metadata(folder / s).num_rows for s in shards] == [150, 150, 150, 126]
+    manifest = json.loads((folder / "_manifest.json").read_text(encoding="utf-8"))
+    assert manifest["complete"] and manifest["rows"] == 192 and manifest["rejected"] == 0
+    table = read_output(folder)
+    assert [(r, k) for r, k in zip(table["row"].to_pylist(), table["rank"].to_pylist(), strict=True)] == [
+        (r, k) for r in range(192) for k in (1, 2, 3)
+    ]
+    # The same rows as one CSV file (the historical `--out FILE.csv`), and as the linker ranks each title.
+    flat = tmp_path / "links.csv"
+    code, _, err = run_cli(*link_args(nor_data, source, flat, "--batch-size", "7"))
+    assert code == 0, err
+    with flat.open(encoding="utf-8", newline="") as handle:
+        lines = list(csv.reader(handle))
+    assert lines[0] == ["row", "rank", "concept_uri", "label", "score", "matched_label", "matched_language"]
+    assert [(int(r), int(k), u, lab, float(s), m, lang) for r, k, u, lab, s, m, lang in lines[1:]] == rows_of(table)
+    settings = LinkSettings(data=str(nor_data), pipeline="lexical", top=3)
+    engine = BatchLinker(settings)
+    summary = run_local(InputBatches(source, "title", 50), settings, str(tmp_path / "again"), quiet=True,
+                        linker_factory=lambda: engine)  # fmt: skip
+    assert summary.rows == 192 and engine.distinct_linked == len(set(titles)) < len(titles) / 2
+    by_title = {t: c for t, c in zip(titles[:2], engine.linker.link(titles[:2], top_k=3), strict=True)}
+    first = [r for r in rows_of(table) if r[0] == 1]
+    assert [(r[2], r[4]) for r in first] == [(c.concept_uri, round(c.score, 6)) for c in by_title[titles[1]]]
+
+
+def test_a_killed_run_resumes_and_every_row_is_written_exactly_once(
+    nor_data: Path, titles: list[str], tmp_path: Path, cache: Path
+) -> None:
+    source = write_titles(tmp_path / "titles.csv", titles * 5)  # 960 rows, one shard per 8
+    folder = tmp_path / "links"
+    args = link_args(nor_data, source, folder, "--batch-size", "8", "--format", "csv")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MELO_CACHE": str(cache)}
+    process = subprocess.Popen([sys.executable, "-m", "melo_core", *args], env=env, cwd=ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    while len(list(folder.glob("part-*.csv"))) < 3 and process.poll() is None:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    written = sorted(folder.glob("part-*.csv"))
+    assert process.returncode == -signal.SIGKILL and 3 <= len(written) < 120
+    assert not json.loads((folder / "_manifest.json").read_text(encoding="utf-8"))["complete"]
+    for shard in written:  # whole shards only: 8 rows of 3 candidates each and the header
+        assert len(shard.read_text(encoding="utf-8").splitlines()) == 1 + 8 * 3
+    again = run_cli(*args)
+    assert again[0] == 2 and again[2].splitlines() == [
+        f"error: {folder}: output folder is not empty; --resume continues the run written there, or choose a new folder"
+    ]
+    changed = run_cli(*link_args(nor_data, source, folder, "--batch-size", "9", "--format", "csv", "--resume"))
+    assert changed[0] == 2 and "batch_size" in changed[2]
+    code, _, err = run_cli(*args, "--resume")
+    assert code == 0, err
+    table = read_output(folder)
+    assert [(r, k) for r, k in zip(table["row"].to_pylist(), table["rank"].to_pylist(), strict=True)] == [
+        (r, k) for r in range(960) for k in (1, 2, 3)
+    ]
+    assert json.loads((folder / "_manifest.json").read_text(encoding="utf-8"))["complete"]
+    assert not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
+    clean = tmp_path / "clean"
+    code, _, err = run_cli(*link_args(nor_data, source, clean, "--batch-size", "8", "--format", "csv"))
+    assert code == 0, err
+    assert rows_of(read_output(clean)) == rows_of(table)
+
+
+def test_the_ray_engine_in_local_mode_writes_what_the_local_engine_writes(
+    nor_data: Path, titles: list[str], tmp_path: Path, cache: Path
+) -> None:
+    source = tmp_path / "titles.parquet"
+    feed = [*titles[:60], "", "  ", *titles[:20]]  # two rejects, duplicates
+    pq.write_table(pa.table({"id": list(range(len(feed))), "title": feed}), source, row_group_size=25)
+    local, ray = tmp_path / "local", tmp_path / "ray"
+    code, _, err = run_cli(*link_args(nor_data, source, local, "--batch-size", "16"))
+    assert code == 0, err
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MELO_CACHE": str(cache)}
+    result = subprocess.run([sys.executable, "-m", "melo_core",
+                             *link_args(nor_data, source, ray, "--batch-size", "16", "--engine", "ray", "--workers", "1")],
+                            env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    ours, theirs = read_output(local), read_output(ray)
+    assert ours.num_rows == theirs.num_rows == (len(feed) - 2) * 3
+    drop = ["score"]
+    assert rows_of(ours.drop_columns(drop)) == rows_of(theirs.drop_columns(drop))
+    assert max(abs(a - b) for a, b in zip(ours["score"].to_pylist(), theirs["score"].to_pylist(), strict=True)) <= 1e-6
+    manifest = json.loads((ray / "_manifest.json").read_text(encoding="utf-8"))
+    assert manifest["engine"] == "ray" and manifest["rows"] == len(feed) and manifest["rejected"] == 2
+    rejected = sorted(int(row["row"]) for f in (ray / "_rejects").glob("*.csv")
+                      for row in csv.DictReader(f.open(encoding="utf-8")))  # fmt: skip
+    assert rejected == [60, 61]
+    assert not list(tmp_path.glob(".ray.ray-tmp*"))
+
+
+def test_bad_input_exits_2_with_one_line_or_rejects_the_row(nor_data: Path, titles: list[str], tmp_path: Path) -> None:
+    source = tmp_path / "names.csv"
+    source.write_text("code,name\n1,lege\n", encoding="utf-8")
+    code, _, err = run_cli(*link_args(nor_data, source, tmp_path / "out"))
+    assert code == 2 and err.splitlines() == [f"error: {source}:1: missing column title; found code, name"]
+    assert not (tmp_path / "out").exists()  # nothing written
+    missing = tmp_path / "nope.csv"
+    code, _, err = run_cli(*link_args(nor_data, missing, tmp_path / "out"))
+    assert code == 2 and err.splitlines() == [f"error: {missing}: cannot read file (No such file or directory)"]
+    broken = tmp_path / "broken.csv"
+    broken.write_bytes(b"title\nlege\n\xff\xfe sykepleier\n")
+    code, _, err = run_cli(*link_args(nor_data, broken, tmp_path / "out"))
+    assert code == 2 and len(err.splitlines()) == 1 and "UTF8" in err and str(broken) in err
+    fake = tmp_path / "fake.parquet"
+    fake.write_text("title\nlege\n", encoding="utf-8")
+    code, _, err = run_cli(*link_args(nor_data, fake, tmp_path / "out"))
+    assert code == 2 and len(err.splitlines()) == 1 and "cannot read as PARQUET" in err
+
+    huge = "lege " * (2 * 2**20)  # 10 MB
+    feed = write_titles(tmp_path / "feed.csv", [titles[0], "", huge, titles[1], "   "])
+    folder, rejects = tmp_path / "links", tmp_path / "rejects.csv"
+    code, _, err = run_cli(*[a for a in link_args(nor_data, feed, folder, "--batch-size", "2") if a != "--quiet"])
+    assert code == 0, err
+    assert "linked 2 of 5 row(s); 3 rejected" in err
+    assert sorted(set(read_output(folder)["row"].to_pylist())) == [0, 3]
+    listed = [
+        row for f in sorted((folder / "_rejects").glob("*.csv")) for row in csv.DictReader(f.open(encoding="utf-8"))
+    ]
+    assert [(r["row"], r["reason"]) for r in listed] == [
+        ("1", "empty"), ("2", f"longer than {MAX_TITLE_CHARS} characters"), ("4", "empty")]  # fmt: skip
+    assert int(listed[1]["length"]) == len(huge.strip()) and len(listed[1]["start"]) == 100
+    code, _, err = run_cli(*link_args(nor_data, feed, tmp_path / "links.csv", "--rejects", str(rejects)))
+    assert code == 0, err
+    assert [r["row"] for r in csv.DictReader(rejects.open(encoding="utf-8"))] == ["1", "2", "4"]
