@@ -217,7 +217,8 @@ def test_link_falls_back_while_best_is_not_ready_then_prepare_makes_it_ready(env
                                    "--query-lang", "no", "--hold-out-country", "nor")  # fmt: skip
     assert code == 0, stderr
     assert "pipeline 'best' serves without the known mentions not embedded yet" in stderr
-    assert f"{partial.pending_mentions} still to embed" in stderr and "pipeline best (monolingual" in stderr
+    assert f"{partial.pending_mentions} known mentions still to embed" in stderr, stderr
+    assert "pipeline best (monolingual" in stderr
 
     code, _, stderr = run_cli("prepare", "--data", str(env), "--pipeline", "best", "--langs", "no",
                               "--query-lang", "no", "--workers", "1")  # fmt: skip
