@@ -235,6 +235,12 @@ class Requirement:
     serves: bool = True  # needed before the first suggestion; False: completed behind it (known mentions)
 
 
+def mention_cache_text(text: str) -> str:
+    """The text a known mention is embedded (and cached) as: what `prepare` fills, what readiness
+    checks and what `set_mentions(..., embedded_only=True)` looks up."""
+    return calm_capitals(mention_form(text))
+
+
 def _cores() -> int:
     return max(1, os.cpu_count() or 1)
 
@@ -261,7 +267,7 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
     languages = tuple(sorted(set(languages) if languages else taxonomy.languages))
     table = taxonomy.form_table(languages)
     fingerprint = table_fingerprint(table, languages)
-    mention_texts = list(dict.fromkeys(calm_capitals(mention_form(t)) for t in mentions))
+    mention_texts = list(dict.fromkeys(mention_cache_text(t) for t in mentions))
     texts: list[str] = []
     for spec in encoders:
         kind = EncoderSpec.parse(spec).kind
@@ -359,7 +365,7 @@ def _build(need: Requirement, taxonomy: Taxonomy, languages: Sequence[str] | Non
     if part == "labels":
         texts = [calm_capitals(t) for t in taxonomy.form_table(languages).texts]
     else:
-        texts = [calm_capitals(mention_form(t)) for t in mentions]
+        texts = [mention_cache_text(t) for t in mentions]
     counted = {"total": 1, "done": 0}
 
     def progress(n: int) -> None:
@@ -463,7 +469,7 @@ class Pipeline:
         self.pending_mentions = 0
         if embedded_only and self._mentions:
             cache = Path(self._options["cache_dir"] or config.cache_dir()) / "embeddings"
-            forms = [calm_capitals(mention_form(t)) for t, _, _ in self._mentions]
+            forms = [mention_cache_text(t) for t, _, _ in self._mentions]
             missing: set[str] = set()
             for spec in self.definition.encoders():
                 missing.update(cached_encoder(spec, str(cache)).missing(forms, "passage"))

@@ -196,15 +196,15 @@ def serving_pipeline(wanted: str) -> tuple[str, bool]:
     if is_ready(needs):
         return wanted, True
     serves = can_serve(needs)
-    fallback = wanted if serves else next((name for name in (FALLBACK_PIPELINE, "lexical") if name != wanted
+    now_serving = wanted if serves else next((name for name in (FALLBACK_PIPELINE, "lexical") if name != wanted
                      and can_serve(ui.readiness(name, search_languages, mention_texts))), "lexical")  # fmt: skip
     meanwhile = (f"**{wanted}** serves with the known mentions embedded so far" if serves
-                 else f"**{fallback}** serves meanwhile")  # fmt: skip
+                 else f"**{now_serving}** serves meanwhile")  # fmt: skip
     if not ui.prepares_in_background():
         langs = ",".join(search_languages or ())
         st.warning(f"Pipeline **{wanted}** is not ready: {describe_missing(needs)}. {meanwhile}. Prepare it with "
                    f"`python -m melo_core prepare --pipeline {wanted}{' --langs ' + langs if langs else ''}`.")  # fmt: skip
-        return fallback, False
+        return now_serving, False
     run = ui.preparation(wanted, search_languages, scheme.language, ui.scheme_country(scheme.name))
     (st.info if serves else st.warning)(
         f"Pipeline **{wanted}** is not {'complete' if serves else 'ready'}: {describe_missing(needs)}. It is being prepared in the "
@@ -223,7 +223,7 @@ def serving_pipeline(wanted: str) -> tuple[str, bool]:
             st.progress(status.fraction, text=f"Preparing {wanted}: {status.message}")
 
     progress()
-    return fallback, False
+    return now_serving, False
 
 
 try:
