@@ -24,12 +24,13 @@ from sqlalchemy import delete, func, insert, select, text
 
 from db.models import RunQueryRow, RunRow, utcnow
 from db.store import Store
+from melo_core.benchmarking import evaluate_one, protocol_for
 from melo_core.datasets import MeloDataset, load_dataset, resolve_dataset
 from melo_core.errors import MeloInputError
-from melo_core.evaluation import EvaluationResult, evaluate
+from melo_core.evaluation import EvaluationResult
 from melo_core.metrics import TREC_NAMES
 from melo_core.published import default_protocol, load_all_published
-from melo_core.scorers import ScorerContext, create_scorer, is_scorer_spec, scorer_families, scorer_names
+from melo_core.scorers import is_scorer_spec, scorer_families, scorer_names
 from melo_core.version import code_version as current_code_version
 
 OURS = "ours"
@@ -315,28 +316,32 @@ def evaluate_and_store(
     on_progress: Progress | None = None,
     limit_queries: int = 0,
     *,
+    extra_datasets: Sequence[MeloDataset] = (),
     mode: str | None = None,
     depth: int | str | None = None,
     show_progress: bool = False,
 ) -> list[int]:
-    """Evaluate every scorer spec on every dataset (names under ``data_dir`` or folder paths) and
-    store each result as soon as it is done; returns the run ids in (dataset, scorer) order.
+    """Evaluate every scorer spec on every dataset (names under ``data_dir`` or folder paths, and
+    ``extra_datasets`` already loaded, such as a job-titles set) and store each result as soon as
+    it is done; returns the run ids in (dataset, scorer) order.
 
-    Protocol as ``eval``: ``mode`` default trec, ``depth`` None/'auto' = the published depth of
-    the same method, else 0. ``limit_queries`` keeps the first N queries of each dataset.
-    ``on_progress(done, total, "dataset / scorer")`` is called as queries are scored (for a
-    progress bar). Specs and datasets are checked before anything is evaluated.
+    Evaluated as ``eval`` does (``melo_core.benchmarking.evaluate_one``: a pipeline's known
+    mentions, concept-level ranking of titles); ``mode`` default trec, ``depth`` None/'auto' = the
+    published depth of the same method, else 0 (100 on titles). ``limit_queries`` keeps the first N
+    queries of each dataset. ``on_progress(done, total, "dataset / scorer")`` is called as queries
+    are scored (for a progress bar). Specs and datasets are checked before anything is evaluated.
     """
     specs = [spec.strip() for spec in scorer_specs if spec.strip()]
     if not specs:
         raise MeloInputError("no scorer given")
-    if not dataset_names:
+    if not dataset_names and not extra_datasets:
         raise MeloInputError("no dataset given")
     if limit_queries < 0:
         raise MeloInputError("limit_queries must be >= 0 (0: every query)")
     _check_scorer_specs(specs)
-    protocols = {spec: default_protocol(spec, mode, depth) for spec in specs}
-    datasets = [load_dataset(resolve_dataset(data_dir, name)) for name in dataset_names]
+    for spec in specs:
+        default_protocol(spec, mode, depth)  # a bad mode or depth fails before any work
+    datasets = [load_dataset(resolve_dataset(data_dir, name)) for name in dataset_names] + list(extra_datasets)
     if limit_queries:
         datasets = [d.subset(limit_queries) for d in datasets]
     total = sum(len(d.query_ids) for d in datasets) * len(specs)
@@ -355,7 +360,7 @@ def evaluate_and_store(
                 if on_progress:
                     on_progress(done, total, label)
 
-            context = ScorerContext(dataset.query_language, dataset.corpus_languages, show_progress=show_progress)
-            result = evaluate(dataset, create_scorer(spec, context), protocols[spec], on_progress=advance)
+            result = evaluate_one(data_dir, dataset, spec, protocol_for(spec, dataset, mode, depth),
+                                  show_progress=show_progress, on_progress=advance)  # fmt: skip
             run_ids.append(save_run(store, result, dataset, scorer=spec, code_version=version))
     return run_ids

@@ -12,6 +12,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from melo_core import config, extensions, training_cli
+from melo_core.benchmarking import evaluate_one, protocol_for
 from melo_core.builder import LOOSEST_RELATION_BY_CROSSWALK, build_dataset
 from melo_core.bulk import (
     DEFAULT_BATCH_SIZE,
@@ -31,7 +32,7 @@ from melo_core.datasets import MeloDataset, dataset_target, list_datasets, load_
 from melo_core.encoders import is_encoder_spec
 from melo_core.encoders.prefill import fill_cache
 from melo_core.errors import MeloInputError
-from melo_core.evaluation import MODES, Protocol, evaluate
+from melo_core.evaluation import MODES, Protocol
 from melo_core.index import INDEX_KINDS
 from melo_core.linker import AGGREGATIONS, Linker
 from melo_core.output import message_stream
@@ -57,8 +58,8 @@ from melo_core.published import (
     published_model,
     published_protocol,
 )
-from melo_core.scorers import ScorerContext, create_scorer, is_scorer_spec, scorer_families, scorer_names
-from melo_core.scorers.known_mentions import MENTION_RELATIONS, dataset_mentions
+from melo_core.scorers import is_scorer_spec, scorer_families, scorer_names
+from melo_core.scorers.known_mentions import MENTION_RELATIONS
 from melo_core.taxonomy import (
     Taxonomy,
     cached_taxonomy_from_melo,
@@ -67,6 +68,7 @@ from melo_core.taxonomy import (
     taxonomy_from_melo,
 )
 from melo_core.text import calm_capitals
+from melo_core.titles import DEFAULT_TITLE_COLUMN, DEFAULT_URI_COLUMN, is_titles_dataset, titles_dataset
 from melo_core.tsv import write_csv
 
 SUMMARY_METRICS = ("mrr", "acc@1", "acc@5", "acc@10")
@@ -98,6 +100,10 @@ def _diff(ours: float, published: float) -> float:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    """Evaluate scorers on MELO datasets, or (--titles) on a CSV of job-ad titles with their ESCO
+    concepts, ranked against the ESCO labels of --langs."""
+    if args.datasets is None:
+        args.datasets = "" if args.titles else "all"
     names = list_datasets(args.data) if args.datasets == "all" else _split(args.datasets)
     scorers = _split(args.scorers)
     for scorer in scorers:
@@ -112,9 +118,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise MeloInputError("--db goes with --store")
     if not 0.0 <= args.mentions <= 1.0:
         raise MeloInputError(f"--mentions must be in [0, 1], got {args.mentions:g}")
-    protocols = {scorer: default_protocol(scorer, args.mode, args.depth) for scorer in scorers}
+    for scorer in scorers:
+        default_protocol(scorer, args.mode, args.depth)  # a bad --mode or --depth fails before any work
     folders = [resolve_dataset(args.data, name) for name in names]
     datasets = [load_dataset(folder) for folder in folders]
+    if args.titles:
+        datasets.append(_titles_dataset(args))
     if args.limit_queries:
         datasets = [d.subset(args.limit_queries) for d in datasets]
     with ExitStack() as cleanup:
@@ -122,7 +131,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if args.store:
             # Opened before evaluating: a bad store URL fails at once, not after the whole run.
             record = cleanup.enter_context(extensions.store_access("--store").open_runs(args.db))
-        rows = _evaluate_all(args, datasets, scorers, protocols, record)
+        rows = _evaluate_all(args, datasets, scorers, record)
     columns = ["dataset", "scorer", "mode", "depth", "queries", "skipped_queries", "seconds", *CSV_METRICS]
     extra = ["published_model"] + [f"{p}_{k}" for k in (*SUMMARY_METRICS, "map") for p in ("published", "diff")]
     columns += [c for c in extra if any(c in r for r in rows)]
@@ -132,11 +141,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _titles_dataset(args: argparse.Namespace) -> MeloDataset:
+    taxonomy = cached_taxonomy_from_melo(args.data)
+    languages = _split(args.langs) if args.langs else ["en"]
+    dataset, report = titles_dataset(args.titles, taxonomy, languages, args.query_lang or "en",
+                                     args.title_column, args.uri_column)  # fmt: skip
+    print(f"{dataset.name}: {report.describe()}; ranked against {len(dataset.corpus)} "
+          f"{'/'.join(languages)} labels", file=message_stream(args.out))  # fmt: skip
+    return dataset
+
+
 def _evaluate_all(
     args: argparse.Namespace,
     datasets: list[MeloDataset],
     scorers: list[str],
-    protocols: dict[str, Protocol],
     record: extensions.RecordRun | None,
 ) -> list[dict[str, object]]:
     """Evaluate every scorer on every dataset: one CSV row each, stored as a run with --store."""
@@ -146,20 +164,14 @@ def _evaluate_all(
     with tqdm(total=total, unit="query", desc="evaluating", disable=args.quiet, file=sys.stderr) as bar:
         for dataset in datasets:
             for scorer_name in scorers:
-                mentions = None
-                pipeline = load_pipeline(scorer_name) if is_pipeline(scorer_name) else None
-                if pipeline is not None:  # a pipeline brings its own known mentions (own country left out)
-                    if pipeline.monolingual.mention_weight or pipeline.cross_lingual.mention_weight:
-                        mentions = dataset_mentions(args.data, dataset.name, pipeline.mention_relations)
-                elif args.mentions:
-                    mentions = dataset_mentions(args.data, dataset.name, MENTION_RELATIONS[args.mention_relations],
-                                                args.mentions)  # fmt: skip
-                context = ScorerContext.for_dataset(dataset, show_progress=not args.quiet, mentions=mentions)
-                scorer = create_scorer(scorer_name, context)
-                protocol = protocols[scorer_name]
-                label = scorer_name + (f" | mentions={args.mentions:g}" if args.mentions and not pipeline else "")
+                pipeline = is_pipeline(scorer_name)
+                weight = 0.0 if pipeline else args.mentions
+                protocol = protocol_for(scorer_name, dataset, args.mode, args.depth)
+                label = scorer_name + (f" | mentions={weight:g}" if weight else "")
                 bar.set_postfix_str(f"{dataset.name} / {label}")
-                result = evaluate(dataset, scorer, protocol, on_progress=bar.update)
+                result = evaluate_one(args.data, dataset, scorer_name, protocol, mention_weight=weight,
+                                      mention_relations=MENTION_RELATIONS[args.mention_relations],
+                                      show_progress=not args.quiet, on_progress=bar.update)  # fmt: skip
                 published_name = published_model(scorer_name)
                 published = load_published(args.data, published_name, dataset.name) if published_name else None
                 if args.limit_queries:
@@ -197,6 +209,8 @@ def _summary_line(
         if published and key in published:
             text += f" (pub {published[key]:.4f}, {_diff(value, published[key]):+.4f})"
         parts.append(text)
+    if is_titles_dataset(str(row["dataset"])):
+        parts.append(f"recall@{protocol.depth} {float(row['acc@100']):.4f}")  # type: ignore[arg-type]
     if model and published and protocol != published_protocol(model):
         parts.append(f"[published run used {published_protocol(model).describe()}]")
     return "  ".join(parts)
@@ -478,7 +492,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = commands.add_parser("eval", help="evaluate scorers on MELO datasets", description=cmd_eval.__doc__)
     ev.add_argument("--data", default=config.data_dir(), help=data_help)
-    ev.add_argument("--datasets", default="all", help="'all', or comma-separated dataset names or folder paths")
+    ev.add_argument("--datasets", help="'all' (default without --titles), or comma-separated dataset names or "
+                    "folder paths")  # fmt: skip
+    ev.add_argument("--titles", help="also (or, without --datasets, only) a CSV of job-ad titles with their ESCO "
+                    "concept URIs, ranked against the ESCO labels of --langs: concept-level metrics to depth 100")  # fmt: skip
+    ev.add_argument("--title-column", default=DEFAULT_TITLE_COLUMN,
+                    help=f"--titles: the column of titles (default {DEFAULT_TITLE_COLUMN})")  # fmt: skip
+    ev.add_argument("--uri-column", default=DEFAULT_URI_COLUMN,
+                    help=f"--titles: the column of ESCO concept URIs (default {DEFAULT_URI_COLUMN})")  # fmt: skip
+    ev.add_argument("--langs", help="--titles: ESCO label languages to rank, comma-separated (default en)")
+    ev.add_argument("--query-lang", help="--titles: language of the titles (default en)")
     ev.add_argument("--scorers", required=True,
                     help=f"comma-separated: {', '.join(scorer_names())}; or an encoder spec, a fusion, "
                          "concepts:SPEC (see the scorers command)")  # fmt: skip

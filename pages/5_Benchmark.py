@@ -19,6 +19,8 @@ from melo_core.analysis import (
     topk_curves_frame,
 )
 from melo_core.errors import MeloInputError
+from melo_core.taxonomy import cached_taxonomy_from_melo
+from melo_core.titles import is_titles_dataset, titles_dataset
 from ui import analysis as ui
 from ui.common import ensure_domain_model
 from ui.common import store as open_store
@@ -28,6 +30,7 @@ st.title("Benchmark")
 store = open_store()
 datasets = ui.datasets()
 METRICS = ("mrr", "acc@1", "acc@5", "acc@10", "map")
+DEFAULT_TITLES = config.data_dir().parent / "jobbert" / "titles.csv"  # beside the MELO data, when there
 DEFAULT_PUBLISHED = ("openai", "me5", "muse_cnn", "char_tf_idf", "edit_distance")
 
 # -- getting runs ---------------------------------------------------------------------------------
@@ -51,6 +54,27 @@ with st.expander("Add runs: evaluate a scorer, or load the published baselines")
             st.success(f"Stored {len(ids)} run(s).")
         except (MeloInputError, ValueError) as exc:
             st.error(str(exc))
+    st.markdown("**Job-ad titles**: a CSV of titles with their ESCO concept URIs, ranked against the ESCO "
+                "labels of the chosen languages (concept-level MRR, acc@k, recall@100).")  # fmt: skip
+    left, middle, right = st.columns([3, 1, 2])
+    titles_path = left.text_input("Titles CSV (path on the server)", value=str(DEFAULT_TITLES) if DEFAULT_TITLES.is_file()
+                                  else "", key="bench_titles_path")  # fmt: skip
+    title_langs = middle.text_input("Label languages", value="en", key="bench_titles_langs")
+    title_specs = right.text_input("Pipelines or scorers", value="best", key="bench_titles_scorers")
+    if st.button("Evaluate the titles and store", key="bench_titles_go", disabled=not titles_path.strip()):
+        try:
+            ensure_domain_model(title_specs)
+            titles, report = titles_dataset(titles_path.strip(), cached_taxonomy_from_melo(config.data_dir()),
+                                            [x.strip() for x in title_langs.split(",") if x.strip()])  # fmt: skip
+            st.caption(report.describe())
+            bar = st.progress(0.0, text="starting…")
+            ids = evaluate_and_store(
+                store, config.data_dir(), [], title_specs.split(","), extra_datasets=[titles], limit_queries=int(limit),
+                on_progress=lambda done, total, label: bar.progress(done / max(total, 1), text=label),
+            )  # fmt: skip
+            st.success(f"Stored {len(ids)} run(s).")
+        except (MeloInputError, ValueError) as exc:
+            st.error(str(exc))
     if st.button("Load the published baselines (read-only runs)", key="bench_load_published"):
         try:
             st.success(f"Loaded {import_published(store, config.data_dir())} published run(s).")
@@ -65,6 +89,16 @@ if runs.empty:
         "paper's baselines (`python -m melo_core import-results --data DIR`)."
     )
     st.stop()
+
+# -- job-ad titles ----------------------------------------------------------------------------------
+title_runs = runs[runs["dataset"].map(is_titles_dataset)]
+if not title_runs.empty:
+    st.subheader("Job-ad titles")
+    st.caption("Concept-level: one label per concept, depth 100 (acc@100 is recall@100). Known mentions come "
+               "from every crosswalk; no title is ever a mention or alias.")  # fmt: skip
+    shown = title_runs[["model", "dataset", "n_queries", "mrr", "acc@1", "acc@5", "acc@10", "acc@100"]]
+    st.dataframe(shown.rename(columns={"acc@100": "recall@100"}).sort_values(["dataset", "mrr"], ascending=[True, False]),
+                 hide_index=True, key="bench_titles_table")  # fmt: skip
 
 # -- choosing models and datasets ---------------------------------------------------------------------
 with st.sidebar:

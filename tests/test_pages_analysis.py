@@ -16,7 +16,9 @@ from streamlit.testing.v1 import AppTest
 
 from db.runs import list_runs, run_queries
 from db.store import Store
+from melo_core.taxonomy import cached_taxonomy_from_melo
 from tests.conftest import RUN_SET_DATASETS, RUN_SET_QUERIES
+from tests.test_titles import english_labels, write_titles
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARK = "pages/5_Benchmark.py"
@@ -116,6 +118,26 @@ def test_benchmark_evaluates_from_the_page_and_stores_the_run(url: str) -> None:
     app.text_input(key="bench_run_scorers").input("no-such-scorer")
     app.button(key="bench_run_go").click().run()
     assert any("unknown scorer" in e.value for e in app.error)
+
+
+def test_benchmark_evaluates_job_ad_titles_at_concept_level(url: str, melo_data: Path, tmp_path: Path) -> None:
+    """Titles that are labels of their concept rank it first (MRR 1); the page lists the run
+    under "Job-ad titles" with recall@100, apart from the MELO datasets."""
+    taxonomy = cached_taxonomy_from_melo(melo_data)
+    labels = english_labels(taxonomy, 12)
+    path = write_titles(tmp_path / "ads.csv", labels)
+    app = open_page(BENCHMARK)
+    app.text_input(key="bench_titles_path").input(str(path))
+    app.text_input(key="bench_titles_scorers").input("char-tfidf").run()
+    app.button(key="bench_titles_go").click().run()
+    assert not app.exception
+    assert [s.value for s in app.success] == ["Stored 1 run(s)."]
+    with Store(url) as store:
+        [run] = [r for r in list_runs(store, "ours") if r.dataset == "titles_ads_en"]
+    assert (run.scorer, run.depth, run.n_queries, run.metrics["mrr"]) == ("char-tfidf", 100, 12, 1.0)
+    [table] = [d.value for d in app.dataframe if "recall@100" in d.value.columns]
+    assert list(table["model"]) == ["char-tfidf"] and list(table["recall@100"]) == [1.0]
+    assert "titles_ads_en" not in app.multiselect(key="bench_datasets").options
 
 
 def test_pages_without_runs_say_how_to_get_them(

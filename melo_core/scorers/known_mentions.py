@@ -23,6 +23,7 @@ from melo_core.crosswalk import ALIAS_RELATIONS, RELATIONS, crosswalk_country, c
 from melo_core.datasets import parse_dataset_name
 from melo_core.errors import MeloInputError
 from melo_core.scorers.base import ExtendableScorer, KnownMentions, check_concepts
+from melo_core.titles import is_titles_dataset
 
 # Which crosswalk matches become mentions, by the name the CLI and the benchmark use.
 MENTION_RELATIONS = {"alias": ALIAS_RELATIONS, "all": RELATIONS}
@@ -30,16 +31,16 @@ MENTION_RELATIONS = {"alias": ALIAS_RELATIONS, "all": RELATIONS}
 
 def crosswalk_mentions(
     data_dir: str | Path,
-    hold_out_country: str,
+    hold_out_country: str | None,
     codes: str = "all",
     relations: Iterable[str] = ALIAS_RELATIONS,
     weight: float = 1.0,
     languages: Iterable[str] | None = None,
 ) -> KnownMentions:
     """The titles of the crosswalks ``codes`` ('all' or comma-separated) with the ESCO concepts
-    they match by ``relations``, leaving out every crosswalk of ``hold_out_country``; with
-    ``languages``, only crosswalks written in one of them."""
-    if not hold_out_country:
+    they match by ``relations``, leaving out every crosswalk of ``hold_out_country`` (None: data of
+    no country, such as job-ad titles); with ``languages``, only crosswalks written in one of them."""
+    if hold_out_country is not None and not hold_out_country.strip():
         raise MeloInputError("known mentions: name the country whose crosswalks are held out")
     known = list_crosswalks(data_dir)
     wanted = known if codes == "all" else [c.strip() for c in codes.split(",") if c.strip()]
@@ -60,7 +61,10 @@ def crosswalk_mentions(
 def dataset_mentions(
     data_dir: str | Path, dataset_name: str, relations: Iterable[str] = ALIAS_RELATIONS, weight: float = 1.0
 ) -> KnownMentions:
-    """Known mentions for a MELO dataset: every crosswalk but those of the dataset's country."""
+    """Known mentions for a MELO dataset: every crosswalk but those of the dataset's country (all of
+    them for a job-titles set, which has none)."""
+    if is_titles_dataset(Path(dataset_name).name):
+        return crosswalk_mentions(data_dir, None, relations=relations, weight=weight)
     parsed = parse_dataset_name(Path(dataset_name).name)
     if parsed is None:
         raise MeloInputError(f"dataset {dataset_name!r}: known mentions leave out the dataset's own country, "

@@ -1,0 +1,124 @@
+"""Job-ad titles as a benchmark: a CSV of titles with their ESCO occupation, ranked against the
+ESCO labels of chosen languages (``eval --titles``).
+
+The titles become a ``MeloDataset`` whose corpus is every label of the taxonomy in those
+languages and whose relevant elements are all labels of the title's concept, so ``evaluate``
+scores it like a MELO dataset. Ranked one form per concept (pipelines do; ``eval --titles``
+wraps other scorers in ``concepts:``), MRR and acc@k are concept-level, and acc@100 is the
+concept's recall@100. No crosswalk is held out of the known mentions: the titles belong to no
+country. Titles are evaluation data only: nothing here turns them into mentions or aliases.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+from melo_core.datasets import MeloDataset
+from melo_core.errors import MeloInputError
+from melo_core.taxonomy import Taxonomy
+
+# Dataset names of title sets start with this; MELO names start with a country.
+TITLES_PREFIX = "titles_"
+DEFAULT_TITLE_COLUMN = "vacancyTitle"
+DEFAULT_URI_COLUMN = "conceptUri"
+
+
+@dataclass(frozen=True)
+class TitlesReport:
+    rows: int  # data rows in the file
+    kept: int  # titles evaluated
+    empty: int  # rows without a title or a URI
+    unknown_concept: int  # URIs the taxonomy does not have
+    distinct_titles: int
+    concepts: int  # distinct concepts of the kept titles
+
+    def describe(self) -> str:
+        text = f"{self.kept} of {self.rows} titles ({self.distinct_titles} distinct, {self.concepts} concepts)"
+        skipped = [f"{n} {why}" for n, why in ((self.empty, "empty"), (self.unknown_concept, "with a concept "
+                   "the labels lack")) if n]  # fmt: skip
+        return text + (f"; skipped {', '.join(skipped)}" if skipped else "")
+
+
+def is_titles_dataset(name: str) -> bool:
+    return name.startswith(TITLES_PREFIX)
+
+
+def read_titles(path: str | Path, title_column: str = DEFAULT_TITLE_COLUMN,
+                uri_column: str = DEFAULT_URI_COLUMN) -> list[tuple[str, str]]:  # fmt: skip
+    """(title, concept URI) per data row, stripped; empty cells stay empty strings."""
+    path = Path(path)
+    if not path.is_file():
+        raise MeloInputError("titles file not found", path)
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            reader = csv.DictReader(handle)
+            header = reader.fieldnames or []
+            missing = [c for c in (title_column, uri_column) if c not in header]
+            if missing:
+                raise MeloInputError(f"no column {' or '.join(map(repr, missing))} (the header has "
+                                     f"{', '.join(map(repr, header)) or 'nothing'}); choose with --title-column "
+                                     "and --uri-column", path)  # fmt: skip
+            return [((row[title_column] or "").strip(), (row[uri_column] or "").strip()) for row in reader]
+    except UnicodeDecodeError as exc:
+        raise MeloInputError(f"not UTF-8 text: {exc}", path) from None
+    except csv.Error as exc:
+        raise MeloInputError(f"not a readable CSV file: {exc}", path) from None
+
+
+def _name(path: Path, languages: list[str]) -> str:
+    """``titles_<file stem>_<languages>``; a stem that already says "titles" is not repeated."""
+    stem = path.stem.removeprefix(TITLES_PREFIX.rstrip("_")).strip("_-")
+    return TITLES_PREFIX + "_".join([stem, *languages] if stem else languages)
+
+
+def titles_dataset(path: str | Path, taxonomy: Taxonomy, languages: list[str], query_language: str = "en",
+                   title_column: str = DEFAULT_TITLE_COLUMN, uri_column: str = DEFAULT_URI_COLUMN,
+                   name: str | None = None) -> tuple[MeloDataset, TitlesReport]:  # fmt: skip
+    """The titles of ``path`` as a dataset over the taxonomy's labels in ``languages``."""
+    languages = sorted(set(languages))
+    missing = [lang for lang in languages if lang not in taxonomy.languages]
+    if missing:
+        raise MeloInputError(f"the taxonomy has no labels in {', '.join(missing)} "
+                             f"(it has {', '.join(taxonomy.languages)})")  # fmt: skip
+    rows = read_titles(path, title_column, uri_column)
+    corpus_ids, corpus, concept_of = [], [], {}
+    elements_of: dict[str, list[str]] = {}
+    for form in taxonomy.surface_forms(languages):
+        corpus_ids.append(form.element_id)
+        corpus.append(form.text)
+        concept_of[form.element_id] = form.concept_uri
+        elements_of.setdefault(form.concept_uri, []).append(form.element_id)
+    query_ids, queries, relevant = [], [], {}
+    empty = unknown = 0
+    for title, uri in rows:
+        if not title or not uri:
+            empty += 1
+            continue
+        if uri not in elements_of:
+            unknown += 1
+            continue
+        qid = f"T{len(query_ids) + 1:06d}"
+        query_ids.append(qid)
+        queries.append(title)
+        relevant[qid] = elements_of[uri]
+    if not query_ids:
+        raise MeloInputError(f"no title to evaluate ({empty} empty, {unknown} with a concept the "
+                             f"{'/'.join(languages)} labels lack)", path)  # fmt: skip
+    dataset = MeloDataset(
+        name=name or _name(Path(path), languages),
+        path=None,
+        query_ids=query_ids,
+        queries=queries,
+        corpus_ids=corpus_ids,
+        corpus=corpus,
+        relevant=relevant,
+        concept_of=concept_of,
+        query_language=query_language,
+        corpus_languages=tuple(languages),
+    )
+    report = TitlesReport(rows=len(rows), kept=len(query_ids), empty=empty, unknown_concept=unknown,
+                          distinct_titles=len(set(queries)),
+                          concepts=len({concept_of[relevant[q][0]] for q in query_ids}))  # fmt: skip
+    return dataset, report
