@@ -33,6 +33,7 @@ from melo_core.encoders import is_encoder_spec
 from melo_core.encoders.prefill import fill_cache
 from melo_core.errors import MeloInputError
 from melo_core.evaluation import MODES, Protocol
+from melo_core.experiments.results import RESULTS_FILE
 from melo_core.index import INDEX_KINDS
 from melo_core.linker import AGGREGATIONS, Linker
 from melo_core.output import message_stream
@@ -481,6 +482,25 @@ def cmd_scorers(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_experiment(args: argparse.Namespace) -> int:
+    """Run an experiment file (experiments/NAME.toml) and append its rows to the results table."""
+    from melo_core.experiments import experiment_names, load_experiment, run_experiment
+
+    if args.action == "list":
+        for name in experiment_names():
+            print(f"{name:<24} {load_experiment(name).description}")
+        return 0
+    if not args.name:
+        raise MeloInputError("experiment run: name the experiment (see `experiment list`)")
+    experiment = load_experiment(args.name)
+    only = _split(args.datasets) if args.datasets else None
+    run_experiment(experiment, args.data, results=Path(args.results), limit_queries=args.limit_queries,
+                   only_datasets=only, show_progress=not args.quiet,
+                   command="python -m melo_core " + " ".join(sys.argv[1:]),
+                   say=lambda line: print(line, file=sys.stderr))  # fmt: skip
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m melo_core",
@@ -615,6 +635,18 @@ def build_parser() -> argparse.ArgumentParser:
     si.add_argument("--out", help="write the per-step ranks of both linkers to this CSV; - for stdout")
     si.add_argument("--quiet", action="store_true", help="no progress or status messages")
     si.set_defaults(func=cmd_simulate)
+
+    ex = commands.add_parser("experiment", help="run an experiment file and append to the results table",
+                             description=cmd_experiment.__doc__)  # fmt: skip
+    ex.add_argument("action", choices=("run", "list"))
+    ex.add_argument("name", nargs="?", help="experiments/NAME.toml, or the path of one")
+    ex.add_argument("--data", default=config.data_dir(), help=data_help)
+    ex.add_argument("--results", default=str(RESULTS_FILE), help="the results table to append to "
+                    "(default experiments/results.csv)")  # fmt: skip
+    ex.add_argument("--datasets", help="only these datasets (comma-separated names; a titles set by its name)")
+    ex.add_argument("--limit-queries", type=int, default=0, help="only the first N queries of each dataset")
+    ex.add_argument("--quiet", action="store_true", help="no progress bar")
+    ex.set_defaults(func=cmd_experiment)
 
     em = commands.add_parser("embed", help="fill the embedding cache for datasets", description=cmd_embed.__doc__)
     em.add_argument("--data", default=config.data_dir(), help=data_help)

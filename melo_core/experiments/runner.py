@@ -1,0 +1,190 @@
+"""``python -m melo_core experiment run NAME``: run an experiment file through the product's
+engine (``melo_core.benchmarking.evaluate_one``) and append its rows to the results table.
+
+Rows are appended after each dataset, so an interrupted run keeps what it finished; the means
+(``mean:all``, ``mean:monolingual``, ``mean:cross-lingual`` over the MELO datasets run) are
+appended at the end. A leave-one-out experiment reports, for each dataset, the configuration
+with the best mean over the *other* datasets (of the same kind with ``within = "kind"``), so no
+dataset's queries or annotations choose its own configuration.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+from tqdm import tqdm
+
+from melo_core.benchmarking import evaluate_one, protocol_for
+from melo_core.config import PROJECT_ROOT
+from melo_core.datasets import MeloDataset, list_datasets, load_dataset, parse_dataset_name, resolve_dataset
+from melo_core.errors import MeloInputError
+from melo_core.evaluation import EvaluationResult
+from melo_core.experiments.config import Evaluate, Experiment, LeaveOneOut
+from melo_core.experiments.grids import create_grid
+from melo_core.experiments.results import RESULTS_FILE, append_results, provenance
+from melo_core.titles import is_titles_dataset, titles_dataset
+
+REPORTED = ("mrr", "acc@1", "acc@5", "acc@10", "acc@100")
+Say = Callable[[str], None]
+
+
+def dataset_names(data_dir: Path, chosen: str | tuple[str, ...]) -> list[str]:
+    if isinstance(chosen, tuple):
+        return list(chosen)
+    names = list_datasets(data_dir)
+    if chosen == "all":
+        return names
+    return [n for n in names if (parsed := parse_dataset_name(n)) and parsed.kind == chosen]
+
+
+def titles_path(data_dir: Path, titles: str) -> Path:
+    """A relative path names a file beside the data folder (``jobbert/titles.csv`` next to
+    ``melo/``), else in the project or the working folder."""
+    path = Path(titles)
+    if path.is_absolute():
+        return path
+    for base in (Path(data_dir).resolve().parent, PROJECT_ROOT, Path.cwd()):
+        if (base / path).is_file():
+            return base / path
+    raise MeloInputError(f"titles file {titles!r} not found beside {data_dir}, in the project or here")
+
+
+def _rows(result: EvaluationResult, pipeline: str) -> list[dict[str, object]]:
+    return [{"dataset": result.dataset, "pipeline": pipeline, "metric": m, "value": round(result.metrics[m], 6),
+             "queries": len(result.query_ids), "seconds": round(result.seconds, 1)}
+            for m in REPORTED if m in result.metrics]  # fmt: skip
+
+
+def _kind(name: str) -> str:
+    if is_titles_dataset(name):
+        return "titles"
+    parsed = parse_dataset_name(name)
+    return parsed.kind if parsed else "other"
+
+
+def mean_rows(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Per pipeline and metric: the mean over all MELO datasets run and over each kind."""
+    groups: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for row in rows:
+        kind = _kind(str(row["dataset"]))
+        if kind in ("titles", "other"):
+            continue
+        for scope in ("all", kind):
+            groups[(scope, str(row["pipeline"]), str(row["metric"]))].append(float(row["value"]))  # type: ignore[arg-type]
+    return [{"dataset": f"mean:{scope}", "pipeline": pipeline, "metric": metric,
+             "value": round(sum(values) / len(values), 6), "queries": len(values), "seconds": ""}
+            for (scope, pipeline, metric), values in sorted(groups.items())]  # fmt: skip
+
+
+def _datasets(data_dir: Path, plan: Evaluate, limit: int, only: list[str] | None, say: Say) -> list[MeloDataset]:
+    names = only if only is not None else dataset_names(data_dir, plan.datasets) if plan.datasets else []
+    datasets = [load_dataset(resolve_dataset(data_dir, n)) for n in names if not is_titles_dataset(n)]
+    if plan.titles and (only is None or any(is_titles_dataset(n) for n in only)):
+        from melo_core.taxonomy import cached_taxonomy_from_melo
+
+        dataset, report = titles_dataset(titles_path(data_dir, plan.titles), cached_taxonomy_from_melo(data_dir),
+                                         list(plan.langs), title_column=plan.title_column,
+                                         uri_column=plan.uri_column)  # fmt: skip
+        say(f"{dataset.name}: {report.describe()}")
+        datasets.append(dataset)
+    limit = limit or plan.limit_queries
+    return [d.subset(limit) for d in datasets] if limit else datasets
+
+
+def _data_files(data_dir: Path, datasets: list[MeloDataset], plan: Evaluate | None) -> list[Path]:
+    files = [f for d in datasets if d.path is not None for f in sorted(Path(d.path).glob("*.tsv"))]
+    if plan is not None and plan.titles:
+        files.append(titles_path(data_dir, plan.titles))
+    return files
+
+
+def run_experiment(experiment: Experiment, data_dir: str | Path, *, results: Path = RESULTS_FILE, command: str = "",
+                   limit_queries: int = 0, only_datasets: list[str] | None = None, show_progress: bool = True,
+                   say: Say = print) -> list[dict[str, object]]:  # fmt: skip
+    """Run ``experiment`` and append its rows to ``results``; returns the rows (means included)."""
+    data_dir = Path(data_dir)
+    started = time.perf_counter()
+    if experiment.evaluate is not None:
+        rows = _run_evaluate(experiment, experiment.evaluate, data_dir, results, command, limit_queries,
+                             only_datasets, show_progress, say)  # fmt: skip
+    else:
+        assert experiment.leave_one_out is not None
+        rows = _run_leave_one_out(experiment, experiment.leave_one_out, data_dir, results, command, limit_queries,
+                                  only_datasets, show_progress, say)  # fmt: skip
+    say(f"{experiment.name}: {len(rows)} rows appended to {results} in {time.perf_counter() - started:.0f} s")
+    return rows
+
+
+def _run_evaluate(experiment: Experiment, plan: Evaluate, data_dir: Path, results: Path, command: str, limit: int,
+                  only: list[str] | None, show_progress: bool, say: Say) -> list[dict[str, object]]:  # fmt: skip
+    datasets = _datasets(data_dir, plan, limit, only, say)
+    if not datasets:
+        raise MeloInputError(f"experiment {experiment.name!r}: no dataset to run")
+    for spec in plan.scorers:  # a bad spec or protocol fails before any work
+        protocol_for(spec, datasets[0], plan.mode, plan.depth)
+    origin = provenance(plan.scorers, _data_files(data_dir, datasets, plan), command)
+    rows: list[dict[str, object]] = []
+    total = sum(len(d.query_ids) for d in datasets) * len(plan.scorers)
+    with tqdm(total=total, unit="query", desc=experiment.name, disable=not show_progress) as bar:
+        for dataset in datasets:
+            done: list[dict[str, object]] = []
+            for spec in plan.scorers:
+                bar.set_postfix_str(f"{dataset.name} / {spec}")
+                result = evaluate_one(data_dir, dataset, spec, protocol_for(spec, dataset, plan.mode, plan.depth),
+                                      on_progress=bar.update)  # fmt: skip
+                done += _rows(result, spec)
+                bar.write(f"{dataset.name:<24} {spec:<16} MRR {result.metrics['mrr']:.4f}")
+            append_results(results, experiment.name, done, origin)
+            rows += done
+    means = mean_rows(rows)
+    append_results(results, experiment.name, means, origin)
+    for row in means:
+        if row["metric"] == "mrr":
+            say(f"{row['dataset']:<20} {row['pipeline']:<16} MRR {float(row['value']):.4f} over {row['queries']} datasets")  # type: ignore[arg-type]
+    return rows + means
+
+
+def choose_left_out(scores: dict[str, dict[str, float]], within: str) -> dict[str, str]:
+    """Per dataset: the configuration with the best mean score over the other datasets (of the
+    same kind with ``within="kind"``); ties go to the configuration listed first."""
+    chosen = {}
+    for name in scores:
+        others = [o for o in scores if o != name and (within == "all" or _kind(o) == _kind(name))]
+        if not others:
+            raise MeloInputError(f"leave-one-out: {name} has no other dataset{' of its kind' if within == 'kind' else ''} "
+                                 "to choose on")  # fmt: skip
+        configurations = [c for c in scores[name] if all(c in scores[o] for o in others)]
+        chosen[name] = max(configurations, key=lambda c: sum(scores[o][c] for o in others) / len(others))
+    return chosen
+
+
+def _run_leave_one_out(experiment: Experiment, plan: LeaveOneOut, data_dir: Path, results: Path, command: str,
+                       limit: int, only: list[str] | None, show_progress: bool,
+                       say: Say) -> list[dict[str, object]]:  # fmt: skip
+    grid = create_grid(plan.grid, plan.options, data_dir)
+    names = only if only is not None else dataset_names(data_dir, plan.datasets)
+    datasets = [load_dataset(resolve_dataset(data_dir, n)) for n in names]
+    if limit:
+        datasets = [d.subset(limit) for d in datasets]
+    scores: dict[str, dict[str, float]] = {}
+    for dataset in tqdm(datasets, unit="dataset", desc=f"{experiment.name}: grid", disable=not show_progress):
+        scores[dataset.name] = grid.score(dataset)
+    chosen = choose_left_out(scores, plan.within)
+    origin = provenance(sorted(set(chosen.values())), _data_files(data_dir, datasets, None), command)
+    rows: list[dict[str, object]] = []
+    for dataset in datasets:
+        result = grid.evaluate(dataset, chosen[dataset.name])
+        done = _rows(result, chosen[dataset.name])
+        append_results(results, experiment.name, done, origin)
+        rows += done
+        say(f"{dataset.name:<24} chose {chosen[dataset.name]}  MRR {result.metrics['mrr']:.4f}")
+    # the means of what each dataset chose: one "pipeline" per experiment
+    means = mean_rows([{**r, "pipeline": "chosen leave-one-out"} for r in rows])
+    append_results(results, experiment.name, means, origin)
+    for row in means:
+        if row["metric"] == "mrr":
+            say(f"{row['dataset']:<20} MRR {float(row['value']):.4f} over {row['queries']} datasets")  # type: ignore[arg-type]
+    return rows + means
