@@ -102,6 +102,11 @@ def load_experiment(name_or_path: str | Path, folder: Path = EXPERIMENTS_DIR) ->
         scorers = table.get("scorers")
         if not scorers or not isinstance(scorers, list) or not all(isinstance(s, str) for s in scorers):
             raise fail("evaluate.scorers: a list of pipeline names or scorer specs")
+        from melo_core.scorers import is_scorer_spec
+
+        unknown = [spec for spec in scorers if not is_scorer_spec(spec)]
+        if unknown:
+            raise fail(f"evaluate.scorers: unknown scorer {unknown[0]!r} (see `python -m melo_core scorers`)")
         if "datasets" not in table and "titles" not in table:
             raise fail("evaluate: give datasets, titles or both")
         evaluate = Evaluate(scorers=tuple(scorers), datasets=_datasets(table.get("datasets", ()), "evaluate.", fail),

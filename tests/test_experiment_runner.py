@@ -1,0 +1,104 @@
+"""``experiment run``: an experiment file evaluated through the product's engine, its rows
+appended to a tidy results table with provenance; bad files fail before any work."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from melo_core.experiments import RESULT_COLUMNS, load_experiment, read_results
+from melo_core.taxonomy import cached_taxonomy_from_melo
+from tests.test_cli import cli
+from tests.test_titles import english_labels, write_titles
+
+SLICE = ("nor_q_no_c_no", "nor_q_no_c_en")
+
+
+def write_experiment(path: Path, body: str) -> Path:
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+def test_an_evaluate_experiment_matches_eval_and_records_its_provenance(melo_data: Path, tmp_path: Path) -> None:
+    experiment = write_experiment(tmp_path / "lexical.toml", f"""
+description = "two lexical scorers on two Norwegian datasets"
+[evaluate]
+scorers = ["char-tfidf", "bm25"]
+datasets = {list(SLICE)!r}
+limit_queries = 40
+""")  # fmt: skip
+    results = tmp_path / "results.csv"
+    run = cli("experiment", "run", str(experiment), "--data", str(melo_data), "--results", str(results), "--quiet")
+    assert run.returncode == 0, run.stderr
+    rows = read_results(results)
+    assert list(rows[0]) == RESULT_COLUMNS
+    assert {r["experiment"] for r in rows} == {"lexical"}
+    mrr = {(r["dataset"], r["pipeline"]): float(r["value"]) for r in rows if r["metric"] == "mrr"}
+    # the same numbers as eval gives
+    out = tmp_path / "eval.csv"
+    evaluated = cli("eval", "--data", str(melo_data), "--datasets", ",".join(SLICE), "--scorers", "char-tfidf,bm25",
+                    "--limit-queries", "40", "--out", str(out), "--quiet")  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr
+    for row in csv.DictReader(out.open(encoding="utf-8")):
+        assert mrr[(row["dataset"], row["scorer"])] == pytest.approx(float(row["mrr"]), abs=1e-6)
+    # means over all datasets and per kind (one monolingual, one cross-lingual here)
+    for scorer in ("char-tfidf", "bm25"):
+        both = [mrr[(d, scorer)] for d in SLICE]
+        assert mrr[("mean:all", scorer)] == pytest.approx(sum(both) / 2, abs=1e-6)
+        assert mrr[("mean:monolingual", scorer)] == pytest.approx(both[0], abs=1e-6)
+        assert mrr[("mean:cross-lingual", scorer)] == pytest.approx(both[1], abs=1e-6)
+    first = rows[0]
+    assert first["commit"] and first["data_stamp"] and "cores" in first["machine"]
+    assert "experiment run" in first["command"] and first["queries"] == "40"
+    # a second run appends, it does not overwrite
+    again = cli("experiment", "run", str(experiment), "--data", str(melo_data), "--results", str(results), "--quiet",
+                "--datasets", SLICE[0])  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert len(read_results(results)) > len(rows)
+
+
+def test_a_titles_experiment_ranks_concepts(melo_data: Path, tmp_path: Path) -> None:
+    labels = english_labels(cached_taxonomy_from_melo(melo_data), 10)
+    titles = write_titles(tmp_path / "ads.csv", labels)
+    experiment = write_experiment(tmp_path / "ads.toml", f"""
+description = "labels as titles"
+[evaluate]
+scorers = ["char-tfidf"]
+titles = "{titles}"
+""")  # fmt: skip
+    results = tmp_path / "results.csv"
+    run = cli("experiment", "run", str(experiment), "--data", str(melo_data), "--results", str(results), "--quiet")
+    assert run.returncode == 0, run.stderr
+    rows = {r["metric"]: r for r in read_results(results)}
+    assert rows["mrr"]["dataset"] == "titles_ads_en" and float(rows["mrr"]["value"]) == 1.0
+    assert float(rows["acc@100"]["value"]) == 1.0 and rows["mrr"]["queries"] == "10"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('description = "x"\n[evaluate]\nscorers = ["bm25"]\ndatasets = "all"\nsurprise = 1\n',
+         "unknown key evaluate.surprise"),
+        ('description = "x"\n', "exactly one of [evaluate] and [leave_one_out]"),
+        ('description = "x"\n[evaluate]\nscorers = ["bm25"]\n', "give datasets, titles or both"),
+        ('description = "x"\n[evaluate]\nscorers = ["no-such"]\ndatasets = ["nor_q_no_c_no"]\n', "unknown scorer"),
+        ('description = "x"\n[leave_one_out]\ngrid = "no-such"\n', "unknown grid"),
+        ("description = [", "not a valid TOML file"),
+    ],
+)  # fmt: skip
+def test_bad_experiment_files_fail_with_one_line(melo_data: Path, tmp_path: Path, body: str, message: str) -> None:
+    experiment = write_experiment(tmp_path / "bad.toml", body)
+    results = tmp_path / "results.csv"
+    run = cli("experiment", "run", str(experiment), "--data", str(melo_data), "--results", str(results), "--quiet")
+    assert run.returncode == 2, run.stderr
+    assert message in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    assert not results.exists()
+
+
+def test_the_shipped_experiments_load() -> None:
+    for name in ("melo-best", "melo-pipelines", "job-titles"):
+        assert load_experiment(name).description
+    unknown = cli("experiment", "run", "no-such-experiment")
+    assert unknown.returncode == 2 and "unknown experiment" in unknown.stderr
