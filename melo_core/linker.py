@@ -36,6 +36,7 @@ from melo_core import config
 from melo_core.disk_cache import load_pickle, save_pickle
 from melo_core.encoders import cached_encoder, is_encoder_spec
 from melo_core.index import VectorIndex
+from melo_core.query_rules import check_rules, normalise_query
 from melo_core.scorers.base import ExtendableScorer, Scorer, ScorerContext
 from melo_core.scorers.dense import (
     DenseScorer,
@@ -355,6 +356,7 @@ class Linker:
         forms: FormTable | None = None,
         persist: bool = True,
         show_progress: bool = True,
+        query_rules: Sequence[str] = (),
     ):
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {', '.join(AGGREGATIONS)}")
@@ -366,6 +368,8 @@ class Linker:
         self.display_languages = tuple(display_languages)
         self.query_language = query_language
         self.mention_weight = mention_weight
+        check_rules(query_rules)
+        self.query_rules = tuple(query_rules)
         if forms is None:
             self.languages = tuple(sorted(set(languages) if languages else taxonomy.languages))
             table = taxonomy.form_table(self.languages)
@@ -446,6 +450,8 @@ class Linker:
 
     def fused(self, queries: Sequence[str], pool: int = POOL) -> list[tuple[np.ndarray, np.ndarray, list[_Pool]]]:
         """Per query: the candidate forms, their fused scores, and each component's pool."""
+        if self.query_rules:
+            queries = [normalise_query(q, self.query_rules) for q in queries]
         per_component = [c.pools(queries, pool, self._mention_index, self.mention_weight) for c in self.components]
         out = []
         for q in range(len(queries)):

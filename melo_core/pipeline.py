@@ -26,6 +26,7 @@ from melo_core.crosswalk import RELATIONS
 from melo_core.encoders import EncoderSpec, cached_encoder, is_encoder_spec
 from melo_core.errors import MeloInputError
 from melo_core.linker import AGGREGATIONS, Candidate, Linker, mention_form
+from melo_core.query_rules import RULES as QUERY_RULES
 from melo_core.scorers.base import ScorerContext, check_concepts
 from melo_core.scorers.dense import SCORER_OPTIONS
 from melo_core.scorers.hybrid import METHODS, POOL
@@ -42,7 +43,7 @@ MONOLINGUAL, CROSS_LINGUAL = "monolingual", "cross_lingual"
 VARIANTS = (MONOLINGUAL, CROSS_LINGUAL)
 LEMMAS = "-lemmas"
 
-_TOP_KEYS = {"description", "mention_relations", "measured", *VARIANTS}
+_TOP_KEYS = {"description", "mention_relations", "measured", "query_rules", *VARIANTS}
 _VARIANT_KEYS = {"fusion", "mention_weight", "components"}
 _COMPONENT_KEYS = {"scorer", "weight", "options"}
 
@@ -95,6 +96,7 @@ class PipelineDefinition:
     cross_lingual: Variant
     mention_relations: tuple[str, ...] = RELATIONS
     measured: dict[str, float] = field(default_factory=dict)
+    query_rules: tuple[str, ...] = ()  # melo_core.query_rules applied to every query first
 
     def variant_kind(self, query_language: str | None, target_languages: Iterable[str] | None) -> str:
         """Monolingual when the query's language is among the targets (or either is unknown)."""
@@ -149,6 +151,12 @@ def _definition(path: Path, raw: dict) -> PipelineDefinition:
     measured = raw.get("measured", {})
     if not isinstance(measured, dict) or not all(isinstance(v, int | float) for v in measured.values()):
         raise fail("measured", "expected a table of numbers")
+    rules = raw.get("query_rules", [])
+    if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
+        raise fail("query_rules", f"expected a list of rule names ({', '.join(QUERY_RULES)})")
+    unknown = [r for r in rules if r not in QUERY_RULES]
+    if unknown:
+        raise fail("query_rules", f"unknown rule {unknown[0]!r}; available: {', '.join(QUERY_RULES)}")
     variants = {}
     for kind in VARIANTS:
         if kind not in raw:
@@ -162,6 +170,7 @@ def _definition(path: Path, raw: dict) -> PipelineDefinition:
         cross_lingual=variants[CROSS_LINGUAL],
         mention_relations=MENTION_RELATIONS[relations],
         measured={k: float(v) for k, v in measured.items()},
+        query_rules=tuple(rules),
     )
 
 
@@ -452,7 +461,7 @@ class Pipeline:
             try:
                 linker = Linker(self.taxonomy, variant.spec(query_language), self.languages, forms=self.forms,
                                 query_language=query_language, mention_weight=variant.mention_weight or 1.0,
-                                **self._options)  # type: ignore[arg-type]  # fmt: skip
+                                query_rules=self.definition.query_rules, **self._options)  # type: ignore[arg-type]  # fmt: skip
             except ValueError as exc:
                 raise MeloInputError(f"pipeline {self.name!r}: {exc}") from None
             if variant.mention_weight and self._mentions:

@@ -12,7 +12,7 @@ from melo_core.benchmarking import evaluate_one
 from melo_core.datasets import MeloDataset
 from melo_core.errors import MeloInputError
 from melo_core.evaluation import EvaluationResult
-from melo_core.experiments.grids import register_grid
+from melo_core.experiments.grids.base import register_grid
 from melo_core.scorers import is_scorer_spec
 
 

@@ -1,0 +1,90 @@
+"""Query normalisation for titles as job ads write them: rules a pipeline names in its
+``query_rules`` and the linker applies to every query before any scorer sees it.
+
+Each rule is measured on the job-ad validation titles and on MELO (``benchmarks/query_rules.py``;
+docs/benchmarks.md) and a pipeline keeps only those that do not lower the MELO mean. A rule that
+would leave nothing returns the text it was given, so no query is ever emptied.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from melo_core.text import drop_gender_markers
+
+_BRACKETS = re.compile(r"\s*[(\[{][^)\]}]*[)\]}]")
+# A qualifier after a dash, bar or colon set off by spaces (or glued to a closing bracket):
+# "Senior Accounts Payable - Korean Speaker", "Executive (Thai)-Fashion", "Sales | Remote".
+_DASH_TAIL = re.compile(r"(?:\s+[-–—|:]\s+|(?<=\))\s*[-–—]\s*).*$")
+_SENIORITY = re.compile(
+    r"\b(?:senior|snr|sr|junior|jnr|jr|intern(?:ship)?|trainee(?:ship)?|graduate|fresh|entry[\s-]level|"
+    r"part[\s-]time|full[\s-]time|temporary|temp|contract(?:or)?|freelance|permanent|urgent(?:ly)?|"
+    r"vacancy\s+for|hiring|immediate(?:\s+start)?)\b\.?",
+    re.IGNORECASE,
+)
+_GENDER_WORDS = re.compile(r"\b(?:male|female|lady|ladies|men|women)(?:\s+only)?\b", re.IGNORECASE)
+_CODES = re.compile(r"(?:#|\bref\.?:?\s*)?\b[\w/-]*\d[\w/-]*\b", re.IGNORECASE)
+_LEFTOVER = re.compile(r"^[\s,;:/&+|–—-]+|[\s,;:/&+|–—-]+$")
+
+
+_EMPTY_BRACKETS = re.compile(r"\s*[(\[{][\s,;:/&+-]*[)\]}]")
+
+
+def _tidy(text: str) -> str:
+    """Whitespace collapsed; brackets a rule emptied and dangling separators dropped."""
+    return _LEFTOVER.sub("", " ".join(_EMPTY_BRACKETS.sub(" ", text).split()))
+
+
+def drop_brackets(text: str) -> str:
+    """"KITCHEN ASSISTANT (Bangi)" -> "KITCHEN ASSISTANT"."""
+    return _tidy(_BRACKETS.sub(" ", text))
+
+
+def drop_dash_tail(text: str) -> str:
+    """"Senior Accounts Payable - Korean Speaker" -> "Senior Accounts Payable"."""
+    return _tidy(_DASH_TAIL.sub("", text))
+
+
+def drop_seniority(text: str) -> str:
+    """Seniority, training and contract words: "Junior Drafter" -> "Drafter"."""
+    return _tidy(_SENIORITY.sub(" ", text))
+
+
+def drop_gender(text: str) -> str:
+    """Gender markers and words: "FEMALE HOSTEL WARDEN" -> "HOSTEL WARDEN", "Baker (m/w/d)" -> "Baker"."""
+    return _tidy(_GENDER_WORDS.sub(" ", drop_gender_markers(text)))
+
+
+def drop_codes(text: str) -> str:
+    """Tokens with digits, references: "Production Operator 1" -> "Production Operator"."""
+    return _tidy(_CODES.sub(" ", text))
+
+
+# In the order they apply: words first, so that "Internship - Junior Developer" keeps "Developer";
+# the dash before the brackets, which "Executive (Thai)-Fashion" needs to find its qualifier.
+RULES: dict[str, Callable[[str], str]] = {
+    "gender": drop_gender,
+    "seniority": drop_seniority,
+    "dash-tail": drop_dash_tail,
+    "brackets": drop_brackets,
+    "codes": drop_codes,
+}
+
+
+def check_rules(rules: Sequence[str]) -> None:
+    unknown = [r for r in rules if r not in RULES]
+    if unknown:
+        raise ValueError(f"unknown query rule {unknown[0]!r}; available: {', '.join(RULES)}")
+
+
+def normalise_query(text: str, rules: Sequence[str]) -> str:
+    """``text`` with ``rules`` applied in the order of ``RULES``; a rule that would leave no
+    letter is skipped."""
+    out = text
+    for name, rule in RULES.items():
+        if name in rules:
+            changed = rule(out)
+            if any(ch.isalpha() for ch in changed):
+                out = changed
+    return out
