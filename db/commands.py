@@ -8,6 +8,9 @@
 - ``import-terms --scheme NAME --csv FILE | --crosswalk CODE|FILE.json [--with-decisions] |
   --skos-csv FILE``.
 - ``export --scheme NAME --format skos-csv|sssom --out FILE|- [--negatives]``.
+- ``migrate --scheme NAME --to VERSION [--name esco] [--dry-run] [--review-out FILE]``: re-target a
+  scheme's crosswalk to another imported taxonomy version; a report counts carried-over,
+  relabelled, replaced and gone concepts, and the changed ones go to a review queue.
 - ``import-results --data DIR``: the published baselines of ``results/`` as read-only evaluation
   runs (``eval --store`` stores runs of ours).
 
@@ -121,6 +124,47 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+REVIEW_COLUMNS = (
+    "term_code",
+    "term_label",
+    "relation",
+    "concept_uri",
+    "change",
+    "old_label",
+    "new_label",
+    "candidate_uri",
+    "candidate_score",
+    "from_version",
+    "to_version",
+)
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    import csv
+
+    from db.formats import neutralise
+    from db.store import Store
+    from melo_core.output import open_output
+
+    with Store(args.db) as store:
+        report = store.migrate_scheme(args.scheme, args.to, name=args.name, curator=args.curator, dry_run=args.dry_run)
+        print(report.summary())
+        if args.review_out:
+            with open_output(args.review_out) as handle:
+                writer = csv.writer(handle, lineterminator="\n")
+                writer.writerow(REVIEW_COLUMNS)
+                for item in report.review:
+                    cells = [item.term_code, item.term_label, f"skos:{item.outcome}", item.concept_uri, item.change,
+                             item.old_label or "", item.new_label or "", item.candidate_uri or "",
+                             "" if item.candidate_score is None else f"{item.candidate_score:.4g}",
+                             item.from_version or "", item.to_version]  # fmt: skip
+                    writer.writerow([neutralise(c) for c in cells])
+            print(f"wrote {len(report.review)} item(s) to review to {args.review_out}", file=sys.stderr)
+        elif report.review:
+            print(f"{len(report.review)} item(s) to review (--review-out FILE lists them)", file=sys.stderr)
+    return 0
+
+
 def cmd_import_results(args: argparse.Namespace) -> int:
     from db.runs import import_published, list_runs
     from db.store import Store
@@ -206,6 +250,23 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     ex.add_argument("--mapping-set-id", help="SSSOM mapping set id (default: urn:melo:mapping-set:<scheme>)")
     ex.add_argument("--db", help=DB_HELP)
     ex.set_defaults(func=cmd_export)
+
+    mg = commands.add_parser(
+        "migrate",
+        help="re-target a scheme's crosswalk to another imported ESCO version, with a review queue",
+        description="Compare each current match of the scheme with the new taxonomy version: the same "
+        "URI and label carries over; a new label (same URI) carries over and is flagged; a URI that is "
+        "gone gets a replacement candidate (same label, else the closest label) or none. Changed ones "
+        "go to a review queue. One transaction: an unknown scheme or version changes nothing.",
+    )
+    mg.add_argument("--scheme", required=True, help="source scheme name")
+    mg.add_argument("--to", required=True, help="taxonomy version to move to (imported with import-taxonomy)")
+    mg.add_argument("--name", help="taxonomy name (default: that of the scheme's current taxonomy)")
+    mg.add_argument("--curator", default="migrate", help="who ran the migration (recorded with it)")
+    mg.add_argument("--dry-run", action="store_true", help="report only, write nothing")
+    mg.add_argument("--review-out", help="write the review queue as CSV to this file (- for stdout)")
+    mg.add_argument("--db", help=DB_HELP)
+    mg.set_defaults(func=cmd_migrate)
 
     ir = commands.add_parser(
         "import-results",
