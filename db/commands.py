@@ -7,7 +7,8 @@
   ESCO CSV export.
 - ``import-terms --scheme NAME --csv FILE | --crosswalk CODE|FILE.json [--with-decisions] |
   --skos-csv FILE``.
-- ``export --scheme NAME --format skos-csv|sssom --out FILE|- [--negatives]``.
+- ``export --scheme NAME --format skos-csv|sssom|turtle --out FILE|- [--negatives] [--suggestions]
+  [--validate]``.
 - ``migrate --scheme NAME --to VERSION [--name esco] [--dry-run] [--review-out FILE]``: re-target a
   scheme's crosswalk to another imported taxonomy version; a report counts carried-over,
   relabelled, replaced and gone concepts, and the changed ones go to a review queue.
@@ -119,7 +120,11 @@ def cmd_export(args: argparse.Namespace) -> int:
             negatives=args.negatives,
             license=args.license,
             mapping_set_id=args.mapping_set_id,
+            suggestions=args.suggestions,
+            validate=args.validate,
         )
+    if args.validate:
+        print(f"{args.format} export of scheme {args.scheme} is valid", file=message_stream(args.out))
     print(f"wrote {rows} row(s) of scheme {args.scheme} as {args.format} to {args.out}", file=message_stream(args.out))
     return 0
 
@@ -235,17 +240,34 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     ex = commands.add_parser(
         "export",
-        help="export a scheme's current crosswalk as SKOS CSV or SSSOM TSV",
+        help="export a scheme's current crosswalk as SKOS CSV, SSSOM TSV or SKOS Turtle",
         description="Write the current crosswalk (latest decision per term and concept) of a scheme.",
     )
     ex.add_argument("--scheme", required=True, help="source scheme name")
-    ex.add_argument("--format", required=True, choices=("skos-csv", "sssom"), help="output format")
+    ex.add_argument(
+        "--format",
+        required=True,
+        choices=("skos-csv", "sssom", "turtle"),
+        help="output format: our SKOS CSV, SSSOM TSV, or SKOS as RDF Turtle with SSSOM provenance",
+    )
     ex.add_argument("--out", required=True, help="output file, or - for standard output")
     ex.add_argument("--negatives", action="store_true", help="include rejections (SSSOM: predicate_modifier Not)")
     ex.add_argument(
         "--license",
         default="https://creativecommons.org/licenses/by/4.0/",
         help="SSSOM licence URI (default: CC BY 4.0, as ESCO)",
+    )
+    ex.add_argument(
+        "--suggestions",
+        action="store_true",
+        help="sssom, turtle: add each scorer's best stored suggestion nobody decided on (machine mappings: "
+        "mapping_tool, confidence)",
+    )
+    ex.add_argument(
+        "--validate",
+        action="store_true",
+        help="check before writing: sssom with the sssom package's validator, turtle by reading it back "
+        "(rdflib); invalid: exit 2, nothing written",
     )
     ex.add_argument("--mapping-set-id", help="SSSOM mapping set id (default: urn:melo:mapping-set:<scheme>)")
     ex.add_argument("--db", help=DB_HELP)

@@ -122,6 +122,7 @@ class Suggestion:
     scorer: str
     score: float
     rank: int
+    created_at: datetime | None = None
 
 
 @dataclass(frozen=True)
