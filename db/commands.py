@@ -153,7 +153,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
     with Store(args.db) as store:
         report = store.migrate_scheme(args.scheme, args.to, name=args.name, curator=args.curator, dry_run=args.dry_run)
-        print(report.summary())
+        print(report.summary(), flush=True)
         if args.review_out:
             with open_output(args.review_out) as handle:
                 writer = csv.writer(handle, lineterminator="\n")
@@ -200,8 +200,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     it.add_argument("--name", default="esco", help="taxonomy name (default: esco)")
     it.add_argument(
         "--version",
-        help="taxonomy version (default: melo-union for --data; for --esco-csv the vX.Y.Z in the folder "
-        "name, else esco-csv)",
+        help="taxonomy version, recorded with every decision made against it (default: melo-union for "
+        "--data, since the MELO corpora do not record which ESCO release they come from; for --esco-csv "
+        "the vX.Y.Z in the folder name, else esco-csv). Give the real ESCO version when you know it",
     )
     it.add_argument("--langs", help="comma-separated label languages to keep (default: all)")
     it.add_argument("--db", help=DB_HELP)

@@ -1,6 +1,6 @@
-"""Exports of a scheme's current crosswalk: our SKOS CSV, and SSSOM TSV.
+"""Exports of a scheme's current crosswalk: our SKOS CSV, SSSOM TSV, and SKOS as RDF Turtle.
 
-Both are deterministic (same store, same bytes) and written through ``melo_core.output``
+All are deterministic (same store, same bytes) and written through ``melo_core.output``
 (atomically to a file, ``-`` for stdout, FIFOs and links kept). Subject is the source
 term, object the ESCO concept, and the relation is the one recorded for the pair, as in the
 standardised crosswalk JSON.
@@ -12,6 +12,13 @@ standardised crosswalk JSON.
 - SSSOM TSV: the YAML metadata block (curie map, mapping set id, licence) as ``#`` lines, then
   one mapping per row with ``semapv:ManualMappingCuration``; with ``negatives`` rejections are
   negative mappings (``predicate_modifier: Not`` on ``skos:mappingRelation``: no relation at all).
+  Provenance per row: ``author_label`` (curator), ``mapping_date``, ``object_source_version`` (the
+  ESCO version decided against); with ``suggestions`` machine mappings with ``mapping_tool`` and
+  ``confidence``. ``validate_sssom`` runs the ``sssom`` package's parser and validator.
+- Turtle: the terms as ``skos:Concept``, curated matches as SKOS triples, every mapping also as an
+  SSSOM mapping in RDF with the same provenance (``_turtle``).
+
+SSSOM and Turtle read their rows from ``mappings`` (one place to filter what is published).
 """
 
 from __future__ import annotations

@@ -193,3 +193,34 @@ def test_a_scheme_made_before_any_taxonomy_adopts_the_first_one(store_url: str, 
     with Store(store_url) as store:
         import_taxonomy(store, tiny_taxonomy(), "esco", "v1.0.9")
         assert store.decide(store.terms("early")[0].id, "http://x/a", "closeMatch", "a").esco_version == "v1.0.9"
+
+
+def test_migration_0005_keeps_old_decisions_and_targets_the_latest_taxonomy(store_url: str, tmp_path: Path) -> None:
+    from alembic import command
+    from sqlalchemy import text
+
+    from db.imports import import_taxonomy
+    from db.store import _alembic_config
+    from tests.test_store import BAKER, tiny_taxonomy
+
+    terms = tmp_path / "terms.csv"
+    terms.write_text("code,label\nT1,one\n", encoding="utf-8")
+    with Store(store_url) as store:
+        import_taxonomy(store, tiny_taxonomy(), "esco", "v1.0.9")
+        import_taxonomy(store, tiny_taxonomy(), "esco", "v1.1.1")
+        run_cli_ok("import-terms", "--scheme", "tst", "--csv", str(terms), "--db", store_url)
+        with store.engine.begin() as connection:  # back to before 0005, with a decision written then
+            command.downgrade(_alembic_config(connection), "0003")
+            connection.execute(
+                text(
+                    "INSERT INTO decisions (term_id, concept_uri, outcome, curator, decided_at, comment) "
+                    "SELECT id, :uri, 'exactMatch', 'alice', CURRENT_TIMESTAMP, '' FROM source_terms"
+                ),
+                {"uri": BAKER},
+            )
+    with Store(store_url) as store:  # opening upgrades to head
+        target = store.scheme_taxonomy("tst")
+        assert target is not None and target.version == "v1.1.1"
+        [old] = store.crosswalk("tst")
+        assert old.esco_version is None  # not known, and not rewritten
+        assert store.decide(old.term_id, BAKER, "closeMatch", "bob").esco_version == "v1.1.1"

@@ -19,6 +19,7 @@ and the queue lists the pairs to look at. An item stays open until the pair gets
 
 from __future__ import annotations
 
+import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -63,6 +64,12 @@ def _preferred(s: Session, taxonomy_id: int, uris: Iterable[str]) -> dict[str, d
         for uri, language, text in s.execute(query):
             labels[uri][language] = text
     return labels
+
+
+def _same_label(a: str, b: str) -> bool:
+    """Equal up to Unicode compatibility forms and spacing (a no-break space is no new label);
+    case counts."""
+    return " ".join(unicodedata.normalize("NFKC", a).split()) == " ".join(unicodedata.normalize("NFKC", b).split())
 
 
 def _language(wanted: str | None, *available: Iterable[str]) -> str | None:
@@ -230,6 +237,14 @@ class VersionQueries(StoreBase):
         counts = {"carried_over": 0, "relabelled": 0, "replaced": 0, "gone": 0}
         items: list[dict[str, object]] = []
         candidates: dict[str, _Candidates] = {}
+        target_languages = set(
+            s.scalars(
+                select(LabelRow.language)
+                .join(ConceptRow, ConceptRow.id == LabelRow.concept_id)
+                .where(ConceptRow.taxonomy_id == target.id)
+                .distinct()
+            )
+        )
         for decision, code, label in current:
             uri = decision.concept_uri
             old_labels = old.get(uri, {})
@@ -238,16 +253,20 @@ class VersionQueries(StoreBase):
                 language = _language(scheme.language, old_labels, new.get(uri, {}))
                 before = old_labels.get(language) if language else None
                 after = new.get(uri, {}).get(language) if language else None
-                if before is None or after is None or before.strip() == after.strip():
+                if before is None or after is None or _same_label(before, after):
                     counts["carried_over"] += 1
                     continue
                 counts["relabelled"] += 1
                 items.append({**item, "change": "relabelled", "old_label": before, "new_label": after})
                 continue
-            language = _language(scheme.language, old_labels) or scheme.language or "en"
-            before = old_labels.get(language) or decision.concept_label
+            # A label in a language the new version has: the scheme's, else English, else any.
+            language = _language(scheme.language, old_labels, target_languages)
+            before = old_labels.get(language) if language else None
+            if before is None and decision.concept_label and (scheme.language or "en") in target_languages:
+                language, before = scheme.language or "en", decision.concept_label  # the label shown
+            before = before or next(iter(old_labels.values()), None) or decision.concept_label
             found = None
-            if before:
+            if before and language:
                 if language not in candidates:
                     candidates[language] = _Candidates(s, target.id, language)
                 found = candidates[language].find(before, min_similarity)
