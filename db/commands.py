@@ -11,7 +11,8 @@
   [--validate]``.
 - ``migrate --scheme NAME --to VERSION [--name esco] [--dry-run] [--review-out FILE]``: re-target a
   scheme's crosswalk to another imported taxonomy version; a report counts carried-over,
-  relabelled, replaced and gone concepts, and the changed ones go to a review queue.
+  relabelled, replaced and gone concepts, and the changed ones go to a review queue (without
+  ``--to``: the open queue as CSV).
 - ``import-results --data DIR``: the published baselines of ``results/`` as read-only evaluation
   runs (``eval --store`` stores runs of ours).
 
@@ -25,7 +26,7 @@ import argparse
 import re
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,6 +37,7 @@ from melo_core.extensions import Decision, Extensions, RecordRun, StoreAccess
 from melo_core.output import message_stream
 
 if TYPE_CHECKING:
+    from db.store import ReviewItem
     from melo_core.datasets import MeloDataset
     from melo_core.evaluation import EvaluationResult
 
@@ -144,26 +146,41 @@ REVIEW_COLUMNS = (
 )
 
 
-def cmd_migrate(args: argparse.Namespace) -> int:
+def _write_review(items: Sequence[ReviewItem], out: str) -> None:
     import csv
 
     from db.formats import neutralise
-    from db.store import Store
     from melo_core.output import open_output
 
+    with open_output(out) as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(REVIEW_COLUMNS)
+        for item in items:
+            cells = [item.term_code, item.term_label, f"skos:{item.outcome}", item.concept_uri, item.change,
+                     item.old_label or "", item.new_label or "", item.candidate_uri or "",
+                     "" if item.candidate_score is None else f"{item.candidate_score:.4g}",
+                     item.from_version or "", item.to_version]  # fmt: skip
+            writer.writerow([neutralise(c) for c in cells])
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from db.store import Store
+
+    say = message_stream(args.review_out or "")
     with Store(args.db) as store:
+        if args.to is None:  # the open review queue of earlier migrations
+            try:
+                items = store.migration_reviews(args.scheme)
+            except KeyError:
+                known = ", ".join(s.name for s in store.schemes()) or "none yet"
+                raise MeloInputError(f"no source scheme {args.scheme!r} in the store (schemes: {known})") from None
+            _write_review(items, args.review_out or "-")
+            print(f"{len(items)} open item(s) to review in scheme {args.scheme}", file=sys.stderr)
+            return 0
         report = store.migrate_scheme(args.scheme, args.to, name=args.name, curator=args.curator, dry_run=args.dry_run)
-        print(report.summary(), flush=True)
+        print(report.summary(), file=say, flush=True)
         if args.review_out:
-            with open_output(args.review_out) as handle:
-                writer = csv.writer(handle, lineterminator="\n")
-                writer.writerow(REVIEW_COLUMNS)
-                for item in report.review:
-                    cells = [item.term_code, item.term_label, f"skos:{item.outcome}", item.concept_uri, item.change,
-                             item.old_label or "", item.new_label or "", item.candidate_uri or "",
-                             "" if item.candidate_score is None else f"{item.candidate_score:.4g}",
-                             item.from_version or "", item.to_version]  # fmt: skip
-                    writer.writerow([neutralise(c) for c in cells])
+            _write_review(report.review, args.review_out)
             print(f"wrote {len(report.review)} item(s) to review to {args.review_out}", file=sys.stderr)
         elif report.review:
             print(f"{len(report.review)} item(s) to review (--review-out FILE lists them)", file=sys.stderr)
@@ -283,7 +300,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "go to a review queue. One transaction: an unknown scheme or version changes nothing.",
     )
     mg.add_argument("--scheme", required=True, help="source scheme name")
-    mg.add_argument("--to", required=True, help="taxonomy version to move to (imported with import-taxonomy)")
+    mg.add_argument(
+        "--to",
+        help="taxonomy version to move to (imported with import-taxonomy); without it, list the scheme's open "
+        "review queue (to --review-out, else standard output)",
+    )
     mg.add_argument("--name", help="taxonomy name (default: that of the scheme's current taxonomy)")
     mg.add_argument("--curator", default="migrate", help="who ran the migration (recorded with it)")
     mg.add_argument("--dry-run", action="store_true", help="report only, write nothing")

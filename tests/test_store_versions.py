@@ -140,6 +140,11 @@ def test_migrate_carries_over_flags_and_finds_candidates(
         store.decide(ids["T3"], NEW_URI + "exact", "exactMatch", "bob")
         assert [i.term_code for i in store.migration_reviews("tst")] == ["T4", "T5"]
         assert [i.open for i in store.migration_reviews("tst", open_only=False)] == [False, False, True, True]
+    # Without --to: the open queue, as CSV on stdout.
+    code, out, err = run_cli("migrate", "--scheme", "tst", "--db", store_url)
+    assert code == 0 and "2 open item(s) to review in scheme tst" in err
+    assert [r["term_code"] for r in csv.DictReader(io.StringIO(out))] == ["T4", "T5"]
+    with Store(store_url) as store:
         # Back to the old version: T1, T4, T5 are there; T2 relabelled back; T3 (new URI) is gone.
         report = store.migrate_scheme("tst", OLD)
         assert (report.carried_over, report.relabelled, report.replaced, report.gone) == (3, 1, 1, 0)
@@ -162,6 +167,7 @@ def test_dry_run_writes_nothing(store_url: str, versions: dict[str, object], tmp
             "import it first with import-taxonomy --version)",
         ),
         (("--scheme", "nope", "--to", NEW), "error: no source scheme 'nope' in the store (schemes: tst)"),
+        (("--scheme", "nope"), "error: no source scheme 'nope' in the store (schemes: tst)"),
         (("--scheme", "tst", "--to", OLD), f"error: scheme 'tst' already targets esco {OLD}"),
         (
             ("--scheme", "tst", "--to", NEW, "--name", "other"),
