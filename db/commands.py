@@ -7,7 +7,12 @@
   ESCO CSV export.
 - ``import-terms --scheme NAME --csv FILE | --crosswalk CODE|FILE.json [--with-decisions] |
   --skos-csv FILE``.
-- ``export --scheme NAME --format skos-csv|sssom --out FILE|- [--negatives]``.
+- ``export --scheme NAME --format skos-csv|sssom|turtle --out FILE|- [--negatives] [--suggestions]
+  [--validate]``.
+- ``migrate --scheme NAME --to VERSION [--name esco] [--dry-run] [--review-out FILE]``: re-target a
+  scheme's crosswalk to another imported taxonomy version; a report counts carried-over,
+  relabelled, replaced and gone concepts, and the changed ones go to a review queue (without
+  ``--to``: the open queue as CSV).
 - ``import-results --data DIR``: the published baselines of ``results/`` as read-only evaluation
   runs (``eval --store`` stores runs of ours).
 
@@ -21,7 +26,7 @@ import argparse
 import re
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +37,7 @@ from melo_core.extensions import Decision, Extensions, RecordRun, StoreAccess
 from melo_core.output import message_stream
 
 if TYPE_CHECKING:
+    from db.store import ReviewItem
     from melo_core.datasets import MeloDataset
     from melo_core.evaluation import EvaluationResult
 
@@ -116,8 +122,68 @@ def cmd_export(args: argparse.Namespace) -> int:
             negatives=args.negatives,
             license=args.license,
             mapping_set_id=args.mapping_set_id,
+            suggestions=args.suggestions,
+            validate=args.validate,
         )
+    if args.validate:
+        print(f"{args.format} export of scheme {args.scheme} is valid", file=message_stream(args.out))
     print(f"wrote {rows} row(s) of scheme {args.scheme} as {args.format} to {args.out}", file=message_stream(args.out))
+    return 0
+
+
+REVIEW_COLUMNS = (
+    "term_code",
+    "term_label",
+    "relation",
+    "concept_uri",
+    "change",
+    "old_label",
+    "new_label",
+    "candidate_uri",
+    "candidate_score",
+    "from_version",
+    "to_version",
+)
+
+
+def _write_review(items: Sequence[ReviewItem], out: str) -> None:
+    import csv
+
+    from db.formats import neutralise
+    from melo_core.output import open_output
+
+    with open_output(out) as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(REVIEW_COLUMNS)
+        for item in items:
+            cells = [item.term_code, item.term_label, f"skos:{item.outcome}", item.concept_uri, item.change,
+                     item.old_label or "", item.new_label or "", item.candidate_uri or "",
+                     "" if item.candidate_score is None else f"{item.candidate_score:.4g}",
+                     item.from_version or "", item.to_version]  # fmt: skip
+            writer.writerow([neutralise(c) for c in cells])
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from db.store import Store
+
+    say = message_stream(args.review_out or "")
+    with Store(args.db) as store:
+        if args.to is None:  # the open review queue of earlier migrations
+            try:
+                items = store.migration_reviews(args.scheme)
+            except KeyError:
+                known = ", ".join(s.name for s in store.schemes()) or "none yet"
+                raise MeloInputError(f"no source scheme {args.scheme!r} in the store (schemes: {known})") from None
+            _write_review(items, args.review_out or "-")
+            print(f"{len(items)} open item(s) to review in scheme {args.scheme}", file=sys.stderr)
+            return 0
+        report = store.migrate_scheme(args.scheme, args.to, name=args.name, curator=args.curator, dry_run=args.dry_run)
+        print(report.summary(), file=say, flush=True)
+        if args.review_out:
+            _write_review(report.review, args.review_out)
+            print(f"wrote {len(report.review)} item(s) to review to {args.review_out}", file=sys.stderr)
+        elif report.review:
+            print(f"{len(report.review)} item(s) to review (--review-out FILE lists them)", file=sys.stderr)
     return 0
 
 
@@ -151,8 +217,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     it.add_argument("--name", default="esco", help="taxonomy name (default: esco)")
     it.add_argument(
         "--version",
-        help="taxonomy version (default: melo-union for --data; for --esco-csv the vX.Y.Z in the folder "
-        "name, else esco-csv)",
+        help="taxonomy version, recorded with every decision made against it (default: melo-union for "
+        "--data, since the MELO corpora do not record which ESCO release they come from; for --esco-csv "
+        "the vX.Y.Z in the folder name, else esco-csv). Give the real ESCO version when you know it",
     )
     it.add_argument("--langs", help="comma-separated label languages to keep (default: all)")
     it.add_argument("--db", help=DB_HELP)
@@ -191,11 +258,16 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     ex = commands.add_parser(
         "export",
-        help="export a scheme's current crosswalk as SKOS CSV or SSSOM TSV",
+        help="export a scheme's current crosswalk as SKOS CSV, SSSOM TSV or SKOS Turtle",
         description="Write the current crosswalk (latest decision per term and concept) of a scheme.",
     )
     ex.add_argument("--scheme", required=True, help="source scheme name")
-    ex.add_argument("--format", required=True, choices=("skos-csv", "sssom"), help="output format")
+    ex.add_argument(
+        "--format",
+        required=True,
+        choices=("skos-csv", "sssom", "turtle"),
+        help="output format: our SKOS CSV, SSSOM TSV, or SKOS as RDF Turtle with SSSOM provenance",
+    )
     ex.add_argument("--out", required=True, help="output file, or - for standard output")
     ex.add_argument("--negatives", action="store_true", help="include rejections (SSSOM: predicate_modifier Not)")
     ex.add_argument(
@@ -203,9 +275,42 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         default="https://creativecommons.org/licenses/by/4.0/",
         help="SSSOM licence URI (default: CC BY 4.0, as ESCO)",
     )
+    ex.add_argument(
+        "--suggestions",
+        action="store_true",
+        help="sssom, turtle: add each scorer's best stored suggestion nobody decided on (machine mappings: "
+        "mapping_tool, confidence)",
+    )
+    ex.add_argument(
+        "--validate",
+        action="store_true",
+        help="check before writing: sssom with the sssom package's validator, turtle by reading it back "
+        "(rdflib); invalid: exit 2, nothing written",
+    )
     ex.add_argument("--mapping-set-id", help="SSSOM mapping set id (default: urn:melo:mapping-set:<scheme>)")
     ex.add_argument("--db", help=DB_HELP)
     ex.set_defaults(func=cmd_export)
+
+    mg = commands.add_parser(
+        "migrate",
+        help="re-target a scheme's crosswalk to another imported ESCO version, with a review queue",
+        description="Compare each current match of the scheme with the new taxonomy version: the same "
+        "URI and label carries over; a new label (same URI) carries over and is flagged; a URI that is "
+        "gone gets a replacement candidate (same label, else the closest label) or none. Changed ones "
+        "go to a review queue. One transaction: an unknown scheme or version changes nothing.",
+    )
+    mg.add_argument("--scheme", required=True, help="source scheme name")
+    mg.add_argument(
+        "--to",
+        help="taxonomy version to move to (imported with import-taxonomy); without it, list the scheme's open "
+        "review queue (to --review-out, else standard output)",
+    )
+    mg.add_argument("--name", help="taxonomy name (default: that of the scheme's current taxonomy)")
+    mg.add_argument("--curator", default="migrate", help="who ran the migration (recorded with it)")
+    mg.add_argument("--dry-run", action="store_true", help="report only, write nothing")
+    mg.add_argument("--review-out", help="write the review queue as CSV to this file (- for stdout)")
+    mg.add_argument("--db", help=DB_HELP)
+    mg.set_defaults(func=cmd_migrate)
 
     ir = commands.add_parser(
         "import-results",

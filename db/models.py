@@ -43,6 +43,8 @@ CONCEPT_KINDS = ("occupation", "isco_group")
 SCHEME_KINDS = ("terminology", "job-titles")
 # Evaluation runs: ours (run here, with per-query rows) or a published baseline (metrics only).
 RUN_SOURCES = ("ours", "published")
+# What ``migrate`` found for a current match whose concept changed between taxonomy versions.
+MIGRATION_CHANGES = ("relabelled", "replaced", "gone")
 RUN_MODES = ("trec", "exact")  # melo_core.evaluation.MODES
 
 # Stable constraint names, so later migrations (and SQLite batch mode) can refer to them.
@@ -159,6 +161,10 @@ class SchemeRow(Base):
     # Terms whose code is not a URI get the URI base_uri + code, else urn:melo:scheme:<name>:<code>.
     base_uri: Mapped[str | None] = mapped_column(String(500))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # The taxonomy version the scheme is linked against (decisions record its version); set when
+    # the scheme is created (the latest imported taxonomy) and changed by ``migrate``. No foreign
+    # key (SQLite could not drop the column again in a downgrade); taxonomies are never deleted.
+    taxonomy_id: Mapped[int | None] = mapped_column(Integer)
 
     terms: Mapped[list[TermRow]] = relationship(back_populates="scheme")
 
@@ -222,6 +228,46 @@ class DecisionRow(Base):
     concept_label: Mapped[str | None] = mapped_column(Text)
     # Set on a decision written by undo: the decision it took back.
     undoes_id: Mapped[int | None] = mapped_column(ForeignKey("decisions.id"))
+    # Version of the scheme's target taxonomy when the decision was made (None: not known, e.g.
+    # decisions from before revision 0005 or imported from a file).
+    esco_version: Mapped[str | None] = mapped_column(String(200))
+
+
+class SchemeMigrationRow(Base):
+    """One ``migrate`` of a scheme from one taxonomy version to another, with its counts."""
+
+    __tablename__ = "scheme_migrations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    scheme_id: Mapped[int] = mapped_column(ForeignKey("source_schemes.id"))
+    from_taxonomy_id: Mapped[int | None] = mapped_column(ForeignKey("taxonomies.id"))
+    to_taxonomy_id: Mapped[int] = mapped_column(ForeignKey("taxonomies.id"))
+    curator: Mapped[str] = mapped_column(String(200))
+    migrated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    counts: Mapped[dict[str, int]] = mapped_column(JSON)
+
+
+class MigrationReviewRow(Base):
+    """A current match that a migration could not carry over unchanged: its concept was relabelled
+    (same URI) or is gone from the new version (with a replacement candidate, or none). Open until
+    the pair gets a newer decision than ``decision_id``."""
+
+    __tablename__ = "migration_reviews"
+    __table_args__ = (
+        CheckConstraint(_one_of("change", MIGRATION_CHANGES), name="change"),
+        Index("ix_migration_reviews_migration", "migration_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    migration_id: Mapped[int] = mapped_column(ForeignKey("scheme_migrations.id"))
+    decision_id: Mapped[int] = mapped_column(ForeignKey("decisions.id"))
+    term_id: Mapped[int] = mapped_column(ForeignKey("source_terms.id"))
+    concept_uri: Mapped[str] = mapped_column(String(500))
+    change: Mapped[str] = mapped_column(String(20))
+    old_label: Mapped[str | None] = mapped_column(Text)
+    new_label: Mapped[str | None] = mapped_column(Text)  # relabelled: the new label; replaced: the candidate's
+    candidate_uri: Mapped[str | None] = mapped_column(String(500))
+    candidate_score: Mapped[float | None] = mapped_column(Float)  # 1.0 for the same label
 
 
 class RunRow(Base):

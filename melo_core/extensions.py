@@ -3,7 +3,7 @@
 ``melo_core`` imports nothing above it (``tests/test_layers.py``). The crosswalk store (``db``)
 joins ``python -m melo_core`` from above instead: ``pyproject.toml`` declares, in the entry-point
 group ``melo_studio.cli``, a function that receives an ``Extensions`` and fills it with commands
-(``import-taxonomy``, ``import-terms``, ``export``, ``import-results``) and with ``StoreAccess``,
+(``import-taxonomy``, ``import-terms``, ``export``, ``migrate``, ``import-results``) and with ``StoreAccess``,
 the two things core commands ask of a store (``eval --store``, ``train --with-decisions``).
 
 Installing the project registers the entry point (``make run`` and ``make test`` do it:

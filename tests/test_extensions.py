@@ -38,7 +38,7 @@ def test_the_installed_entry_point_brings_the_store(capsys: pytest.CaptureFixtur
     assert found.store is not None and not found.unavailable and found.note() is None
     code, out, _ = stopped(capsys, "--help")
     assert code == 0
-    for command in ("eval", "train", "import-taxonomy", "import-terms", "export", "import-results"):
+    for command in ("eval", "train", "import-taxonomy", "import-terms", "export", "migrate", "import-results"):
         assert f"    {command}" in out
 
 

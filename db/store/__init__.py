@@ -14,6 +14,7 @@ One ``Store``, its methods grouped by concern, a module each:
 - ``taxonomies``: taxonomies and concepts (labels, search by label);
 - ``terms``: schemes, terms and the curation queue, suggestions;
 - ``decisions``: decisions and undo;
+- ``versions``: the taxonomy version a scheme targets, and ``migrate`` to another version;
 - ``crosswalk``: the current crosswalk and its consistency (warnings, agreement, activity);
 - ``records``: the dataclasses returned.
 
@@ -39,6 +40,8 @@ from db.store.records import (
     Decision,
     HourCount,
     LabelMatch,
+    MigrationReport,
+    ReviewItem,
     Scheme,
     Suggestion,
     TaxonomyInfo,
@@ -46,9 +49,10 @@ from db.store.records import (
 )
 from db.store.taxonomies import TaxonomyQueries
 from db.store.terms import STATUSES, TermQueries
+from db.store.versions import VersionQueries
 
 
-class Store(TaxonomyQueries, TermQueries, DecisionQueries, CrosswalkQueries):
+class Store(TaxonomyQueries, TermQueries, DecisionQueries, CrosswalkQueries, VersionQueries):
     """The crosswalk store at ``url`` (default: ``MELO_DB_URL`` or ``melo.db``)."""
 
 
@@ -62,6 +66,8 @@ __all__ = [
     "Decision",
     "HourCount",
     "LabelMatch",
+    "MigrationReport",
+    "ReviewItem",
     "Scheme",
     "Store",
     "Suggestion",

@@ -40,7 +40,8 @@ class CrosswalkQueries(StoreBase):
         d, t = DecisionRow, TermRow
         # Plain columns, not ORM entities: a crosswalk has thousands of rows.
         columns = (d.id, d.term_id, SchemeRow.name, t.code, t.uri, t.label, d.concept_uri, d.outcome, d.curator,
-                   d.decided_at, d.comment, d.scorer, d.score, d.rank, d.concept_label, d.undoes_id)  # fmt: skip
+                   d.decided_at, d.comment, d.scorer, d.score, d.rank, d.concept_label, d.undoes_id,
+                   d.esco_version)  # fmt: skip
         with self.read() as s:
             query = (
                 select(*columns, SchemeRow.language)

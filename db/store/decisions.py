@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from db.models import OUTCOMES, UNDECIDED, DecisionRow, TermRow, utcnow
+from db.models import OUTCOMES, UNDECIDED, DecisionRow, TaxonomyRow, TermRow, utcnow
 from db.store.base import StoreBase
 from db.store.records import Decision, decision_record
 
@@ -64,10 +64,20 @@ class DecisionQueries(StoreBase):
                 score=score,
                 rank=rank,
                 concept_label=concept_label,
+                esco_version=self._target_version(s, term),
             )
             s.add(row)
             s.flush()
             return decision_record(row, term, term.scheme.name)
+
+    @staticmethod
+    def _target_version(s: Session, term: TermRow) -> str | None:
+        """Version of the taxonomy the term's scheme targets now (None: no target)."""
+        taxonomy_id = term.scheme.taxonomy_id
+        if taxonomy_id is None:
+            return None
+        taxonomy = s.get(TaxonomyRow, taxonomy_id)
+        return None if taxonomy is None else taxonomy.version
 
     def history(self, term_id: int, concept_uri: str | None = None) -> list[Decision]:
         """Every decision on a term (or on one of its concepts), oldest first."""
@@ -120,6 +130,8 @@ class DecisionQueries(StoreBase):
             rank=restored.rank if restored else None,
             concept_label=restored.concept_label if restored else None,
             undoes_id=undone.id,
+            # The state restored keeps the version it was decided against.
+            esco_version=restored.esco_version if restored else self._target_version(s, term),
         )
         s.add(row)
         s.flush()

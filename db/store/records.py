@@ -33,6 +33,51 @@ class TaxonomyInfo:
 
 
 @dataclass(frozen=True)
+class ReviewItem:
+    """A current match that ``migrate`` could not carry over unchanged (``Store.migration_reviews``)."""
+
+    id: int
+    migration_id: int
+    scheme: str
+    term_id: int
+    term_code: str
+    term_label: str
+    concept_uri: str
+    outcome: str  # the match the curator had recorded
+    change: str  # relabelled, replaced (candidate_uri given) or gone (no candidate)
+    old_label: str | None
+    new_label: str | None  # relabelled: the concept's new label; replaced: the candidate's label
+    candidate_uri: str | None
+    candidate_score: float | None
+    from_version: str | None
+    to_version: str
+    open: bool  # no newer decision on the pair since the migration
+
+
+@dataclass(frozen=True)
+class MigrationReport:
+    """What ``migrate`` did: every current match counted once."""
+
+    scheme: str
+    from_version: str | None
+    to_version: str
+    carried_over: int  # same URI, same label
+    relabelled: int  # same URI, new preferred label: carried over, flagged for review
+    replaced: int  # URI gone, a replacement candidate found: to review
+    gone: int  # URI gone, no candidate: to review
+    review: tuple[ReviewItem, ...]
+    dry_run: bool = False
+
+    def summary(self) -> str:
+        head = f"scheme {self.scheme}: {self.from_version or 'no version'} -> {self.to_version}"
+        counts = (
+            f"{self.carried_over} carried over, {self.relabelled} relabelled (carried over, to review), "
+            f"{self.replaced} gone with a replacement candidate, {self.gone} gone without candidate"
+        )
+        return f"{head}{' (dry run, nothing written)' if self.dry_run else ''}: {counts}"
+
+
+@dataclass(frozen=True)
 class Term:
     id: int
     scheme: str
@@ -63,6 +108,8 @@ class Decision:
     # Label shown to the curator, or (in crosswalk()) the taxonomy's label when none was stored.
     concept_label: str | None
     undoes_id: int | None
+    # Version of the scheme's target taxonomy when decided (None: not known).
+    esco_version: str | None = None
 
 
 LABEL_FIELD = [f.name for f in dataclass_fields(Decision)].index("concept_label")
@@ -75,6 +122,7 @@ class Suggestion:
     scorer: str
     score: float
     rank: int
+    created_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -146,4 +194,5 @@ def decision_record(row: DecisionRow, term: TermRow, scheme: str) -> Decision:
         rank=row.rank,
         concept_label=row.concept_label,
         undoes_id=row.undoes_id,
+        esco_version=row.esco_version,
     )

@@ -178,4 +178,21 @@ class TermQueries(StoreBase):
             if scorer is not None:
                 query = query.where(SuggestionRow.scorer == scorer)
             query = query.order_by(SuggestionRow.scorer, SuggestionRow.rank)
-            return [Suggestion(r.term_id, r.concept_uri, r.scorer, r.score, r.rank) for r in s.scalars(query)]
+            return [
+                Suggestion(r.term_id, r.concept_uri, r.scorer, r.score, r.rank, r.created_at) for r in s.scalars(query)
+            ]
+
+    def top_suggestions(self, scheme: str, max_rank: int = 1) -> list[Suggestion]:
+        """The stored suggestions of every term of a scheme up to ``max_rank`` (each scorer's best by
+        default), by term (import order), scorer and rank."""
+        with self.read() as s:
+            scheme_id = self._scheme_row(s, scheme).id
+            query = (
+                select(SuggestionRow)
+                .join(TermRow, TermRow.id == SuggestionRow.term_id)
+                .where(TermRow.scheme_id == scheme_id, SuggestionRow.rank <= max_rank)
+                .order_by(TermRow.id, SuggestionRow.scorer, SuggestionRow.rank)
+            )
+            return [
+                Suggestion(r.term_id, r.concept_uri, r.scorer, r.score, r.rank, r.created_at) for r in s.scalars(query)
+            ]
