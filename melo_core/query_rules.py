@@ -80,11 +80,11 @@ def check_rules(rules: Sequence[str]) -> None:
 
 def normalise_query(text: str, rules: Sequence[str]) -> str:
     """``text`` with ``rules`` applied in the order of ``RULES``; a rule that would leave no
-    letter is skipped."""
+    letter is skipped, and a text no rule changes beyond its spacing is returned as it is."""
     out = text
     for name, rule in RULES.items():
         if name in rules:
             changed = rule(out)
             if any(ch.isalpha() for ch in changed):
                 out = changed
-    return out
+    return text if out.split() == text.split() else out
