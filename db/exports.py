@@ -54,22 +54,27 @@ SSSOM_COLUMNS = (
 )
 
 
-def _current(store: Store, scheme: str, negatives: bool) -> list[Decision]:
+def _current(store: Store, scheme: str, negatives: bool, confirmed_only: bool = False) -> list[Decision]:
+    """The scheme's current decisions to export; ``confirmed_only``: those a reviewer confirmed."""
     outcomes = (*MATCH_OUTCOMES, REJECTED) if negatives else MATCH_OUTCOMES
     try:
-        return store.crosswalk(scheme, outcomes=outcomes)
+        decisions = store.crosswalk(scheme, outcomes=outcomes)
     except KeyError:
         known = ", ".join(s.name for s in store.schemes()) or "none yet"
         raise MeloInputError(f"no source scheme {scheme!r} in the store (schemes: {known})") from None
+    if confirmed_only:
+        confirmed = store.confirmed_ids(d.id for d in decisions)
+        decisions = [d for d in decisions if d.id in confirmed]
+    return decisions
 
 
-def skos_csv_text(store: Store, scheme: str, negatives: bool = False) -> str:
-    return _skos_csv(store, scheme, negatives)[0]
+def skos_csv_text(store: Store, scheme: str, negatives: bool = False, confirmed_only: bool = False) -> str:
+    return _skos_csv(store, scheme, negatives, confirmed_only)[0]
 
 
-def _skos_csv(store: Store, scheme: str, negatives: bool) -> tuple[str, int]:
+def _skos_csv(store: Store, scheme: str, negatives: bool, confirmed_only: bool = False) -> tuple[str, int]:
     by_term: dict[int, list[Decision]] = defaultdict(list)
-    for decision in _current(store, scheme, negatives):
+    for decision in _current(store, scheme, negatives, confirmed_only):
         by_term[decision.term_id].append(decision)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -133,12 +138,14 @@ def sssom_text(
     negatives: bool = False,
     license: str = DEFAULT_LICENSE,
     mapping_set_id: str | None = None,
+    confirmed_only: bool = False,
 ) -> str:
-    return _sssom(store, scheme, negatives, license, mapping_set_id)[0]
+    return _sssom(store, scheme, negatives, license, mapping_set_id, confirmed_only)[0]
 
 
-def _sssom(store: Store, scheme: str, negatives: bool, license: str, mapping_set_id: str | None) -> tuple[str, int]:
-    decisions = _current(store, scheme, negatives)
+def _sssom(store: Store, scheme: str, negatives: bool, license: str, mapping_set_id: str | None,
+           confirmed_only: bool = False) -> tuple[str, int]:  # fmt: skip
+    decisions = _current(store, scheme, negatives, confirmed_only)
     info = store.scheme(scheme)
     assert info is not None
     curies = _Curies(scheme)
@@ -189,13 +196,14 @@ def export(
     negatives: bool = False,
     license: str = DEFAULT_LICENSE,
     mapping_set_id: str | None = None,
+    confirmed_only: bool = False,
 ) -> int:
     """Write the scheme's crosswalk in ``fmt`` (skos-csv or sssom) to ``out`` (``-``: stdout); returns
-    the number of rows."""
+    the number of rows. ``confirmed_only``: only decisions a reviewer confirmed."""
     if fmt == "skos-csv":
-        content, rows = _skos_csv(store, scheme, negatives)
+        content, rows = _skos_csv(store, scheme, negatives, confirmed_only)
     elif fmt == "sssom":
-        content, rows = _sssom(store, scheme, negatives, license, mapping_set_id)
+        content, rows = _sssom(store, scheme, negatives, license, mapping_set_id, confirmed_only)
     else:
         raise MeloInputError(f"unknown export format {fmt!r} (skos-csv or sssom)")
     with open_output(out) as handle:
