@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from db.models import MATCH_OUTCOMES
+from db.store import AccessError
 from melo_core.errors import MeloInputError
 from melo_core.pipeline import (
     DEFAULT_PIPELINE,
@@ -22,6 +23,7 @@ from melo_core.pipeline import (
     load_pipeline,
     pipeline_names,
 )
+from ui import auth
 from ui import common as ui
 
 st.set_page_config(page_title="Link · MELO Studio", layout="wide")
@@ -90,7 +92,9 @@ search_languages = tuple(sorted({x.strip() for x in label_languages.split(",") i
 # -- progress ---------------------------------------------------------------------------------
 counts = store.queue_counts(scheme_name)
 total = sum(counts.values())
-hourly = store.decisions_per_hour(scheme_name, curator=curator, since=datetime.now(UTC) - timedelta(hours=24))
+hourly = store.decisions_per_hour(
+    scheme_name, curator=auth.name(curator), since=datetime.now(UTC) - timedelta(hours=24)
+)
 this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 left, middle, right, last = st.columns(4)
 left.metric("Done", f"{counts['done']} / {total}")
@@ -110,23 +114,31 @@ def decide(term_id: int, outcome: str, choice_key: str, options: dict[str, dict[
     if choice is None:
         flash("Choose a concept first.")
         return
-    decision = store.decide(
-        term_id,
-        str(choice["uri"]),
-        outcome,
-        curator,
-        comment=st.session_state.get(f"link_comment_{term_id}", ""),
-        scorer=choice["scorer"],  # type: ignore[arg-type]
-        score=choice["score"],  # type: ignore[arg-type]
-        rank=choice["rank"],  # type: ignore[arg-type]
-        concept_label=str(choice["label"]),
-    )
+    try:
+        decision = store.decide(
+            term_id,
+            str(choice["uri"]),
+            outcome,
+            curator,
+            comment=st.session_state.get(f"link_comment_{term_id}", ""),
+            scorer=choice["scorer"],  # type: ignore[arg-type]
+            score=choice["score"],  # type: ignore[arg-type]
+            rank=choice["rank"],  # type: ignore[arg-type]
+            concept_label=str(choice["label"]),
+        )
+    except AccessError as exc:
+        flash(f"Not saved: {auth.refused(exc)}")
+        return
     st.session_state[f"link_comment_{term_id}"] = ""
     flash(f"Saved: {decision.term_label} → {decision.concept_label} ({outcome}).")
 
 
 def undo_last() -> None:
-    undone = store.undo_last(curator, scheme=scheme_name)
+    try:
+        undone = store.undo_last(curator, scheme=scheme_name)
+    except AccessError as exc:
+        flash(f"Not undone: {auth.refused(exc)}")
+        return
     if undone is None:
         flash("Nothing of yours to undo in this scheme.")
         return
@@ -183,6 +195,7 @@ if current:
             for d in sorted(current.values(), key=lambda d: (d.outcome not in MATCH_OUTCOMES, d.id))
         )
     )
+
 
 # -- suggestions --------------------------------------------------------------------------------
 def serving_pipeline(wanted: str) -> tuple[str, bool]:
@@ -283,6 +296,14 @@ st.dataframe(
     width="stretch",
     column_config={"uri": st.column_config.LinkColumn("uri")},
 )
+
+# -- descriptions on demand: one popover per candidate --------------------------------------------
+descriptions = ui.concept_descriptions(store, [c.concept_uri for c in candidates])
+with st.container(horizontal=True, key="link_descriptions"):
+    for c in candidates:
+        with st.popover(f"ℹ️ {c.rank}. {c.label}", help="The ESCO description of this candidate"):
+            st.markdown(f"**{c.label}** · [{c.concept_uri.rsplit('/', 1)[-1]}]({c.concept_uri})")
+            st.markdown(descriptions.get(c.concept_uri) or "_No description in the imported taxonomy._")
 
 found = []
 query = st.text_input("Find any concept by label (any language)", key="link_concept_search")
