@@ -26,6 +26,9 @@ if not schemes:
     ui.first_run(store)
 
 ALL = "(all)"
+ALL_STATUSES = "all"
+REVIEW_COLUMNS = ["status", "code", "term", "relation", "concept", "curator", "decided (UTC)", "reviewer", "conflict",
+                  "comments"]  # fmt: skip
 names = [s.name for s in schemes]
 
 # -- filters ----------------------------------------------------------------------------------
@@ -157,99 +160,97 @@ else:
     observed_column.metric("Agreed", agreement.agreed)
 
 # -- review -----------------------------------------------------------------------------------
-st.subheader("Review queue")
-st.caption(
-    "A mapping is proposed until a reviewer confirms or rejects its current decision; a new decision on the "
-    "pair makes it proposed again. Conflicting: curators chose different relations or concepts."
-)
-ALL_STATUSES = "all"
-REVIEW_COLUMNS = ["status", "code", "term", "relation", "concept", "curator", "decided (UTC)", "reviewer", "conflict",
-                  "comments"]  # fmt: skip
-review_filter = st.radio("Show", [*REVIEW_FILTERS, ALL_STATUSES], horizontal=True, key="cw_review_status")
-items = store.review_queue(scheme_name, None if review_filter == ALL_STATUSES else review_filter)
-selection = st.dataframe(
-    pd.DataFrame(
-        [
-            {
-                "status": i.status,
-                "code": i.decision.term_code,
-                "term": i.decision.term_label,
-                "relation": i.decision.outcome,
-                "concept": i.decision.concept_label or i.decision.concept_uri,
-                "curator": i.decision.curator,
-                "decided (UTC)": i.decision.decided_at.strftime("%Y-%m-%d %H:%M"),
-                "reviewer": i.reviewer or "",
-                "conflict": i.conflict or "",
-                "comments": i.comments,
-            }
-            for i in items
-        ],
-        columns=REVIEW_COLUMNS,
-    ),
-    hide_index=True,
-    width="stretch",
-    on_select="rerun",
-    selection_mode="multi-row",
-    key="cw_review_table",
-)
-every = st.checkbox(f"Select all {len(items)} shown", key="cw_review_all", disabled=not items)
-rows = range(len(items)) if every else [r for r in selection.selection.rows if r < len(items)]  # type: ignore[attr-defined]
-selected = [items[r] for r in rows]
-if auth.role(curator) in (None, "reviewer"):
-    review_comment = st.text_input("Review comment (optional)", key="cw_review_comment")
-    confirm_column, reject_column, _ = st.columns([1, 1, 3])
-    verdict = None
-    if confirm_column.button(f"Confirm selected ({len(selected)})", disabled=not selected, type="primary",
-                             key="cw_confirm", width="stretch"):  # fmt: skip
-        verdict = "confirmed"
-    if reject_column.button(f"Reject selected ({len(selected)})", disabled=not selected, key="cw_reject",
-                            width="stretch"):  # fmt: skip
-        verdict = "rejected"
-    if verdict:
-        try:
-            done = store.review([i.decision.id for i in selected], curator, verdict, review_comment)
-        except (AccessError, ValueError, KeyError) as exc:
-            st.session_state["cw_refused"] = (
-                f"Nothing reviewed: {auth.refused(exc) if isinstance(exc, AccessError) else exc}"
-            )
-        else:
-            st.session_state["cw_review_flash"] = f"{verdict.capitalize()} {len(done)} mapping(s)."
-            st.session_state.pop("cw_review_all", None)
-        st.rerun()
-else:
-    st.caption("Only reviewers confirm or reject; you can comment.")
-if message := st.session_state.pop("cw_review_flash", None):
-    st.success(message)
-
-with st.expander("Comments on a decision"):
-    if not items:
-        st.caption("No mapping in this view.")
+with st.container(key="cw_review"):  # one block: the review queue (docs/review-queue.png)
+    st.subheader("Review queue")
+    st.caption(
+        "A mapping is proposed until a reviewer confirms or rejects its current decision; a new decision on the "
+        "pair makes it proposed again. Conflicting: curators chose different relations or concepts."
+    )
+    review_filter = st.radio("Show", [*REVIEW_FILTERS, ALL_STATUSES], horizontal=True, key="cw_review_status")
+    items = store.review_queue(scheme_name, None if review_filter == ALL_STATUSES else review_filter)
+    selection = st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "status": i.status,
+                    "code": i.decision.term_code,
+                    "term": i.decision.term_label,
+                    "relation": i.decision.outcome,
+                    "concept": i.decision.concept_label or i.decision.concept_uri,
+                    "curator": i.decision.curator,
+                    "decided (UTC)": i.decision.decided_at.strftime("%Y-%m-%d %H:%M"),
+                    "reviewer": i.reviewer or "",
+                    "conflict": i.conflict or "",
+                    "comments": i.comments,
+                }
+                for i in items
+            ],
+            columns=REVIEW_COLUMNS,
+        ),
+        hide_index=True,
+        width="stretch",
+        on_select="rerun",
+        selection_mode="multi-row",
+        key="cw_review_table",
+    )
+    every = st.checkbox(f"Select all {len(items)} shown", key="cw_review_all", disabled=not items)
+    rows = range(len(items)) if every else [r for r in selection.selection.rows if r < len(items)]  # type: ignore[attr-defined]
+    selected = [items[r] for r in rows]
+    if auth.role(curator) in (None, "reviewer"):
+        review_comment = st.text_input("Review comment (optional)", key="cw_review_comment")
+        confirm_column, reject_column, _ = st.columns([1, 1, 3])
+        verdict = None
+        if confirm_column.button(f"Confirm selected ({len(selected)})", disabled=not selected, type="primary",
+                                 key="cw_confirm", width="stretch"):  # fmt: skip
+            verdict = "confirmed"
+        if reject_column.button(f"Reject selected ({len(selected)})", disabled=not selected, key="cw_reject",
+                                width="stretch"):  # fmt: skip
+            verdict = "rejected"
+        if verdict:
+            try:
+                done = store.review([i.decision.id for i in selected], curator, verdict, review_comment)
+            except (AccessError, ValueError, KeyError) as exc:
+                st.session_state["cw_refused"] = (
+                    f"Nothing reviewed: {auth.refused(exc) if isinstance(exc, AccessError) else exc}"
+                )
+            else:
+                st.session_state["cw_review_flash"] = f"{verdict.capitalize()} {len(done)} mapping(s)."
+                st.session_state.pop("cw_review_all", None)
+            st.rerun()
     else:
-        by_decision = {i.decision.id: i.decision for i in items}
-        default = selected[0].decision.id if selected else next(iter(by_decision))
-        about = st.selectbox(
-            "Decision",
-            list(by_decision),
-            index=list(by_decision).index(default),
-            format_func=lambda i: (
-                f"{by_decision[i].term_label} → {by_decision[i].concept_label or by_decision[i].concept_uri} "
-                f"({by_decision[i].outcome}, {by_decision[i].curator})"
-            ),
-            key="cw_comment_about",
-        )
-        for c in store.comments([about]):
-            st.markdown(f"**{c.author}** · {c.created_at.strftime('%Y-%m-%d %H:%M')} UTC — {c.text}")
-        for r in store.reviews(about):
-            st.markdown(f"**{r.reviewer}** {r.verdict} · {r.reviewed_at.strftime('%Y-%m-%d %H:%M')} UTC"
-                        + (f" — {r.comment}" if r.comment else ""))  # fmt: skip
-        with st.form("cw_comment_form", clear_on_submit=True):
-            remark = st.text_area("Your comment", key="cw_comment_text")
-            if st.form_submit_button("Add comment") and remark.strip():
-                try:
-                    store.add_comment(about, curator, remark)
-                except AccessError as exc:
-                    st.session_state["cw_refused"] = f"Not added: {auth.refused(exc)}"
-                st.rerun()
+        st.caption("Only reviewers confirm or reject; you can comment.")
+    if message := st.session_state.pop("cw_review_flash", None):
+        st.success(message)
+
+    with st.expander("Comments on a decision"):
+        if not items:
+            st.caption("No mapping in this view.")
+        else:
+            by_decision = {i.decision.id: i.decision for i in items}
+            default = selected[0].decision.id if selected else next(iter(by_decision))
+            about = st.selectbox(
+                "Decision",
+                list(by_decision),
+                index=list(by_decision).index(default),
+                format_func=lambda i: (
+                    f"{by_decision[i].term_label} → {by_decision[i].concept_label or by_decision[i].concept_uri} "
+                    f"({by_decision[i].outcome}, {by_decision[i].curator})"
+                ),
+                key="cw_comment_about",
+            )
+            for c in store.comments([about]):
+                st.markdown(f"**{c.author}** · {c.created_at.strftime('%Y-%m-%d %H:%M')} UTC — {c.text}")
+            for r in store.reviews(about):
+                st.markdown(f"**{r.reviewer}** {r.verdict} · {r.reviewed_at.strftime('%Y-%m-%d %H:%M')} UTC"
+                            + (f" — {r.comment}" if r.comment else ""))  # fmt: skip
+            with st.form("cw_comment_form", clear_on_submit=True):
+                remark = st.text_area("Your comment", key="cw_comment_text")
+                if st.form_submit_button("Add comment") and remark.strip():
+                    try:
+                        store.add_comment(about, curator, remark)
+                    except AccessError as exc:
+                        st.session_state["cw_refused"] = f"Not added: {auth.refused(exc)}"
+                    st.rerun()
 
 # -- exports ----------------------------------------------------------------------------------
 st.subheader("Download")
