@@ -25,7 +25,9 @@ from melo_core.pipeline import (
 )
 from ui import auth
 from ui import common as ui
+from ui.navigation import app_navigation
 
+app_navigation()
 st.set_page_config(page_title="Link · MELO Studio", layout="wide")
 st.title("Link terms to ESCO")
 

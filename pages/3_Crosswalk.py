@@ -15,7 +15,9 @@ from db.models import MATCH_OUTCOMES, REJECTED, UNSURE
 from db.store import REVIEW_FILTERS, AccessError
 from ui import auth
 from ui import common as ui
+from ui.navigation import app_navigation
 
+app_navigation()
 st.set_page_config(page_title="Crosswalk · MELO Studio", layout="wide")
 st.title("Crosswalk")
 
@@ -27,8 +29,8 @@ if not schemes:
 
 ALL = "(all)"
 ALL_STATUSES = "all"
-REVIEW_COLUMNS = ["status", "code", "term", "relation", "concept", "curator", "decided (UTC)", "reviewer", "conflict",
-                  "comments"]  # fmt: skip
+REVIEW_COLUMNS = ["status", "term", "relation", "concept", "curator", "conflict", "comments", "reviewer",
+                  "decided (UTC)", "code"]  # fmt: skip
 names = [s.name for s in schemes]
 
 # -- filters ----------------------------------------------------------------------------------
@@ -192,6 +194,7 @@ with st.container(key="cw_review"):  # one block: the review queue (docs/review-
         on_select="rerun",
         selection_mode="multi-row",
         key="cw_review_table",
+        column_config={"conflict": st.column_config.TextColumn("conflict", width="large")},
     )
     every = st.checkbox(f"Select all {len(items)} shown", key="cw_review_all", disabled=not items)
     rows = range(len(items)) if every else [r for r in selection.selection.rows if r < len(items)]  # type: ignore[attr-defined]

@@ -22,7 +22,9 @@ from melo_core.errors import MeloInputError
 from ui import analysis as ui
 from ui.common import ensure_domain_model
 from ui.common import store as open_store
+from ui.navigation import app_navigation
 
+app_navigation()
 st.set_page_config(page_title="Benchmark · MELO Studio", layout="wide")
 st.title("Benchmark")
 store = open_store()
