@@ -110,7 +110,10 @@ def _sign_in_form(store: Store) -> None:
     if oidc_configured():
         st.caption("Decisions are recorded under the identity your organisation's sign-in gives.")
         if st.button("Sign in with your organisation's account", type="primary", key="sign_in_oidc"):
-            st.login()
+            try:
+                st.login()
+            except Exception as exc:  # e.g. Authlib missing, or an [auth] section Streamlit refuses
+                st.error(f"Sign-in through OpenID Connect is misconfigured: {exc}")
         st.stop()
     st.caption("This app is shared: decisions are recorded under your account. An administrator adds "
                "accounts with `python -m melo_core users add NAME`.")  # fmt: skip
