@@ -20,6 +20,7 @@ from melo_core.analysis import (
 )
 from melo_core.errors import MeloInputError
 from ui import analysis as ui
+from ui import auth
 from ui.common import ensure_domain_model
 from ui.common import store as open_store
 from ui.navigation import app_navigation
@@ -28,6 +29,7 @@ app_navigation()
 st.set_page_config(page_title="Benchmark · MELO Studio", layout="wide")
 st.title("Benchmark")
 store = open_store()
+auth.require_sign_in(store)  # a shared app stores and deletes runs for signed-in users only
 datasets = ui.datasets()
 METRICS = ("mrr", "acc@1", "acc@5", "acc@10", "map")
 DEFAULT_PUBLISHED = ("openai", "me5", "muse_cnn", "char_tf_idf", "edit_distance")

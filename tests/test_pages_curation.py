@@ -325,3 +325,11 @@ def test_candidate_descriptions_on_demand(started: str) -> None:
     assert len(popovers) == 10 and popovers[0].proto.popover.label.startswith("ℹ️ 1. ")
     texts = [m.value for p in popovers for m in p.markdown]
     assert sum(len(t) > 60 and not t.startswith("_No description") for t in texts) >= 5  # ESCO descriptions
+
+
+def test_shared_app_imports_only_for_signed_in_users(shared: str) -> None:
+    app = shared_page("pages/4_Import.py").run()
+    assert not app.exception
+    assert [s.value for s in app.subheader] == ["Sign in"] and not app.get("file_uploader")
+    sign_in(app, "alice", "alice-secret")
+    assert not app.exception and app.get("file_uploader")

@@ -160,6 +160,16 @@ def current_user(store: Store) -> Actor | str:
     raise RuntimeError  # unreachable: st.stop() raises
 
 
+def require_sign_in(store: Store) -> Actor | None:
+    """On a shared app, the signed-in user (the sign-in form stops the page until then); None
+    where sign-in is not required. For pages that write without naming a curator (imports,
+    evaluation runs)."""
+    if not store.sign_in_required:
+        return None
+    who = current_user(store)
+    return who if isinstance(who, Actor) else None
+
+
 def _typed_name() -> str:
     name = st.session_state.get(NAME_KEY, "")
     if name:
