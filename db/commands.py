@@ -155,10 +155,12 @@ def cmd_users(args: argparse.Namespace) -> int:
     try:
         name = check_username(args.name)
         if args.action == "add":
-            password = None if args.oidc else _read_password(args)
-            if password is not None:
-                check_password(password)
             with Store(args.db) as store:
+                if store.account(name) is not None:  # before asking for a password
+                    raise ValueError(f"an account {name!r} exists already")
+                password = None if args.oidc else _read_password(args)
+                if password is not None:
+                    check_password(password)
                 account = store.add_account(name, args.role, password)
                 how = "signs in through OpenID Connect" if args.oidc else "signs in with a password"
                 print(f"added {account.role} {account.username} ({how}) to {store.display_url}")
