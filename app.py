@@ -82,4 +82,4 @@ def home() -> None:
     st.page_link("pages/7_Drill_down.py", label="Drill down to the queries a model gets wrong", icon="🔍")
 
 
-st.navigation([st.Page(home, title="Home", icon="🏠", default=True), *(st.Page(page) for page in PAGES)]).run()
+st.navigation([st.Page(home, title="Home", default=True), *(st.Page(page) for page in PAGES)]).run()

@@ -303,7 +303,8 @@ st.dataframe(
 descriptions = ui.concept_descriptions(store, [c.concept_uri for c in candidates])
 with st.container(horizontal=True, key="link_descriptions"):
     for c in candidates:
-        with st.popover(f"ℹ️ {c.rank}. {c.label}", help="The ESCO description of this candidate"):
+        short = c.label if len(c.label) <= 24 else c.label[:23].rstrip() + "…"
+        with st.popover(f"ℹ️ {c.rank}. {short}", help=f"The ESCO description of {c.label}"):
             st.markdown(f"**{c.label}** · [{c.concept_uri.rsplit('/', 1)[-1]}]({c.concept_uri})")
             st.markdown(descriptions.get(c.concept_uri) or "_No description in the imported taxonomy._")
 
