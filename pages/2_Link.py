@@ -190,10 +190,12 @@ if term.description:
 
 current = {d.concept_uri: d for d in store.current(term.id)}
 if current:
+    reviewed = store.latest_reviews(d.id for d in current.values())  # none: proposed
     st.markdown(
         "Current decisions: "
         + "; ".join(
-            f"**{d.outcome}** {d.concept_label or d.concept_uri} ({d.curator})"
+            f"**{d.outcome}** {d.concept_label or d.concept_uri} ({d.curator}"
+            + (f"; {reviewed[d.id].verdict} by {reviewed[d.id].reviewer})" if d.id in reviewed else ")")
             for d in sorted(current.values(), key=lambda d: (d.outcome not in MATCH_OUTCOMES, d.id))
         )
     )

@@ -316,6 +316,13 @@ def test_review_queue_bulk_confirm_and_confirmed_only_download(shared: str) -> N
         assert skos_csv_text(store, "nor_no", confirmed_only=True).count("skos:exactMatch") == 2
     reviewer.checkbox(key="cw_confirmed_only").check().run()
     assert not reviewer.exception
+    link = shared_page(LINK)
+    link.session_state["melo_actor"] = reviewer.session_state["melo_actor"]
+    link.session_state["link_status"] = "done"
+    link.session_state["link_term"] = terms[1].id
+    link.run()
+    assert not link.exception
+    assert any("(alice; confirmed by rita)" in m.value for m in link.markdown if m.value.startswith("Current"))
 
 
 def test_candidate_descriptions_on_demand(started: str) -> None:
