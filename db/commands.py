@@ -8,11 +8,14 @@
 - ``import-terms --scheme NAME --csv FILE | --crosswalk CODE|FILE.json [--with-decisions] |
   --skos-csv FILE``.
 - ``export --scheme NAME --format skos-csv|sssom|turtle --out FILE|- [--negatives] [--suggestions]
-  [--validate]``.
+  [--confirmed-only] [--validate]``.
 - ``migrate --scheme NAME --to VERSION [--name esco] [--dry-run] [--review-out FILE]``: re-target a
   scheme's crosswalk to another imported taxonomy version; a report counts carried-over,
   relabelled, replaced and gone concepts, and the changed ones go to a review queue (without
   ``--to``: the open queue as CSV).
+- ``users add NAME [--role curator|reviewer] [--oidc]`` (the password from a prompt, or one line
+  of stdin with ``--password-stdin``), ``users disable NAME``, ``users enable NAME``, ``users
+  list``: the accounts of a shared app.
 - ``import-results --data DIR``: the published baselines of ``results/`` as read-only evaluation
   runs (``eval --store`` stores runs of ours).
 
@@ -37,7 +40,7 @@ from melo_core.extensions import Decision, Extensions, RecordRun, StoreAccess
 from melo_core.output import message_stream
 
 if TYPE_CHECKING:
-    from db.store import ReviewItem
+    from db.store import MigrationItem
     from melo_core.datasets import MeloDataset
     from melo_core.evaluation import EvaluationResult
 
@@ -124,6 +127,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             mapping_set_id=args.mapping_set_id,
             suggestions=args.suggestions,
             validate=args.validate,
+            confirmed_only=args.confirmed_only,
         )
     if args.validate:
         print(f"{args.format} export of scheme {args.scheme} is valid", file=message_stream(args.out))
@@ -146,7 +150,7 @@ REVIEW_COLUMNS = (
 )
 
 
-def _write_review(items: Sequence[ReviewItem], out: str) -> None:
+def _write_review(items: Sequence[MigrationItem], out: str) -> None:
     import csv
 
     from db.formats import neutralise
@@ -185,6 +189,56 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         elif report.review:
             print(f"{len(report.review)} item(s) to review (--review-out FILE lists them)", file=sys.stderr)
     return 0
+
+
+def _read_password(args: argparse.Namespace) -> str:
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+        if not password:
+            raise MeloInputError("--password-stdin: no password on standard input")
+        return password
+    import getpass
+
+    if not sys.stdin.isatty():
+        raise MeloInputError("no terminal to ask the password on: give it with --password-stdin")
+    password = getpass.getpass(f"password for {args.name}: ")
+    if getpass.getpass("again: ") != password:
+        raise MeloInputError("the two passwords differ; nothing changed")
+    return password
+
+
+def cmd_users(args: argparse.Namespace) -> int:
+    from db.store import Store
+    from db.store.accounts import check_password, check_username
+
+    if args.action == "list":
+        with Store(args.db) as store:
+            for account in store.accounts():
+                state = "disabled" if account.disabled else "enabled"
+                how = "password" if account.local else "OpenID Connect"
+                print(f"{account.username}\t{account.role}\t{state}\t{how}")
+        return 0
+    try:
+        name = check_username(args.name)
+        if args.action == "add":
+            with Store(args.db) as store:
+                if store.account(name) is not None:  # before asking for a password
+                    raise ValueError(f"an account {name!r} exists already")
+                password = None if args.oidc else _read_password(args)
+                if password is not None:
+                    check_password(password)
+                account = store.add_account(name, args.role, password)
+                how = "signs in through OpenID Connect" if args.oidc else "signs in with a password"
+                print(f"added {account.role} {account.username} ({how}) to {store.display_url}")
+            return 0
+        with Store(args.db) as store:
+            account = store.set_disabled(name, args.action == "disable")
+            print(f"{account.username} is {'disabled' if account.disabled else 'enabled'} in {store.display_url}")
+        return 0
+    except ValueError as exc:
+        raise MeloInputError(f"users {args.action}: {exc}") from None
+    except KeyError as exc:
+        raise MeloInputError(f"users {args.action}: {exc.args[0]}") from None
 
 
 def cmd_import_results(args: argparse.Namespace) -> int:
@@ -288,6 +342,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "(rdflib); invalid: exit 2, nothing written",
     )
     ex.add_argument("--mapping-set-id", help="SSSOM mapping set id (default: urn:melo:mapping-set:<scheme>)")
+    ex.add_argument(
+        "--confirmed-only",
+        action="store_true",
+        help="only the mappings a reviewer confirmed (the latest review of their current decision)",
+    )
     ex.add_argument("--db", help=DB_HELP)
     ex.set_defaults(func=cmd_export)
 
@@ -311,6 +370,28 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     mg.add_argument("--review-out", help="write the review queue as CSV to this file (- for stdout)")
     mg.add_argument("--db", help=DB_HELP)
     mg.set_defaults(func=cmd_migrate)
+
+    users = commands.add_parser(
+        "users",
+        help="accounts of a shared app: add, disable, enable, list",
+        description="Accounts for signing in to a shared app (server.address not loopback, or MELO_AUTH=on). "
+        "Passwords are stored as salted scrypt hashes, never as text.",
+    )
+    actions = users.add_subparsers(dest="action", required=True, metavar="ACTION")
+    add = actions.add_parser("add", help="add an account (asks the password twice)")
+    add.add_argument("name", help="user name (recorded with every decision)")
+    add.add_argument("--role", choices=("curator", "reviewer"), default="curator", help="default: curator")
+    how = add.add_mutually_exclusive_group()
+    how.add_argument("--password-stdin", action="store_true", help="read the password from one line of stdin")
+    how.add_argument("--oidc", action="store_true", help="no password: signs in through OpenID Connect (its e-mail)")
+    for action, text in (("disable", "disable an account (it can no longer sign in or act)"),
+                         ("enable", "enable a disabled account again")):  # fmt: skip
+        sub = actions.add_parser(action, help=text)
+        sub.add_argument("name", help="user name")
+    actions.add_parser("list", help="list the accounts")
+    for sub in actions.choices.values():
+        sub.add_argument("--db", help=DB_HELP)
+    users.set_defaults(func=cmd_users)
 
     ir = commands.add_parser(
         "import-results",

@@ -70,22 +70,27 @@ SSSOM_COLUMNS = (
 )
 
 
-def _current(store: Store, scheme: str, negatives: bool) -> list[Decision]:
+def _current(store: Store, scheme: str, negatives: bool, confirmed_only: bool = False) -> list[Decision]:
+    """The scheme's current decisions to export; ``confirmed_only``: those a reviewer confirmed."""
     outcomes = (*MATCH_OUTCOMES, REJECTED) if negatives else MATCH_OUTCOMES
     try:
-        return store.crosswalk(scheme, outcomes=outcomes)
+        decisions = store.crosswalk(scheme, outcomes=outcomes)
     except KeyError:
         known = ", ".join(s.name for s in store.schemes()) or "none yet"
         raise MeloInputError(f"no source scheme {scheme!r} in the store (schemes: {known})") from None
+    if confirmed_only:
+        confirmed = store.confirmed_ids(d.id for d in decisions)
+        decisions = [d for d in decisions if d.id in confirmed]
+    return decisions
 
 
-def skos_csv_text(store: Store, scheme: str, negatives: bool = False) -> str:
-    return _skos_csv(store, scheme, negatives)[0]
+def skos_csv_text(store: Store, scheme: str, negatives: bool = False, confirmed_only: bool = False) -> str:
+    return _skos_csv(store, scheme, negatives, confirmed_only)[0]
 
 
-def _skos_csv(store: Store, scheme: str, negatives: bool) -> tuple[str, int]:
+def _skos_csv(store: Store, scheme: str, negatives: bool, confirmed_only: bool = False) -> tuple[str, int]:
     by_term: dict[int, list[Decision]] = defaultdict(list)
-    for decision in _current(store, scheme, negatives):
+    for decision in _current(store, scheme, negatives, confirmed_only):
         by_term[decision.term_id].append(decision)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -196,13 +201,15 @@ def machine_justification(scorer: str) -> str:
     return "CompositeMatching"
 
 
-def mappings(store: Store, scheme: str, negatives: bool = False, suggestions: bool = False) -> list[Mapping]:
+def mappings(store: Store, scheme: str, negatives: bool = False, suggestions: bool = False,
+             confirmed_only: bool = False) -> list[Mapping]:  # fmt: skip
     """What SSSOM and Turtle export, by term (import order) then concept URI: current decisions
     (curated: ``semapv:ManualMappingCuration``, with the curator, the date and the ESCO version
     decided against); with ``suggestions`` also each scorer's best stored suggestion for a term when
     nobody decided on that pair (``skos:closeMatch``, justified by the kind of scorer, the scorer as
-    ``mapping_tool`` and its score as confidence)."""
-    decisions = _current(store, scheme, negatives)
+    ``mapping_tool`` and its score as confidence). ``confirmed_only``: only decisions a reviewer
+    confirmed (and no suggestion)."""
+    decisions = _current(store, scheme, negatives, confirmed_only)
     out = [
         Mapping(
             term_id=d.term_id,
@@ -223,7 +230,7 @@ def mappings(store: Store, scheme: str, negatives: bool = False, suggestions: bo
         )
         for d in decisions
     ]
-    if not suggestions:
+    if not suggestions or confirmed_only:
         return out
     decided = {(d.term_id, d.concept_uri) for d in store.crosswalk(scheme, outcomes=None)}
     terms = {t.id: t for t in store.terms(scheme)}
@@ -271,8 +278,9 @@ def sssom_text(
     license: str = DEFAULT_LICENSE,
     mapping_set_id: str | None = None,
     suggestions: bool = False,
+    confirmed_only: bool = False,
 ) -> str:
-    return _sssom(store, scheme, negatives, license, mapping_set_id, suggestions)[0]
+    return _sssom(store, scheme, negatives, license, mapping_set_id, suggestions, confirmed_only)[0]
 
 
 def _sssom(
@@ -282,8 +290,9 @@ def _sssom(
     license: str,
     mapping_set_id: str | None,
     suggestions: bool = False,
+    confirmed_only: bool = False,
 ) -> tuple[str, int]:
-    found = mappings(store, scheme, negatives, suggestions)
+    found = mappings(store, scheme, negatives, suggestions, confirmed_only)
     info = store.scheme(scheme)
     assert info is not None
     target = store.scheme_taxonomy(scheme)
@@ -372,8 +381,9 @@ def turtle_text(
     license: str = DEFAULT_LICENSE,
     mapping_set_id: str | None = None,
     suggestions: bool = False,
+    confirmed_only: bool = False,
 ) -> str:
-    return _turtle(store, scheme, negatives, license, mapping_set_id, suggestions)[0]
+    return _turtle(store, scheme, negatives, license, mapping_set_id, suggestions, confirmed_only)[0]
 
 
 def _turtle(
@@ -383,6 +393,7 @@ def _turtle(
     license: str,
     mapping_set_id: str | None,
     suggestions: bool = False,
+    confirmed_only: bool = False,
 ) -> tuple[str, int]:
     """SKOS as RDF: the scheme's terms as ``skos:Concept`` in a ``skos:ConceptScheme``, each current
     match as a plain triple (``term skos:exactMatch concept``), and every mapping once more as an
@@ -397,7 +408,7 @@ def _turtle(
 
     sssom = Namespace("https://w3id.org/sssom/")
     semapv = Namespace(SEMAPV)
-    found = mappings(store, scheme, negatives, suggestions)
+    found = mappings(store, scheme, negatives, suggestions, confirmed_only)
     info = store.scheme(scheme)
     assert info is not None
     target = store.scheme_taxonomy(scheme)
@@ -485,23 +496,27 @@ def export(
     mapping_set_id: str | None = None,
     suggestions: bool = False,
     validate: bool = False,
+    confirmed_only: bool = False,
 ) -> int:
     """Write the scheme's crosswalk in ``fmt`` (skos-csv, sssom or turtle) to ``out`` (``-``:
     stdout); returns the number of rows (mappings). ``suggestions`` adds the machine suggestions
     nobody decided on (sssom, turtle). ``validate`` checks the output before writing it (sssom: the
-    ``sssom`` package's validator; turtle: read back by rdflib) and writes nothing when it fails."""
+    ``sssom`` package's validator; turtle: read back by rdflib) and writes nothing when it fails.
+    ``confirmed_only``: only decisions a reviewer confirmed."""
     if fmt not in FORMATS:
         raise MeloInputError(f"unknown export format {fmt!r} ({', '.join(FORMATS)})")
     if suggestions and fmt == "skos-csv":
         raise MeloInputError("--suggestions goes with --format sssom or turtle (SKOS CSV carries decisions only)")
+    if suggestions and confirmed_only:
+        raise MeloInputError("--suggestions and --confirmed-only exclude each other (suggestions are not reviewed)")
     if validate and fmt == "skos-csv":
         raise MeloInputError("--validate checks --format sssom or turtle")
     if fmt == "skos-csv":
-        content, rows = _skos_csv(store, scheme, negatives)
+        content, rows = _skos_csv(store, scheme, negatives, confirmed_only)
     elif fmt == "sssom":
-        content, rows = _sssom(store, scheme, negatives, license, mapping_set_id, suggestions)
+        content, rows = _sssom(store, scheme, negatives, license, mapping_set_id, suggestions, confirmed_only)
     else:
-        content, rows = _turtle(store, scheme, negatives, license, mapping_set_id, suggestions)
+        content, rows = _turtle(store, scheme, negatives, license, mapping_set_id, suggestions, confirmed_only)
     if validate:
         problems = validate_sssom(content) if fmt == "sssom" else validate_turtle(content)
         if problems:

@@ -46,6 +46,9 @@ RUN_SOURCES = ("ours", "published")
 # What ``migrate`` found for a current match whose concept changed between taxonomy versions.
 MIGRATION_CHANGES = ("relabelled", "replaced", "gone")
 RUN_MODES = ("trec", "exact")  # melo_core.evaluation.MODES
+# Accounts of a shared app: curators decide; reviewers decide and confirm or reject others' decisions.
+ROLES = ("curator", "reviewer")
+VERDICTS = ("confirmed", "rejected")
 
 # Stable constraint names, so later migrations (and SQLite batch mode) can refer to them.
 NAMING_CONVENTION = {
@@ -268,6 +271,52 @@ class MigrationReviewRow(Base):
     new_label: Mapped[str | None] = mapped_column(Text)  # relabelled: the new label; replaced: the candidate's
     candidate_uri: Mapped[str | None] = mapped_column(String(500))
     candidate_score: Mapped[float | None] = mapped_column(Float)  # 1.0 for the same label
+
+
+class AccountRow(Base):
+    """A user of a shared app. A local account signs in with its password (an scrypt hash with a
+    salt of its own, never the text); an account without one signs in through OpenID Connect."""
+
+    __tablename__ = "accounts"
+    __table_args__ = (CheckConstraint(_one_of("role", ROLES), name="role"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    username: Mapped[str] = mapped_column(String(200), unique=True)
+    role: Mapped[str] = mapped_column(String(20), default="curator")
+    password_hash: Mapped[str | None] = mapped_column(String(300))
+    disabled: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ReviewRow(Base):
+    """A reviewer's verdict on one decision. Append-only, like decisions: a mapping's review
+    status is the latest review of its current decision (none: proposed)."""
+
+    __tablename__ = "reviews"
+    __table_args__ = (
+        CheckConstraint(_one_of("verdict", VERDICTS), name="verdict"),
+        Index("ix_reviews_decision", "decision_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    decision_id: Mapped[int] = mapped_column(ForeignKey("decisions.id"))
+    reviewer: Mapped[str] = mapped_column(String(200))
+    verdict: Mapped[str] = mapped_column(String(20))
+    reviewed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    comment: Mapped[str] = mapped_column(Text, default="")
+
+
+class CommentRow(Base):
+    """A comment on one decision (append-only)."""
+
+    __tablename__ = "comments"
+    __table_args__ = (Index("ix_comments_decision", "decision_id", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    decision_id: Mapped[int] = mapped_column(ForeignKey("decisions.id"))
+    author: Mapped[str] = mapped_column(String(200))
+    text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class RunRow(Base):

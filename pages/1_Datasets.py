@@ -8,7 +8,9 @@ import streamlit as st
 from melo_core import config
 from melo_core.datasets import dataset_overview, load_dataset, resolve_dataset
 from melo_core.errors import MeloInputError
+from ui.navigation import app_navigation
 
+app_navigation()
 st.set_page_config(page_title="Datasets · MELO Studio", layout="wide")
 st.title("Datasets")
 

@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from db.models import MATCH_OUTCOMES
+from db.store import AccessError
 from melo_core.errors import MeloInputError
 from melo_core.pipeline import (
     DEFAULT_PIPELINE,
@@ -22,8 +23,11 @@ from melo_core.pipeline import (
     load_pipeline,
     pipeline_names,
 )
+from ui import auth
 from ui import common as ui
+from ui.navigation import app_navigation
 
+app_navigation()
 st.set_page_config(page_title="Link · MELO Studio", layout="wide")
 st.title("Link terms to ESCO")
 
@@ -90,7 +94,9 @@ search_languages = tuple(sorted({x.strip() for x in label_languages.split(",") i
 # -- progress ---------------------------------------------------------------------------------
 counts = store.queue_counts(scheme_name)
 total = sum(counts.values())
-hourly = store.decisions_per_hour(scheme_name, curator=curator, since=datetime.now(UTC) - timedelta(hours=24))
+hourly = store.decisions_per_hour(
+    scheme_name, curator=auth.name(curator), since=datetime.now(UTC) - timedelta(hours=24)
+)
 this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 left, middle, right, last = st.columns(4)
 left.metric("Done", f"{counts['done']} / {total}")
@@ -110,23 +116,31 @@ def decide(term_id: int, outcome: str, choice_key: str, options: dict[str, dict[
     if choice is None:
         flash("Choose a concept first.")
         return
-    decision = store.decide(
-        term_id,
-        str(choice["uri"]),
-        outcome,
-        curator,
-        comment=st.session_state.get(f"link_comment_{term_id}", ""),
-        scorer=choice["scorer"],  # type: ignore[arg-type]
-        score=choice["score"],  # type: ignore[arg-type]
-        rank=choice["rank"],  # type: ignore[arg-type]
-        concept_label=str(choice["label"]),
-    )
+    try:
+        decision = store.decide(
+            term_id,
+            str(choice["uri"]),
+            outcome,
+            curator,
+            comment=st.session_state.get(f"link_comment_{term_id}", ""),
+            scorer=choice["scorer"],  # type: ignore[arg-type]
+            score=choice["score"],  # type: ignore[arg-type]
+            rank=choice["rank"],  # type: ignore[arg-type]
+            concept_label=str(choice["label"]),
+        )
+    except AccessError as exc:
+        flash(f"Not saved: {auth.refused(exc)}")
+        return
     st.session_state[f"link_comment_{term_id}"] = ""
     flash(f"Saved: {decision.term_label} → {decision.concept_label} ({outcome}).")
 
 
 def undo_last() -> None:
-    undone = store.undo_last(curator, scheme=scheme_name)
+    try:
+        undone = store.undo_last(curator, scheme=scheme_name)
+    except AccessError as exc:
+        flash(f"Not undone: {auth.refused(exc)}")
+        return
     if undone is None:
         flash("Nothing of yours to undo in this scheme.")
         return
@@ -176,13 +190,16 @@ if term.description:
 
 current = {d.concept_uri: d for d in store.current(term.id)}
 if current:
+    reviewed = store.latest_reviews(d.id for d in current.values())  # none: proposed
     st.markdown(
         "Current decisions: "
         + "; ".join(
-            f"**{d.outcome}** {d.concept_label or d.concept_uri} ({d.curator})"
+            f"**{d.outcome}** {d.concept_label or d.concept_uri} ({d.curator}"
+            + (f"; {reviewed[d.id].verdict} by {reviewed[d.id].reviewer})" if d.id in reviewed else ")")
             for d in sorted(current.values(), key=lambda d: (d.outcome not in MATCH_OUTCOMES, d.id))
         )
     )
+
 
 # -- suggestions --------------------------------------------------------------------------------
 def serving_pipeline(wanted: str) -> tuple[str, bool]:
@@ -283,6 +300,15 @@ st.dataframe(
     width="stretch",
     column_config={"uri": st.column_config.LinkColumn("uri")},
 )
+
+# -- descriptions on demand: one popover per candidate --------------------------------------------
+descriptions = ui.concept_descriptions(store, [c.concept_uri for c in candidates])
+with st.container(horizontal=True, key="link_descriptions"):
+    for c in candidates:
+        short = c.label if len(c.label) <= 24 else c.label[:23].rstrip() + "…"
+        with st.popover(f"ℹ️ {c.rank}. {short}", help=f"The ESCO description of {c.label}"):
+            st.markdown(f"**{c.label}** · [{c.concept_uri.rsplit('/', 1)[-1]}]({c.concept_uri})")
+            st.markdown(descriptions.get(c.concept_uri) or "_No description in the imported taxonomy._")
 
 found = []
 query = st.text_input("Find any concept by label (any language)", key="link_concept_search")

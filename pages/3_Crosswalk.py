@@ -1,5 +1,7 @@
-"""The current crosswalk: filter it, revoke or change a mapping (as new decisions), read the
-consistency warnings and the agreement between two curators, and download SKOS CSV or SSSOM."""
+"""The current crosswalk: filter it, revoke or change a mapping (as new decisions), review it
+(a queue of proposed, conflicting, confirmed mappings; reviewers confirm or reject selected rows;
+comments on any decision), read the consistency warnings and the agreement between two curators,
+and download SKOS CSV or SSSOM (everything, or only confirmed mappings)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,12 @@ import streamlit as st
 
 from db.exports import skos_csv_text, sssom_text
 from db.models import MATCH_OUTCOMES, REJECTED, UNSURE
+from db.store import REVIEW_FILTERS, AccessError
+from ui import auth
 from ui import common as ui
+from ui.navigation import app_navigation
 
+app_navigation()
 st.set_page_config(page_title="Crosswalk · MELO Studio", layout="wide")
 st.title("Crosswalk")
 
@@ -22,6 +28,9 @@ if not schemes:
     ui.first_run(store)
 
 ALL = "(all)"
+ALL_STATUSES = "all"
+REVIEW_COLUMNS = ["status", "term", "relation", "concept", "curator", "conflict", "comments", "reviewer",
+                  "decided (UTC)", "code"]  # fmt: skip
 names = [s.name for s in schemes]
 
 # -- filters ----------------------------------------------------------------------------------
@@ -107,18 +116,24 @@ if mappings:
     if change or revoke:
         old = by_id[chosen]
         outcome = REJECTED if revoke else new_relation
-        store.decide(
-            old.term_id,
-            old.concept_uri,
-            outcome,
-            curator,
-            comment=comment or ("revoked" if revoke else f"changed from {old.outcome}"),
-            concept_label=old.concept_label,
-        )
-        st.session_state["cw_flash"] = f"{old.term_label} → {old.concept_label or old.concept_uri}: now {outcome}."
+        try:
+            store.decide(
+                old.term_id,
+                old.concept_uri,
+                outcome,
+                curator,
+                comment=comment or ("revoked" if revoke else f"changed from {old.outcome}"),
+                concept_label=old.concept_label,
+            )
+        except AccessError as exc:
+            st.session_state["cw_refused"] = f"Not changed: {auth.refused(exc)}"
+        else:
+            st.session_state["cw_flash"] = f"{old.term_label} → {old.concept_label or old.concept_uri}: now {outcome}."
         st.rerun()
 if message := st.session_state.pop("cw_flash", None):
     st.success(message)
+if message := st.session_state.pop("cw_refused", None):
+    st.error(message)
 
 # -- quality ----------------------------------------------------------------------------------
 st.subheader("Consistency warnings")
@@ -146,20 +161,116 @@ else:
     items_column.metric("Pairs both decided", agreement.items)
     observed_column.metric("Agreed", agreement.agreed)
 
+# -- review -----------------------------------------------------------------------------------
+with st.container(key="cw_review"):  # one block: the review queue (docs/review-queue.png)
+    st.subheader("Review queue")
+    st.caption(
+        "A mapping is proposed until a reviewer confirms or rejects its current decision; a new decision on the "
+        "pair makes it proposed again. Conflicting: curators chose different relations or concepts."
+    )
+    review_filter = st.radio("Show", [*REVIEW_FILTERS, ALL_STATUSES], horizontal=True, key="cw_review_status")
+    items = store.review_queue(scheme_name, None if review_filter == ALL_STATUSES else review_filter)
+    selection = st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "status": i.status,
+                    "code": i.decision.term_code,
+                    "term": i.decision.term_label,
+                    "relation": i.decision.outcome,
+                    "concept": i.decision.concept_label or i.decision.concept_uri,
+                    "curator": i.decision.curator,
+                    "decided (UTC)": i.decision.decided_at.strftime("%Y-%m-%d %H:%M"),
+                    "reviewer": i.reviewer or "",
+                    "conflict": i.conflict or "",
+                    "comments": i.comments,
+                }
+                for i in items
+            ],
+            columns=REVIEW_COLUMNS,
+        ),
+        hide_index=True,
+        width="stretch",
+        on_select="rerun",
+        selection_mode="multi-row",
+        key="cw_review_table",
+        column_config={"conflict": st.column_config.TextColumn("conflict", width="large")},
+    )
+    every = st.checkbox(f"Select all {len(items)} shown", key="cw_review_all", disabled=not items)
+    rows = range(len(items)) if every else [r for r in selection.selection.rows if r < len(items)]  # type: ignore[attr-defined]
+    selected = [items[r] for r in rows]
+    if auth.role(curator) in (None, "reviewer"):
+        review_comment = st.text_input("Review comment (optional)", key="cw_review_comment")
+        confirm_column, reject_column, _ = st.columns([1, 1, 3])
+        verdict = None
+        if confirm_column.button(f"Confirm selected ({len(selected)})", disabled=not selected, type="primary",
+                                 key="cw_confirm", width="stretch"):  # fmt: skip
+            verdict = "confirmed"
+        if reject_column.button(f"Reject selected ({len(selected)})", disabled=not selected, key="cw_reject",
+                                width="stretch"):  # fmt: skip
+            verdict = "rejected"
+        if verdict:
+            try:
+                done = store.review([i.decision.id for i in selected], curator, verdict, review_comment)
+            except (AccessError, ValueError, KeyError) as exc:
+                st.session_state["cw_refused"] = (
+                    f"Nothing reviewed: {auth.refused(exc) if isinstance(exc, AccessError) else exc}"
+                )
+            else:
+                st.session_state["cw_review_flash"] = f"{verdict.capitalize()} {len(done)} mapping(s)."
+                st.session_state.pop("cw_review_all", None)
+            st.rerun()
+    else:
+        st.caption("Only reviewers confirm or reject; you can comment.")
+    if message := st.session_state.pop("cw_review_flash", None):
+        st.success(message)
+
+    with st.expander("Comments on a decision"):
+        if not items:
+            st.caption("No mapping in this view.")
+        else:
+            by_decision = {i.decision.id: i.decision for i in items}
+            default = selected[0].decision.id if selected else next(iter(by_decision))
+            about = st.selectbox(
+                "Decision",
+                list(by_decision),
+                index=list(by_decision).index(default),
+                format_func=lambda i: (
+                    f"{by_decision[i].term_label} → {by_decision[i].concept_label or by_decision[i].concept_uri} "
+                    f"({by_decision[i].outcome}, {by_decision[i].curator})"
+                ),
+                key="cw_comment_about",
+            )
+            for c in store.comments([about]):
+                st.markdown(f"**{c.author}** · {c.created_at.strftime('%Y-%m-%d %H:%M')} UTC — {c.text}")
+            for r in store.reviews(about):
+                st.markdown(f"**{r.reviewer}** {r.verdict} · {r.reviewed_at.strftime('%Y-%m-%d %H:%M')} UTC"
+                            + (f" — {r.comment}" if r.comment else ""))  # fmt: skip
+            with st.form("cw_comment_form", clear_on_submit=True):
+                remark = st.text_area("Your comment", key="cw_comment_text")
+                if st.form_submit_button("Add comment") and remark.strip():
+                    try:
+                        store.add_comment(about, curator, remark)
+                    except AccessError as exc:
+                        st.session_state["cw_refused"] = f"Not added: {auth.refused(exc)}"
+                    st.rerun()
+
 # -- exports ----------------------------------------------------------------------------------
 st.subheader("Download")
 negatives = st.checkbox("Include rejections", key="cw_negatives")
+confirmed_only = st.checkbox("Only confirmed mappings", key="cw_confirmed_only",
+                             help="Only the mappings whose current decision a reviewer confirmed")  # fmt: skip
 skos_column, sssom_column, _ = st.columns([1, 1, 3])
 skos_column.download_button(
     "SKOS CSV",
-    skos_csv_text(store, scheme_name, negatives=negatives),
+    skos_csv_text(store, scheme_name, negatives=negatives, confirmed_only=confirmed_only),
     file_name=f"{scheme_name}.csv",
     mime="text/csv",
     key="cw_download_skos",
 )
 sssom_column.download_button(
     "SSSOM TSV",
-    sssom_text(store, scheme_name, negatives=negatives),
+    sssom_text(store, scheme_name, negatives=negatives, confirmed_only=confirmed_only),
     file_name=f"{scheme_name}.sssom.tsv",
     mime="text/tab-separated-values",
     key="cw_download_sssom",

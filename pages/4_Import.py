@@ -16,11 +16,15 @@ from melo_core import config
 from melo_core.crosswalk import crosswalk_path, list_crosswalks
 from melo_core.errors import MeloInputError
 from melo_core.taxonomy import Taxonomy, cached_taxonomy_from_melo, taxonomy_from_esco_csv
+from ui import auth
 from ui import common as ui
+from ui.navigation import app_navigation
 
+app_navigation()
 st.set_page_config(page_title="Import · MELO Studio", layout="wide")
 st.title("Import")
 store = ui.store()
+auth.require_sign_in(store)  # a shared app imports for signed-in users only
 st.caption(f"Store: `{store.display_url}`")
 
 

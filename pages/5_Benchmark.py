@@ -22,12 +22,16 @@ from melo_core.errors import MeloInputError
 from melo_core.taxonomy import cached_taxonomy_from_melo
 from melo_core.titles import is_titles_dataset, titles_dataset
 from ui import analysis as ui
+from ui import auth
 from ui.common import ensure_domain_model
 from ui.common import store as open_store
+from ui.navigation import app_navigation
 
+app_navigation()
 st.set_page_config(page_title="Benchmark · MELO Studio", layout="wide")
 st.title("Benchmark")
 store = open_store()
+auth.require_sign_in(store)  # a shared app stores and deletes runs for signed-in users only
 datasets = ui.datasets()
 METRICS = ("mrr", "acc@1", "acc@5", "acc@10", "map")
 DEFAULT_TITLES = config.data_dir().parent / "jobbert" / "titles.csv"  # beside the MELO data, when there

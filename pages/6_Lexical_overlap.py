@@ -18,7 +18,9 @@ from melo_core.analysis import Distance
 from melo_core.errors import MeloInputError
 from ui import analysis as ui
 from ui.common import store as open_store
+from ui.navigation import app_navigation
 
+app_navigation()
 st.set_page_config(page_title="Lexical overlap · MELO Studio", layout="wide")
 st.title("Lexical overlap")
 

@@ -14,7 +14,9 @@ from melo_core.datasets import load_dataset, resolve_dataset
 from melo_core.errors import MeloInputError
 from ui import analysis as ui
 from ui.common import store as open_store
+from ui.navigation import app_navigation
 
+app_navigation()
 st.set_page_config(page_title="Drill-down · MELO Studio", layout="wide")
 st.title("Drill-down")
 store = open_store()

@@ -1,9 +1,12 @@
 """End to end in a real browser: `streamlit run app.py`, headless Chromium (Debian's, driven by
 Playwright), accept a suggestion on the Link page with the mouse and one with the keyboard,
-download the SKOS CSV on the Crosswalk page.
+download the SKOS CSV on the Crosswalk page; on a shared app (MELO_AUTH=on) a curator signs in
+and decides, a reviewer signs in, confirms it in the review queue and downloads the confirmed
+mappings.
 
 Skips when Playwright or Chromium is missing (`make test` installs both where it can). Set
-MELO_SCREENSHOT_DIR to keep the Link page's screenshot (docs/link-page.png comes from here)."""
+MELO_SCREENSHOT_DIR to keep the screenshots (docs/link-page.png and docs/review-queue.png come
+from here)."""
 
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import pytest
 
 from db.quickstart import start_curation
 from db.store import Store
+from db.testing import run_cli_ok
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM_FLAGS = [
@@ -92,6 +96,35 @@ def app_url(nor_data: Path, esco_csv: Path, tmp_path: Path) -> Iterator[str]:
     }
     with serve(env, tmp_path / "streamlit.log") as app:
         yield app
+
+
+@pytest.fixture
+def shared_app(nor_data: Path, esco_csv: Path, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """The app shared (MELO_AUTH=on) over the nor_no start, with curators alice and bob, reviewer
+    rita, and two terms on which alice and bob disagree; yields (app URL, store URL)."""
+    url = f"sqlite:///{tmp_path / 'melo.db'}"
+    with Store(url) as store:
+        start_curation(store, nor_data, "nor_no")
+        store.add_account("alice", "curator", "alice-secret")
+        store.add_account("bob", "curator", "bob-secret-1")
+        store.add_account("rita", "reviewer", "rita-secret")
+        alice, bob = store.sign_in("alice", "alice-secret"), store.sign_in("bob", "bob-secret-1")
+        terms = store.queue("nor_no", limit=3)[1:]
+        doctor = store.find_concepts("lege", limit=2)
+        store.decide(terms[0].id, doctor[0].uri, "exactMatch", alice, concept_label=doctor[0].label)
+        store.decide(terms[0].id, doctor[0].uri, "narrowMatch", bob, concept_label=doctor[0].label)
+        store.decide(terms[1].id, doctor[0].uri, "exactMatch", alice, concept_label=doctor[0].label)
+        store.decide(terms[1].id, doctor[1].uri, "exactMatch", bob, concept_label=doctor[1].label)
+    env = {
+        "MELO_DATA": str(nor_data),
+        "MELO_ESCO": str(esco_csv),
+        "MELO_CACHE": str(tmp_path / "cache"),
+        "MELO_DB_URL": url,
+        "MELO_PREPARE": "manual",
+        "MELO_AUTH": "on",
+    }
+    with serve(env, tmp_path / "streamlit.log") as app:
+        yield app, url
 
 
 @pytest.fixture
@@ -172,6 +205,61 @@ def test_accept_a_suggestion_and_download_the_skos_csv(page: Any, app_url: str, 
     assert len(accepted) == 1 and "Offiserer fra fenrik" in accepted[0] and ",Alice," in accepted[0]
     by_key = [r for r in rows if ",skos:narrowMatch," in r]
     assert len(by_key) == 1 and ",Alice," in by_key[0] and "Offiserer fra fenrik" not in by_key[0]
+
+
+def sign_in(page: Any, username: str, password: str) -> None:
+    page.get_by_label("User name").fill(username)
+    page.get_by_label("Password", exact=True).fill(password)
+    page.get_by_role("button", name="Sign in").click()
+
+
+def test_curator_decides_reviewer_confirms_and_exports_confirmed(
+    page: Any, shared_app: tuple[str, str], tmp_path: Path
+) -> None:
+    app_url, store_url = shared_app
+    page.goto(f"{app_url}/Link")
+    navigation = page.locator("[data-testid='stSidebarNav']")
+    navigation.get_by_text("Home", exact=True).wait_for()  # the landing page, not "app"
+    assert navigation.get_by_text("app", exact=True).count() == 0
+    assert page.get_by_role("button", name="Deploy").count() == 0  # no developer toolbar
+    sign_in(page, "alice", "not-her-password")
+    page.get_by_text("wrong user name or password.").wait_for()
+    sign_in(page, "alice", "alice-secret")
+    page.get_by_text("Signed in as").wait_for()
+    page.get_by_role("button", name="Exact").click()
+    page.get_by_text("Saved: Offiserer fra fenrik og høyere grad").first.wait_for()
+
+    reviewer = page.context.new_page()  # another browser tab: a session of its own
+    reviewer.set_default_timeout(60_000)
+    reviewer.goto(f"{app_url}/Crosswalk")
+    sign_in(reviewer, "rita", "rita-secret")
+    queue = reviewer.locator(".st-key-cw_review")
+    queue.get_by_text("Review queue").wait_for()
+    reviewer.get_by_role("button", name="Confirm selected (0)").wait_for()
+    queue.scroll_into_view_if_needed()
+    reviewer.wait_for_timeout(1500)  # let the table and the fonts settle for the screenshot
+    shots = Path(os.environ.get("MELO_SCREENSHOT_DIR") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    queue.screenshot(path=str(shots / "review-queue.png"))
+
+    # Select alice's decision (the first row: the first term) in the table, confirm it.
+    grid = queue.locator("[data-testid='stDataFrame']")
+    box = grid.bounding_box()
+    reviewer.mouse.click(box["x"] + 18, box["y"] + 35 + 17)
+    reviewer.get_by_role("button", name="Confirm selected (1)").click()
+    reviewer.get_by_text("Confirmed 1 mapping(s).").wait_for()
+
+    reviewer.get_by_text("Only confirmed mappings").click()
+    reviewer.wait_for_timeout(1000)
+    with reviewer.expect_download() as download_info:
+        reviewer.get_by_role("button", name="SKOS CSV").click()
+    rows = Path(download_info.value.path()).read_text(encoding="utf-8").splitlines()[1:]
+    matched = [r for r in rows if ",skos:" in r]
+    assert len(matched) == 1 and "Offiserer fra fenrik" in matched[0] and ",alice," in matched[0]
+    everything = run_cli_ok("export", "--scheme", "nor_no", "--format", "skos-csv", "--out", "-", "--db", store_url)
+    confirmed = run_cli_ok("export", "--scheme", "nor_no", "--format", "skos-csv", "--out", "-", "--db", store_url,
+                           "--confirmed-only")  # fmt: skip
+    assert everything.count(",skos:") == 4 and [r for r in confirmed.splitlines() if ",skos:" in r] == matched
 
 
 def test_a_benchmark_chart_downloads_as_png(page: Any, runs_app_url: str) -> None:

@@ -3,6 +3,8 @@ data folder holding one real dataset (nor_q_no_c_no) and one crosswalk (nor_no).
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -224,3 +226,117 @@ def test_a_hybrid_scorer_shows_each_scorers_score_and_rank(started: str) -> None
     table = app.dataframe[0].value
     assert {"char-tfidf score", "char-tfidf rank", "muse score", "muse rank"} <= set(table.columns)
     assert table["char-tfidf rank"].min() >= 1 and table["muse rank"].min() >= 1
+
+
+# -- a shared app: sign-in, review, descriptions ------------------------------------------------
+
+
+def shared_page(script: str) -> AppTest:
+    app = AppTest.from_file(str(ROOT / script), default_timeout=60)
+    app.session_state["link_pipeline"] = "lexical"
+    return app
+
+
+def sign_in(app: AppTest, username: str, password: str) -> AppTest:
+    app.text_input(key="sign_in_user").input(username)
+    app.text_input(key="sign_in_password").input(password)
+    return button(app, "Sign in").click().run()
+
+
+@pytest.fixture
+def shared(started: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """MELO_AUTH=on over the started store: curator alice, reviewer rita."""
+    monkeypatch.setenv("MELO_AUTH", "on")
+    with Store(started) as store:
+        store.add_account("alice", "curator", "alice-secret")
+        store.add_account("rita", "reviewer", "rita-secret")
+    return started
+
+
+def test_shared_app_asks_to_sign_in_and_says_why_not(shared: str) -> None:
+    app = shared_page(LINK).run()
+    assert not app.exception
+    assert [s.value for s in app.subheader] == ["Sign in"]
+    assert not [b for b in app.button if b.label == "Exact"]  # nothing to decide without a session
+    sign_in(app, "alice", "wrong-password")
+    assert [e.value for e in app.error] == ["wrong user name or password."]
+    sign_in(app, "alice", "alice-secret")
+    assert not app.exception and not app.error
+    assert any("Signed in as **alice** (curator)" in m.value for m in app.sidebar.markdown)
+    button(app, "Exact").click().run()
+    with Store(shared) as store:
+        [decision] = store.crosswalk("nor_no")
+    assert decision.curator == "alice"  # the signed-in identity, nothing typed
+
+    # The session expires: the next run asks again, saying so.
+    actor = app.session_state["melo_actor"]
+    app.session_state["melo_actor"] = replace(actor, expires_at=datetime.now(UTC) - timedelta(minutes=1))
+    app.run()
+    assert [s.value for s in app.subheader] == ["Sign in"]
+    assert [w.value for w in app.warning] == ["Your session has expired: sign in again."]
+
+    # An account disabled during a session: refused at once, and it cannot sign in again.
+    sign_in(app, "alice", "alice-secret")
+    with Store(shared) as store:
+        store.set_disabled("alice")
+    app.run()
+    assert [s.value for s in app.subheader] == ["Sign in"]
+    assert "disabled" in app.warning[0].value
+    sign_in(app, "alice", "alice-secret")
+    assert [e.value for e in app.error] == ["the account 'alice' is disabled: ask an administrator."]
+
+
+def test_review_queue_bulk_confirm_and_confirmed_only_download(shared: str) -> None:
+    with Store(shared) as store:
+        alice = store.sign_in("alice", "alice-secret")
+        terms = store.queue("nor_no", limit=3)
+        uri = store.find_concepts("lege", limit=1)[0].uri
+        for t in terms:
+            store.decide(t.id, uri, "exactMatch", alice)
+    curator = sign_in(shared_page(CROSSWALK).run(), "alice", "alice-secret")
+    assert not curator.exception
+    assert any("Only reviewers confirm or reject" in c.value for c in curator.caption)
+    assert not [b for b in curator.button if b.label.startswith("Confirm selected")]
+
+    reviewer = sign_in(shared_page(CROSSWALK).run(), "rita", "rita-secret")
+    assert not reviewer.exception
+    queue = reviewer.dataframe[2].value
+    assert list(queue["status"]) == ["proposed"] * 3 and set(queue["curator"]) == {"alice"}
+    reviewer.checkbox(key="cw_review_all").check().run()
+    reviewer.text_input(key="cw_review_comment").input("checked against ISCO")
+    reviewer.button(key="cw_confirm").click().run()
+    assert not reviewer.exception
+    assert [s.value for s in reviewer.success] == ["Confirmed 3 mapping(s)."]
+    assert reviewer.dataframe[2].value.empty  # nothing proposed any more
+    reviewer.radio(key="cw_review_status").set_value("confirmed").run()
+    assert list(reviewer.dataframe[2].value["reviewer"]) == ["rita"] * 3
+    with Store(shared) as store:
+        store.decide(terms[0].id, uri, "narrowMatch", alice)  # a new decision: proposed again
+        assert len(store.review_queue("nor_no", "proposed")) == 1
+        assert skos_csv_text(store, "nor_no", confirmed_only=True).count("skos:exactMatch") == 2
+    reviewer.checkbox(key="cw_confirmed_only").check().run()
+    assert not reviewer.exception
+    link = shared_page(LINK)
+    link.session_state["melo_actor"] = reviewer.session_state["melo_actor"]
+    link.session_state["link_status"] = "done"
+    link.session_state["link_term"] = terms[1].id
+    link.run()
+    assert not link.exception
+    assert any("(alice; confirmed by rita)" in m.value for m in link.markdown if m.value.startswith("Current"))
+
+
+def test_candidate_descriptions_on_demand(started: str) -> None:
+    app = page(LINK).run()
+    assert not app.exception
+    popovers = app.get("popover")
+    assert len(popovers) == 10 and popovers[0].proto.popover.label.startswith("ℹ️ 1. ")
+    texts = [m.value for p in popovers for m in p.markdown]
+    assert sum(len(t) > 60 and not t.startswith("_No description") for t in texts) >= 5  # ESCO descriptions
+
+
+def test_shared_app_imports_only_for_signed_in_users(shared: str) -> None:
+    app = shared_page("pages/4_Import.py").run()
+    assert not app.exception
+    assert [s.value for s in app.subheader] == ["Sign in"] and not app.get("file_uploader")
+    sign_in(app, "alice", "alice-secret")
+    assert not app.exception and app.get("file_uploader")

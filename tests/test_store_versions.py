@@ -216,7 +216,7 @@ def test_migration_0005_keeps_old_decisions_and_targets_the_latest_taxonomy(stor
         import_taxonomy(store, tiny_taxonomy(), "esco", "v1.1.1")
         run_cli_ok("import-terms", "--scheme", "tst", "--csv", str(terms), "--db", store_url)
         with store.engine.begin() as connection:  # back to before 0005, with a decision written then
-            command.downgrade(_alembic_config(connection), "0003")
+            command.downgrade(_alembic_config(connection), "0004")
             connection.execute(
                 text(
                     "INSERT INTO decisions (term_id, concept_uri, outcome, curator, decided_at, comment) "

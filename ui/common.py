@@ -15,7 +15,7 @@ import streamlit as st
 
 from db.aliases import accepted_aliases
 from db.quickstart import start_curation
-from db.store import Store
+from db.store import Actor, Store
 from melo_core import config
 from melo_core.crosswalk import crosswalk_country, list_crosswalks
 from melo_core.errors import MeloInputError
@@ -29,20 +29,22 @@ from melo_core.pipeline import (
     requirements,
 )
 from melo_core.taxonomy import Taxonomy, cached_taxonomy_from_melo
+from ui import auth
 
 DEFAULT_SCORER = "char-tfidf"  # the advanced box's starting spec
 DEFAULT_CROSSWALK = "nor_no"
 
 
 @st.cache_resource(show_spinner=False)
-def _store(url: str) -> Store:
-    return Store(url)
+def _store(url: str, sign_in: bool) -> Store:
+    return Store(url, sign_in=sign_in)
 
 
 def store() -> Store:
-    """The store of ``MELO_DB_URL`` (else ``melo.db``), opened once per process."""
+    """The store of ``MELO_DB_URL`` (else ``melo.db``), opened once per process; on a shared app
+    (``ui.auth.sign_in_required``) it records only signed-in users."""
     try:
-        return _store(config.database_url())
+        return _store(config.database_url(), auth.sign_in_required())
     except MeloInputError as exc:
         st.error(str(exc))
         st.stop()
@@ -208,24 +210,21 @@ def readiness(name: str, languages: tuple[str, ...] | None, mentions: tuple[str,
     return requirements(load_pipeline(name), taxonomy(), languages, config.cache_dir(), mentions=mentions)
 
 
-def curator() -> str:
-    """The curator's name, asked once per browser session; every decision carries it."""
-    name = st.session_state.get("curator", "")
-    if name:
-        with st.sidebar:
-            st.markdown(f"Curator: **{name}**")
-            if st.button("Change curator", key="change_curator"):
-                del st.session_state["curator"]
-                st.rerun()
-        return name
-    st.subheader("Who is curating?")
-    with st.form("curator_form"):
-        typed = st.text_input("Your name (recorded with every decision)", key="curator_input")
-        if st.form_submit_button("Start") and typed.strip():
-            st.session_state["curator"] = typed.strip()
-            st.rerun()
-    st.stop()
-    raise RuntimeError  # unreachable: st.stop() raises
+def curator() -> Actor | str:
+    """Who is curating: the signed-in user on a shared app, else the name typed once per browser
+    session (``ui.auth``); every decision records it."""
+    return auth.current_user(store())
+
+
+def concept_descriptions(store: Store, uris: list[str]) -> dict[str, str]:
+    """ESCO descriptions of concepts: the store's imported taxonomy, else the union in memory
+    (which has them from the ESCO CSV export when ``MELO_ESCO`` or ``../esco`` is there)."""
+    found = store.concept_descriptions(uris)
+    missing = [u for u in uris if not found.get(u)]
+    if missing:
+        known = taxonomy().by_uri
+        found.update({u: known[u].description for u in missing if u in known and known[u].description})
+    return found
 
 
 def curator_languages(default: tuple[str, ...] = ("en",)) -> tuple[str, ...]:

@@ -16,12 +16,22 @@ One ``Store``, its methods grouped by concern, a module each:
 - ``decisions``: decisions and undo;
 - ``versions``: the taxonomy version a scheme targets, and ``migrate`` to another version;
 - ``crosswalk``: the current crosswalk and its consistency (warnings, agreement, activity);
+- ``accounts``: accounts of a shared app, sign-in, who acts (``Actor``);
+- ``reviews``: reviews of decisions (confirm, reject), comments, conflicts, the review queue;
 - ``records``: the dataclasses returned.
 
 Evaluation runs are ``db.runs`` (functions over a ``Store``), imports ``db.imports``, exports
 ``db.exports``.
 """
 
+from db.store.accounts import (
+    AccessError,
+    AccountQueries,
+    NotAllowed,
+    SignInFailed,
+    SignInRequired,
+    actor_name,
+)
 from db.store.base import search_text
 from db.store.crosswalk import IMPORT_CURATOR_PREFIX, CrosswalkQueries
 from db.store.decisions import DecisionQueries
@@ -34,46 +44,67 @@ from db.store.engine import (
     upgrade_schema,
 )
 from db.store.records import (
+    Account,
+    Actor,
     Agreement,
+    Comment,
     ConceptInfo,
     ConsistencyWarning,
     Decision,
     HourCount,
     LabelMatch,
+    MigrationItem,
     MigrationReport,
+    Review,
     ReviewItem,
     Scheme,
     Suggestion,
     TaxonomyInfo,
     Term,
 )
+from db.store.reviews import CONFLICTING, PROPOSED, REVIEW_FILTERS, ReviewQueries
 from db.store.taxonomies import TaxonomyQueries
 from db.store.terms import STATUSES, TermQueries
 from db.store.versions import VersionQueries
 
 
-class Store(TaxonomyQueries, TermQueries, DecisionQueries, CrosswalkQueries, VersionQueries):
-    """The crosswalk store at ``url`` (default: ``MELO_DB_URL`` or ``melo.db``)."""
+class Store(TaxonomyQueries, TermQueries, DecisionQueries, ReviewQueries, CrosswalkQueries, VersionQueries,
+            AccountQueries):
+    """The crosswalk store at ``url`` (default: ``MELO_DB_URL`` or ``melo.db``); ``sign_in=True``
+    for a shared app, where every write that records a person needs a signed-in ``Actor``."""
 
 
 __all__ = [
+    "CONFLICTING",
     "IMPORT_CURATOR_PREFIX",
     "MIGRATIONS",
+    "PROPOSED",
+    "REVIEW_FILTERS",
     "STATUSES",
+    "AccessError",
+    "Account",
+    "Actor",
     "Agreement",
+    "Comment",
     "ConceptInfo",
     "ConsistencyWarning",
     "Decision",
     "HourCount",
     "LabelMatch",
+    "MigrationItem",
     "MigrationReport",
+    "NotAllowed",
+    "Review",
     "ReviewItem",
     "Scheme",
+    "SignInFailed",
+    "SignInRequired",
     "Store",
     "Suggestion",
     "TaxonomyInfo",
     "Term",
     "_alembic_config",
+    "actor_name",
     "create_store_engine",
     "current_revisions",
     "head_revisions",

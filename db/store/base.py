@@ -40,10 +40,13 @@ def search_text(code: str, label: str, description: str) -> str:
 
 class StoreBase:
     """What every group of queries builds on: the engine at ``url`` (default: ``MELO_DB_URL`` or
-    ``melo.db``), its schema upgraded on opening, and its transactions."""
+    ``melo.db``), its schema upgraded on opening, and its transactions. With ``sign_in`` every
+    write that records a person needs a signed-in ``Actor`` (``db.store.accounts``)."""
 
-    def __init__(self, url: str | None = None, *, upgrade: bool = True):
+    def __init__(self, url: str | None = None, *, upgrade: bool = True, sign_in: bool = False):
         self.url = url or config.database_url()
+        # A shared app's store: decisions, undos, reviews and comments need a signed-in Actor.
+        self.sign_in_required = sign_in
         self.engine = create_store_engine(self.url)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._write_sessions = sessionmaker(self.engine.execution_options(melo_write=True), expire_on_commit=False)

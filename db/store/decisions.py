@@ -10,8 +10,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from db.models import OUTCOMES, UNDECIDED, DecisionRow, TaxonomyRow, TermRow, utcnow
+from db.store.accounts import NotAllowed, acting_as
 from db.store.base import StoreBase
-from db.store.records import Decision, decision_record
+from db.store.records import Actor, Decision, decision_record
 
 
 def replay(history: Iterable[DecisionRow]) -> list[DecisionRow]:
@@ -33,7 +34,7 @@ class DecisionQueries(StoreBase):
         term_id: int,
         concept_uri: str,
         outcome: str,
-        curator: str,
+        curator: Actor | str,
         *,
         comment: str = "",
         scorer: str | None = None,
@@ -42,14 +43,16 @@ class DecisionQueries(StoreBase):
         concept_label: str | None = None,
         decided_at: datetime | None = None,
     ) -> Decision:
-        """Record a decision (committed before this returns)."""
+        """Record a decision (committed before this returns) by ``curator``: a signed-in ``Actor``,
+        or a typed name where the store does not require sign-in."""
         if outcome not in OUTCOMES or outcome == UNDECIDED:
             raise ValueError(f"outcome must be one of {', '.join(o for o in OUTCOMES if o != UNDECIDED)}")
-        if not curator.strip():
+        if isinstance(curator, str) and not curator.strip():
             raise ValueError("a decision needs a curator")
         if not concept_uri.strip():
             raise ValueError("a decision needs a concept URI")
         with self.write() as s:
+            name = acting_as(s, curator, self.sign_in_required)
             term = s.get(TermRow, term_id)
             if term is None:
                 raise KeyError(f"no term with id {term_id}")
@@ -57,7 +60,7 @@ class DecisionQueries(StoreBase):
                 term_id=term_id,
                 concept_uri=concept_uri.strip(),
                 outcome=outcome,
-                curator=curator.strip(),
+                curator=name,
                 decided_at=decided_at or utcnow(),
                 comment=comment,
                 scorer=scorer,
@@ -97,15 +100,17 @@ class DecisionQueries(StoreBase):
             latest[decision.concept_uri] = decision
         return sorted((d for d in latest.values() if d.outcome != UNDECIDED), key=lambda d: (d.concept_uri, d.id))
 
-    def undo(self, term_id: int, concept_uri: str, curator: str, comment: str = "") -> Decision | None:
+    def undo(self, term_id: int, concept_uri: str, curator: Actor | str, comment: str = "") -> Decision | None:
         """Take back the latest decision on a pair by appending one that restores the state
         before it (``undecided`` when there was none). Repeated undos walk further back.
-        None when there is nothing left to undo."""
+        None when there is nothing left to undo; ``NotAllowed`` when that decision is someone
+        else's (a curator changes another's mapping by deciding anew, not by undoing it)."""
         with self.write() as s:
+            name = acting_as(s, curator, self.sign_in_required)
             term = s.get(TermRow, term_id)
             if term is None:
                 raise KeyError(f"no term with id {term_id}")
-            return self._undo(s, term, concept_uri, curator, comment)
+            return self._undo(s, term, concept_uri, name, comment)
 
     def _undo(self, s: Session, term: TermRow, concept_uri: str, curator: str, comment: str) -> Decision | None:
         history = s.scalars(
@@ -117,6 +122,8 @@ class DecisionQueries(StoreBase):
         if not stack:
             return None
         undone = stack.pop()
+        if undone.curator != curator:
+            raise NotAllowed(f"decision {undone.id} is {undone.curator}'s: only they can undo it")
         restored = stack[-1] if stack else None
         row = DecisionRow(
             term_id=term.id,
@@ -137,10 +144,11 @@ class DecisionQueries(StoreBase):
         s.flush()
         return decision_record(row, term, term.scheme.name)
 
-    def undo_last(self, curator: str, scheme: str | None = None) -> Decision | None:
+    def undo_last(self, curator: Actor | str, scheme: str | None = None) -> Decision | None:
         """Undo the curator's most recent decision that is still in force."""
         with self.write() as s:
-            query = select(DecisionRow).where(DecisionRow.curator == curator, DecisionRow.undoes_id.is_(None))
+            name = acting_as(s, curator, self.sign_in_required)
+            query = select(DecisionRow).where(DecisionRow.curator == name, DecisionRow.undoes_id.is_(None))
             if scheme is not None:
                 query = query.join(TermRow, TermRow.id == DecisionRow.term_id).where(
                     TermRow.scheme_id == self._scheme_row(s, scheme).id
@@ -155,5 +163,5 @@ class DecisionQueries(StoreBase):
                 if stack and stack[-1].id == candidate.id:
                     term = s.get(TermRow, candidate.term_id)
                     assert term is not None
-                    return self._undo(s, term, candidate.concept_uri, curator, "")
+                    return self._undo(s, term, candidate.concept_uri, name, "")
             return None

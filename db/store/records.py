@@ -33,7 +33,7 @@ class TaxonomyInfo:
 
 
 @dataclass(frozen=True)
-class ReviewItem:
+class MigrationItem:
     """A current match that ``migrate`` could not carry over unchanged (``Store.migration_reviews``)."""
 
     id: int
@@ -65,7 +65,7 @@ class MigrationReport:
     relabelled: int  # same URI, new preferred label: carried over, flagged for review
     replaced: int  # URI gone, a replacement candidate found: to review
     gone: int  # URI gone, no candidate: to review
-    review: tuple[ReviewItem, ...]
+    review: tuple[MigrationItem, ...]
     dry_run: bool = False
 
     def summary(self) -> str:
@@ -174,6 +174,58 @@ class ConceptInfo:
     description: str
     taxonomy: str
     labels: dict[str, dict[str, list[str]]]  # language -> kind -> texts in order
+
+
+@dataclass(frozen=True)
+class Account:
+    username: str
+    role: str  # curator or reviewer
+    disabled: bool
+    local: bool  # signs in with a password (else through OpenID Connect)
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Actor:
+    """A signed-in user: who decides, undoes, reviews or comments in a shared app. The store
+    checks on every write that the session has not expired and the account is still enabled."""
+
+    username: str
+    role: str
+    expires_at: datetime
+    via: str = "password"  # password or oidc
+
+
+@dataclass(frozen=True)
+class Review:
+    id: int
+    decision_id: int
+    reviewer: str
+    verdict: str  # confirmed or rejected
+    reviewed_at: datetime
+    comment: str
+
+
+@dataclass(frozen=True)
+class Comment:
+    id: int
+    decision_id: int
+    author: str
+    text: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class ReviewItem:
+    """A current mapping in the review queue: its decision, review status (proposed, confirmed or
+    rejected: the latest review of this decision), and the conflict it is part of (if any)."""
+
+    decision: Decision
+    status: str
+    reviewer: str | None
+    reviewed_at: datetime | None
+    conflict: str | None
+    comments: int
 
 
 def decision_record(row: DecisionRow, term: TermRow, scheme: str) -> Decision:

@@ -31,6 +31,20 @@ class TaxonomyQueries(StoreBase):
         with self.read() as s:
             return preferred_labels(s, uris, language)
 
+    def concept_descriptions(self, uris: Iterable[str]) -> dict[str, str]:
+        """The description of each concept that has one (the most recently imported taxonomy's)."""
+        wanted = sorted(set(uris))
+        found: dict[str, str] = {}
+        with self.read() as s:
+            for chunk in chunks(wanted):
+                query = (
+                    select(ConceptRow.uri, ConceptRow.description)
+                    .where(ConceptRow.uri.in_(chunk), ConceptRow.description != "")
+                    .order_by(ConceptRow.taxonomy_id)
+                )
+                found.update({uri: text for uri, text in s.execute(query)})
+        return found
+
     def find_concepts(self, text: str, limit: int = 20, languages: Iterable[str] | None = None) -> list[LabelMatch]:
         """Concepts having a label that contains ``text`` (any language, or ``languages``), one
         match per concept, best first: the label equal to the text, then labels starting with

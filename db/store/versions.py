@@ -41,7 +41,7 @@ from db.models import (
     utcnow,
 )
 from db.store.base import StoreBase, chunks
-from db.store.records import MigrationReport, ReviewItem, TaxonomyInfo
+from db.store.records import MigrationItem, MigrationReport, TaxonomyInfo
 from melo_core.errors import MeloInputError
 
 MIN_SIMILARITY = 0.85  # rapidfuzz ratio / 100 for a replacement candidate by label
@@ -288,7 +288,7 @@ class VersionQueries(StoreBase):
             )
         return counts, items
 
-    def migration_reviews(self, scheme: str, open_only: bool = True) -> list[ReviewItem]:
+    def migration_reviews(self, scheme: str, open_only: bool = True) -> list[MigrationItem]:
         """The review queue of the scheme's migrations, oldest first: items still open (no newer
         decision on the pair since), or all of them."""
         with self.read() as s:
@@ -319,7 +319,7 @@ class VersionQueries(StoreBase):
                 if open_only and not is_open:
                     continue
                 items.append(
-                    ReviewItem(
+                    MigrationItem(
                         id=review.id,
                         migration_id=review.migration_id,
                         scheme=scheme,
@@ -343,10 +343,10 @@ class VersionQueries(StoreBase):
 
 def _item(
     review_id: int, migration_id: int, scheme: str, item: dict[str, object], report: MigrationReport
-) -> ReviewItem:
+) -> MigrationItem:
     decision = item["decision"]
     assert isinstance(decision, DecisionRow)
-    return ReviewItem(
+    return MigrationItem(
         id=review_id,
         migration_id=migration_id,
         scheme=scheme,
@@ -366,7 +366,7 @@ def _item(
     )
 
 
-def _with_review(report: MigrationReport, review: list[ReviewItem]) -> MigrationReport:
+def _with_review(report: MigrationReport, review: list[MigrationItem]) -> MigrationReport:
     from dataclasses import replace
 
     return replace(report, review=tuple(review))
