@@ -79,3 +79,19 @@ def test_options_may_differ_by_dataset_kind(data: Path) -> None:
     assert len(grid.score(mono)) == 9 and all("mentions" not in key for key in grid.score(mono))
     result = grid.evaluate(cross, "word-tfidf | mentions=0.5")
     assert result.scorer == "word-tfidf" and result.protocol == Protocol("trec", 0)
+
+
+def test_drop_evaluates_the_choice_without_one_part(data: Path) -> None:
+    # Ablation: the same choice, evaluated (and named) without mentions or without one scorer.
+    dataset = load_dataset(data / "processed/melo" / DATASETS[0]).subset(20)
+    chosen = "wsum:0.3*char-tfidf+0.7*word-tfidf | mentions=0.5"
+    without_mentions = create_grid("fusion", {**OPTIONS, "drop": "mentions"}, data)
+    assert without_mentions.label(chosen) == "wsum:0.3*char-tfidf+0.7*word-tfidf"  # type: ignore[attr-defined]
+    bare = evaluate_one(data, dataset, "wsum:0.3*char-tfidf+0.7*word-tfidf", Protocol("trec", 0))
+    assert without_mentions.evaluate(dataset, chosen).metrics == bare.metrics
+    without_lexical = create_grid("fusion", {**OPTIONS, "drop": "char-tfidf"}, data)
+    assert without_lexical.label(chosen) == "word-tfidf | mentions=0.5"  # type: ignore[attr-defined]
+    lifted = evaluate_one(data, dataset, "word-tfidf", Protocol("trec", 0), mention_weight=0.5,
+                          mention_relations=RELATIONS)  # fmt: skip
+    assert without_lexical.evaluate(dataset, chosen).metrics == lifted.metrics
+    assert lifted.metrics["mrr"] != bare.metrics["mrr"]

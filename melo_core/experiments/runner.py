@@ -175,9 +175,10 @@ def _run_leave_one_out(experiment: Experiment, plan: LeaveOneOut, data_dir: Path
     chosen = choose_left_out(scores, plan.within)
     origin = provenance(sorted(set(chosen.values())), _data_files(data_dir, datasets, None), command)
     rows: list[dict[str, object]] = []
+    label = getattr(grid, "label", lambda configuration: configuration)  # what was evaluated, if not the choice
     for dataset in datasets:
         result = grid.evaluate(dataset, chosen[dataset.name])
-        done = _rows(result, chosen[dataset.name])
+        done = _rows(result, label(chosen[dataset.name]))
         append_results(results, experiment.name, done, origin)
         rows += done
         metric = "mrr" if "mrr" in result.metrics else "pool_mrr"

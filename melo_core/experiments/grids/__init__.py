@@ -28,7 +28,8 @@ class Grid(Protocol):
 
     def evaluate(self, dataset: MeloDataset, configuration: str) -> EvaluationResult:
         """The chosen configuration evaluated on ``dataset``: as ``eval`` would where it is a scorer
-        spec, else its metric says what it is (``pool_mrr``)."""
+        spec, else its metric says what it is (``pool_mrr``). A grid that evaluates something
+        other than the configuration chosen (an ablation) has ``label(configuration)`` naming it."""
         ...
 
 

@@ -9,6 +9,8 @@ weights chosen leave-one-dataset-out (formerly ``benchmarks/fusion_loo.py``)::
     mentions = [0, 0.5, 0.85]             # known-mention weights W (0: none)
     mention_relations = "all"             # crosswalk matches that become mentions: alias (exact, narrow) or all
     lexical_same_language_only = true     # cross-lingual datasets fuse the dense scorers alone
+    # drop = "centroid"                   # ablation: evaluate each choice without centroid, forms,
+                                          #   mentions or one scorer (its weight shared out in proportion)
     [leave_one_out.options.cross-lingual] # per kind, any of the keys above in place of the common ones
     forms = ["asis", "variants"]
 
@@ -21,7 +23,9 @@ mentions is keyed ``SPEC | mentions=W``.
 Each configuration is scored on the fused candidate pools (``pools.py``): components and mention
 scores once per dataset and batch, every weight vector and W re-weighting them. The chosen
 configuration is then evaluated in full as ``python -m melo_core eval --scorers SPEC --depth 0
---mentions W --mention-relations R`` (``evaluate_one``, trec mode, whole corpus).
+--mentions W --mention-relations R`` (``evaluate_one``, trec mode, whole corpus). With ``drop``
+the choice is the same and what is evaluated (and reported as the row's pipeline) is the chosen
+configuration without that part.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from melo_core.scorers.known_mentions import (
 MENTIONS_MARK = " | mentions="
 KINDS = ("monolingual", "cross-lingual")
 _KEYS = {"lexical", "dense", "centroid", "forms", "mentions", "mention_relations", "lexical_same_language_only"}
+DROPPABLE_OPTIONS = ("centroid", "forms")
 
 
 def dense_spec(spec: str, centroid: float, forms: str) -> str:
@@ -141,6 +146,23 @@ def grid_mrr(dataset: MeloDataset, lexical: str | list[str] | None, dense: list[
     return out
 
 
+def drop_from_spec(spec: str, drop: str) -> str:
+    """The fusion spec without one scorer option (``centroid``, ``forms``) or one scorer, whose
+    weight goes to the others in proportion."""
+    parts = [part.partition("*") if "*" in part else ("1", "*", part) for part in spec.removeprefix("wsum:").split("+")]
+    kept = []
+    for weight, _, name in parts:
+        head, *options = name.split("@")
+        if head == drop:
+            continue
+        options = [o for o in options if o.partition("=")[0] != drop]
+        kept.append((float(weight), "@".join([head, *options])))
+    if not kept:
+        raise ValueError(f"dropping {drop!r} from {spec!r} leaves no scorer")
+    total = sum(w for w, _ in kept)
+    return fusion_spec([n for _, n in kept], tuple(round(w / total, 4) for w, _ in kept))
+
+
 @dataclass(frozen=True)
 class FusionOptions:
     lexical: list[str]
@@ -171,12 +193,16 @@ class FusionOptions:
 
 class FusionGrid:
     def __init__(self, options: dict, data_dir: Path):
-        read = Options("fusion", options, _KEYS | set(KINDS))
-        base = FusionOptions.read({k: v for k, v in options.items() if k not in KINDS})
+        read = Options("fusion", options, _KEYS | set(KINDS) | {"drop"})
+        base = FusionOptions.read({k: v for k, v in options.items() if k not in (*KINDS, "drop")})
         for kind in KINDS:
             if not isinstance(options.get(kind, {}), dict):
                 raise read.fail(kind, "a table of options")
         self.by_kind = {kind: FusionOptions.read(options.get(kind, {}), base) for kind in KINDS}
+        scorers = {name.split("@")[0] for o in self.by_kind.values() for name in [*o.lexical, *o.dense]}
+        self.drop = read.string("drop", "") or None
+        if self.drop is not None and self.drop not in {*DROPPABLE_OPTIONS, "mentions", *scorers}:
+            raise read.fail("drop", f"one of {', '.join(sorted({*DROPPABLE_OPTIONS, 'mentions', *scorers}))}")
         self.base, self.data_dir = base, data_dir
 
     def options_for(self, dataset: MeloDataset) -> FusionOptions:
@@ -190,8 +216,19 @@ class FusionGrid:
         return grid_mrr(dataset, lexical, o.dense, o.centroid, o.forms, mention_weights=tuple(o.mentions),
                         mentions=mentions)  # fmt: skip
 
-    def evaluate(self, dataset: MeloDataset, configuration: str) -> EvaluationResult:
+    def evaluated(self, configuration: str) -> tuple[str, float]:
+        """The spec and mention weight evaluated for a chosen configuration (``drop`` applied)."""
         spec, weight = split_config_key(configuration)
+        if self.drop == "mentions":
+            return spec, 0.0
+        return (drop_from_spec(spec, self.drop) if self.drop else spec), weight
+
+    def label(self, configuration: str) -> str:
+        """What a result row names: the configuration as evaluated."""
+        return config_key(*self.evaluated(configuration))
+
+    def evaluate(self, dataset: MeloDataset, configuration: str) -> EvaluationResult:
+        spec, weight = self.evaluated(configuration)
         relations = MENTION_RELATIONS[self.options_for(dataset).mention_relations]
         return evaluate_one(self.data_dir, dataset, spec, TREC_WHOLE_CORPUS, mention_weight=weight,
                             mention_relations=relations)  # fmt: skip
