@@ -75,5 +75,5 @@ def test_the_runner_reports_the_pool_mrr_of_the_configuration_chosen_on_the_othe
     for name, other in (names, names[::-1]):
         # the other dataset's best; ties to the first in sorted order ("base|..." before "s0|...")
         best = max(sorted(grids[other]), key=lambda key: grids[other][key])
-        assert reported[name]["pipeline"] == best
+        assert reported[name]["pipeline"] == f"{best} over char-tfidf-lemmas+{'+'.join(DENSE)}"
         assert reported[name]["value"] == round(grids[name][best], 6)

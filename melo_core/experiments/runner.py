@@ -173,9 +173,9 @@ def _run_leave_one_out(experiment: Experiment, plan: LeaveOneOut, data_dir: Path
     for dataset in tqdm(datasets, unit="dataset", desc=f"{experiment.name}: grid", disable=not show_progress):
         scores[dataset.name] = grid.score(dataset)
     chosen = choose_left_out(scores, plan.within)
-    origin = provenance(sorted(set(chosen.values())), _data_files(data_dir, datasets, None), command)
-    rows: list[dict[str, object]] = []
     label = getattr(grid, "label", lambda configuration: configuration)  # what was evaluated, if not the choice
+    origin = provenance(sorted({label(c) for c in chosen.values()}), _data_files(data_dir, datasets, None), command)
+    rows: list[dict[str, object]] = []
     for dataset in datasets:
         result = grid.evaluate(dataset, chosen[dataset.name])
         done = _rows(result, label(chosen[dataset.name]))

@@ -20,7 +20,8 @@ crosswalk, all four relations) lift a scorer, ``s + W * max(0, m - s)``, with
   matches only;
 - ``+word``: word-level lemmatised TF-IDF as a fifth part.
 
-Each variant with each weight vector is one configuration, keyed ``variant|weights``. A split
+Each variant with each weight vector is one configuration, keyed ``variant|weights`` (result rows
+add ``over`` the fused scorers, in the order of the weights). A split
 mention weight is no scorer spec ``eval`` could run, so the reported value is the chosen
 configuration's **pool MRR** (metric ``pool_mrr``, as the script reported; within 0.00003 of the
 full evaluation for these specs). Configurations are listed in sorted order, so ties go to the
@@ -169,6 +170,12 @@ class MentionVariantsGrid:
         scores = {key: grid[key] for key in sorted(grid)}  # the script's order, for its tie rule
         self._scored[dataset.name] = (scores, timer.seconds())
         return scores
+
+    def label(self, configuration: str) -> str:
+        """``variant|weights over PARTS``: the weights in the order of the fused scorers."""
+        variant = configuration.partition("|")[0]
+        parts = [LEXICAL, *[WORD] * self.variants[variant].word, *self.dense]
+        return f"{configuration} over {'+'.join(parts)}"
 
     def evaluate(self, dataset: MeloDataset, configuration: str) -> EvaluationResult:
         if dataset.name not in self._scored:
