@@ -30,13 +30,14 @@ def test_each_dataset_is_chosen_for_by_the_others_of_its_kind() -> None:
         "aaa_q_en_c_en": {"x": 0.9, "y": 0.1},
         "bbb_q_en_c_en": {"x": 0.2, "y": 0.3},
         "ccc_q_en_c_en": {"x": 0.2, "y": 0.3},
-        "ddd_q_de_c_en": {"x": 0.0, "y": 1.0},  # cross-lingual: outvotes x only where it counts
-        "eee_q_de_c_en": {"x": 0.5, "y": 0.1},
+        "ddd_q_de_c_en": {"x": 0.0, "y": 1.0},
+        "eee_q_de_c_en": {"x": 0.1, "y": 0.5},
     }
     # aaa prefers x, yet bbb and ccc choose x because aaa outweighs them; aaa itself gets y.
     assert choose_left_out(scores, "kind") == {"aaa_q_en_c_en": "y", "bbb_q_en_c_en": "x", "ccc_q_en_c_en": "x",
-                                               "ddd_q_de_c_en": "x", "eee_q_de_c_en": "y"}  # fmt: skip
-    # Over every other dataset the cross-lingual ones vote too: y's 1.0 wins for bbb and ccc.
+                                               "ddd_q_de_c_en": "y", "eee_q_de_c_en": "y"}  # fmt: skip
+    # Over every other dataset the cross-lingual ones vote too: y wins for bbb and ccc, and the
+    # monolingual ones give ddd x.
     assert choose_left_out(scores, "all") == {"aaa_q_en_c_en": "y", "bbb_q_en_c_en": "y", "ccc_q_en_c_en": "y",
                                               "ddd_q_de_c_en": "x", "eee_q_de_c_en": "y"}  # fmt: skip
 
