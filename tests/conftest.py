@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -73,19 +70,6 @@ def linked_slice(root: Path, melo_data: Path, parts: tuple[str, ...]) -> Path:
         (root / part).parent.mkdir(parents=True, exist_ok=True)
         (root / part).symlink_to((melo_data / part).resolve())
     return root
-
-
-def load_benchmark(name: str) -> ModuleType:
-    """benchmarks/NAME.py as a module (benchmarks/ is no package)."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
-def load_fusion_loo() -> ModuleType:
-    return load_benchmark("fusion_loo")
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ from melo_core.crosswalk import ALIAS_RELATIONS, RELATIONS, crosswalk_path, list
 from melo_core.datasets import load_dataset
 from melo_core.errors import MeloInputError
 from melo_core.evaluation import Protocol, evaluate
+from melo_core.experiments.grids import fusion as fusion_grid
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.hybrid import HybridScorer
 from melo_core.scorers.known_mentions import (
@@ -22,7 +23,6 @@ from melo_core.scorers.known_mentions import (
     crosswalk_mentions,
     dataset_mentions,
 )
-from tests.conftest import load_fusion_loo
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ["baker", "pastry cook", "butcher", "carpenter"]
@@ -126,14 +126,13 @@ def test_eval_cli_with_mentions(datasets_dir: Path, melo_data: Path, tmp_path: P
     assert bad.returncode != 0 and "--mentions must be in [0, 1]" in bad.stderr
 
 
-def test_fusion_loo_pools_agree_with_evaluate_under_mentions(datasets_dir: Path, melo_data: Path) -> None:
-    fusion_loo = load_fusion_loo()
+def test_fusion_grid_pools_agree_with_evaluate_under_mentions(datasets_dir: Path, melo_data: Path) -> None:
     dataset = load_dataset(datasets_dir / "aut_q_de_c_de").subset(120)
     mentions = crosswalk_mentions(melo_data, "aut", codes="deu_de,fra_fr", relations=RELATIONS)
-    grid = fusion_loo.grid_mrr(dataset, "char-tfidf", ["word-tfidf"], [0.0], ["asis"],
+    grid = fusion_grid.grid_mrr(dataset, "char-tfidf", ["word-tfidf"], [0.0], ["asis"],
                                mention_weights=(0.0, 0.5), mentions=mentions)  # fmt: skip
     for key in ("wsum:0.3*char-tfidf+0.7*word-tfidf", "wsum:0.3*char-tfidf+0.7*word-tfidf | mentions=0.5"):
-        spec, weight = fusion_loo.split_config_key(key)
+        spec, weight = fusion_grid.split_config_key(key)
         lifted = KnownMentions(mentions.texts, mentions.concepts, weight) if weight else None
         scorer = create_scorer(spec, ScorerContext.for_dataset(dataset, show_progress=False, mentions=lifted))
         assert grid[key] == pytest.approx(evaluate(dataset, scorer, Protocol("trec", 0)).metrics["mrr"], abs=1e-4)

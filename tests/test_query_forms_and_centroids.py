@@ -13,12 +13,13 @@ import pytest
 
 from melo_core.datasets import load_dataset
 from melo_core.evaluation import Protocol, evaluate
+from melo_core.experiments.grids import fusion as fusion_grid
+from melo_core.experiments.grids.pools import first_occurrences
 from melo_core.linker import Linker
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.hybrid import candidate_pools
 from melo_core.taxonomy import taxonomy_from_melo
 from melo_core.text import drop_gender_markers, title_variants
-from tests.conftest import load_fusion_loo
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -98,17 +99,16 @@ def test_eval_passes_the_dataset_concepts(nor_data: Path, tmp_path: Path) -> Non
 def test_pool_mrr_of_the_fusion_grid_matches_the_evaluation(melo_data: Path, tmp_path: Path) -> None:
     """The benchmark selects on pooled candidates only; on a real slice that agrees with the full
     evaluation of the same spec, ties included."""
-    fusion_loo = load_fusion_loo()
     dataset = load_dataset(melo_data / "processed" / "melo" / "nor_q_no_c_no").subset(60)
     context = dataclasses.replace(ScorerContext.for_dataset(dataset, show_progress=False), cache_dir=str(tmp_path))
-    grid = fusion_loo.grid_mrr(dataset, "char-tfidf", ["muse"], [0.0, 0.4], ["asis"], context)
+    grid = fusion_grid.grid_mrr(dataset, "char-tfidf", ["muse"], [0.0, 0.4], ["asis"], context)
     assert len(grid) == 2 * 9
     for spec in ("wsum:0.3*char-tfidf+0.7*muse", "wsum:0.6*char-tfidf+0.4*muse@centroid=0.4"):
         exact = evaluate(dataset, create_scorer(spec, context), Protocol("trec", 0)).metrics["mrr"]
         assert grid[spec] == pytest.approx(exact, abs=2e-3)
     assert len({round(v, 6) for v in grid.values()}) > 1
     pools = candidate_pools([np.array([[0.9, 0.1, 0.5]]), np.array([[0.2, 0.8, 0.5]])], pool=2)
-    assert fusion_loo.first_occurrences(pools.candidates).sum() == 3  # element 2 pooled twice counts once
+    assert first_occurrences(pools.candidates).sum() == 3  # element 2 pooled twice counts once
 
 
 def test_linker_scores_forms_and_centroids_like_the_scorer(nor_data: Path, tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from melo_core.experiments.grids import create_grid
 from melo_core.experiments.results import RESULTS_FILE, append_results, provenance
 from melo_core.titles import is_titles_dataset, titles_dataset
 
-REPORTED = ("mrr", "acc@1", "acc@5", "acc@10", "acc@100")
+REPORTED = ("mrr", "acc@1", "acc@5", "acc@10", "acc@100", "pool_mrr")  # pool_mrr: a grid's pool-only score
 Say = Callable[[str], None]
 
 
@@ -173,18 +173,20 @@ def _run_leave_one_out(experiment: Experiment, plan: LeaveOneOut, data_dir: Path
     for dataset in tqdm(datasets, unit="dataset", desc=f"{experiment.name}: grid", disable=not show_progress):
         scores[dataset.name] = grid.score(dataset)
     chosen = choose_left_out(scores, plan.within)
-    origin = provenance(sorted(set(chosen.values())), _data_files(data_dir, datasets, None), command)
+    label = getattr(grid, "label", lambda configuration: configuration)  # what was evaluated, if not the choice
+    origin = provenance(sorted({label(c) for c in chosen.values()}), _data_files(data_dir, datasets, None), command)
     rows: list[dict[str, object]] = []
     for dataset in datasets:
         result = grid.evaluate(dataset, chosen[dataset.name])
-        done = _rows(result, chosen[dataset.name])
+        done = _rows(result, label(chosen[dataset.name]))
         append_results(results, experiment.name, done, origin)
         rows += done
-        say(f"{dataset.name:<24} chose {chosen[dataset.name]}  MRR {result.metrics['mrr']:.4f}")
+        metric = "mrr" if "mrr" in result.metrics else "pool_mrr"
+        say(f"{dataset.name:<24} chose {chosen[dataset.name]}  {metric} {result.metrics[metric]:.4f}")
     # the means of what each dataset chose: one "pipeline" per experiment
     means = mean_rows([{**r, "pipeline": "chosen leave-one-out"} for r in rows])
     append_results(results, experiment.name, means, origin)
     for row in means:
-        if row["metric"] == "mrr":
-            say(f"{row['dataset']:<20} MRR {float(row['value']):.4f} over {row['queries']} datasets")  # type: ignore[arg-type]
+        if row["metric"] in ("mrr", "pool_mrr"):
+            say(f"{row['dataset']:<20} {row['metric']} {float(row['value']):.4f} over {row['queries']} datasets")  # type: ignore[arg-type]
     return rows + means

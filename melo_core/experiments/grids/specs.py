@@ -12,7 +12,6 @@ from melo_core.benchmarking import evaluate_one
 from melo_core.datasets import MeloDataset
 from melo_core.errors import MeloInputError
 from melo_core.evaluation import EvaluationResult
-from melo_core.experiments.grids.base import register_grid
 from melo_core.scorers import is_scorer_spec
 
 
@@ -37,6 +36,5 @@ class SpecsGrid:
         return self._done[key]
 
 
-@register_grid("specs")
-def _create(options: dict, data_dir: Path) -> SpecsGrid:
+def create(options: dict, data_dir: Path) -> SpecsGrid:
     return SpecsGrid(options, data_dir)
