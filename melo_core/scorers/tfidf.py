@@ -10,7 +10,7 @@ import numpy as np
 from scipy import sparse
 
 from melo_core.scorers.base import ScorerContext
-from melo_core.scorers.lexical import memo_columns, paper_text_prep
+from melo_core.scorers.lexical import lemma_languages, memo_columns, paper_text_prep
 from melo_core.scorers.registry import register
 from melo_core.text import TextPrep
 
@@ -105,7 +105,7 @@ class TfidfScorer:
 
 
 def _word(name: str, lemmatize: bool):
-    @register(name)
+    @register(name, languages=lemma_languages if lemmatize else None)
     def create(context: ScorerContext) -> TfidfScorer:
         return TfidfScorer(name, paper_text_prep(context, lemmatize))
 
@@ -113,7 +113,7 @@ def _word(name: str, lemmatize: bool):
 
 
 def _char(name: str, lemmatize: bool):
-    @register(name)
+    @register(name, languages=lemma_languages if lemmatize else None)
     def create(context: ScorerContext) -> TfidfScorer:
         return TfidfScorer(name, paper_text_prep(context, lemmatize), analyzer="char", ngram_range=(1, 3))
 
