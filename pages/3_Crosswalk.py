@@ -1,7 +1,7 @@
 """The current crosswalk: filter it, revoke or change a mapping (as new decisions), review it
 (a queue of proposed, conflicting, confirmed mappings; reviewers confirm or reject selected rows;
 comments on any decision), read the consistency warnings and the agreement between two curators,
-and download SKOS CSV or SSSOM (everything, or only confirmed mappings)."""
+and download SKOS CSV, SSSOM or SKOS Turtle (everything, or only confirmed mappings)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from datetime import UTC, datetime, time, timedelta
 import pandas as pd
 import streamlit as st
 
-from db.exports import skos_csv_text, sssom_text
+from db.exports import skos_csv_text, sssom_text, turtle_text
 from db.models import MATCH_OUTCOMES, REJECTED, UNSURE
 from db.store import REVIEW_FILTERS, AccessError
 from ui import auth
@@ -260,7 +260,7 @@ st.subheader("Download")
 negatives = st.checkbox("Include rejections", key="cw_negatives")
 confirmed_only = st.checkbox("Only confirmed mappings", key="cw_confirmed_only",
                              help="Only the mappings whose current decision a reviewer confirmed")  # fmt: skip
-skos_column, sssom_column, _ = st.columns([1, 1, 3])
+skos_column, sssom_column, turtle_column, _ = st.columns([1, 1, 1, 2])
 skos_column.download_button(
     "SKOS CSV",
     skos_csv_text(store, scheme_name, negatives=negatives, confirmed_only=confirmed_only),
@@ -274,4 +274,11 @@ sssom_column.download_button(
     file_name=f"{scheme_name}.sssom.tsv",
     mime="text/tab-separated-values",
     key="cw_download_sssom",
+)
+turtle_column.download_button(
+    "SKOS Turtle",
+    turtle_text(store, scheme_name, negatives=negatives, confirmed_only=confirmed_only),
+    file_name=f"{scheme_name}.ttl",
+    mime="text/turtle",
+    key="cw_download_turtle",
 )

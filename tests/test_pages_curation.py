@@ -114,7 +114,7 @@ def test_accept_a_candidate_then_see_it_on_the_crosswalk_page(started: str) -> N
     rows = crosswalk.dataframe[0].value
     assert list(rows["code"]) == [first[0].code]
     assert list(rows["relation"]) == ["exactMatch"] and list(rows["curator"]) == ["alice"]
-    assert [d.label for d in crosswalk.get("download_button")] == ["SKOS CSV", "SSSOM TSV"]
+    assert [d.label for d in crosswalk.get("download_button")] == ["SKOS CSV", "SSSOM TSV", "SKOS Turtle"]
 
     # Change it, then revoke it: new decisions, the history stays.
     crosswalk.selectbox(key="cw_new_relation").select("broadMatch")
