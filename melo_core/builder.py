@@ -62,6 +62,20 @@ def select_target(matches: dict[str, str], loosest: str) -> tuple[str | None, st
     return targets[0], "ok"
 
 
+def label_corpus(taxonomy: Taxonomy, languages: list[str]
+                 ) -> tuple[list[str], list[str], dict[str, str], dict[str, list[str]]]:  # fmt: skip
+    """The taxonomy's labels in ``languages`` as a MELO corpus: element ids, texts, each element's
+    concept, and each concept's elements."""
+    corpus_ids, corpus, concept_of = [], [], {}
+    elements_of: dict[str, list[str]] = {}
+    for form in taxonomy.surface_forms(languages):
+        corpus_ids.append(form.element_id)
+        corpus.append(form.text)
+        concept_of[form.element_id] = form.concept_uri
+        elements_of.setdefault(form.concept_uri, []).append(form.element_id)
+    return corpus_ids, corpus, concept_of, elements_of
+
+
 def build_dataset(
     crosswalk: Crosswalk,
     taxonomy: Taxonomy,
@@ -76,13 +90,7 @@ def build_dataset(
     if loosest not in RELATIONS:
         raise ValueError(f"unknown relation {loosest!r}; expected one of {', '.join(RELATIONS)}")
 
-    corpus_ids, corpus, concept_of = [], [], {}
-    elements_of: dict[str, list[str]] = {}
-    for form in taxonomy.surface_forms(languages):
-        corpus_ids.append(form.element_id)
-        corpus.append(form.text)
-        concept_of[form.element_id] = form.concept_uri
-        elements_of.setdefault(form.concept_uri, []).append(form.element_id)
+    corpus_ids, corpus, concept_of, elements_of = label_corpus(taxonomy, languages)
 
     query_ids, queries, relevant = [], [], {}
     counts = {"ok": 0, "vague": 0, "ambiguous": 0, "unknown": 0}

@@ -15,6 +15,7 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
+from melo_core.builder import label_corpus
 from melo_core.datasets import MeloDataset
 from melo_core.errors import MeloInputError
 from melo_core.taxonomy import Taxonomy
@@ -83,13 +84,7 @@ def titles_dataset(path: str | Path, taxonomy: Taxonomy, languages: list[str], q
         raise MeloInputError(f"the taxonomy has no labels in {', '.join(missing)} "
                              f"(it has {', '.join(taxonomy.languages)})")  # fmt: skip
     rows = read_titles(path, title_column, uri_column)
-    corpus_ids, corpus, concept_of = [], [], {}
-    elements_of: dict[str, list[str]] = {}
-    for form in taxonomy.surface_forms(languages):
-        corpus_ids.append(form.element_id)
-        corpus.append(form.text)
-        concept_of[form.element_id] = form.concept_uri
-        elements_of.setdefault(form.concept_uri, []).append(form.element_id)
+    corpus_ids, corpus, concept_of, elements_of = label_corpus(taxonomy, languages)
     query_ids, queries, relevant = [], [], {}
     empty = unknown = 0
     for title, uri in rows:

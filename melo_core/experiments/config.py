@@ -99,14 +99,7 @@ def load_experiment(name_or_path: str | Path, folder: Path = EXPERIMENTS_DIR) ->
     if "evaluate" in raw:
         table = raw["evaluate"]
         _no_unknown(table, _EVALUATE, "evaluate.", fail)
-        scorers = table.get("scorers")
-        if not scorers or not isinstance(scorers, list) or not all(isinstance(s, str) for s in scorers):
-            raise fail("evaluate.scorers: a list of pipeline names or scorer specs")
-        from melo_core.scorers import is_scorer_spec
-
-        unknown = [spec for spec in scorers if not is_scorer_spec(spec)]
-        if unknown:
-            raise fail(f"evaluate.scorers: unknown scorer {unknown[0]!r} (see `python -m melo_core scorers`)")
+        scorers = scorer_specs(table.get("scorers"), "evaluate.scorers", fail)
         if "datasets" not in table and "titles" not in table:
             raise fail("evaluate: give datasets, titles or both")
         evaluate = Evaluate(scorers=tuple(scorers), datasets=_datasets(table.get("datasets", ()), "evaluate.", fail),
@@ -127,6 +120,18 @@ def load_experiment(name_or_path: str | Path, folder: Path = EXPERIMENTS_DIR) ->
                           options=dict(table.get("options", {})))  # fmt: skip
     return Experiment(name=path.stem, path=path, description=raw["description"], claim=raw.get("claim", ""),
                       evaluate=evaluate, leave_one_out=loo)  # fmt: skip
+
+
+def scorer_specs(value: object, key: str, fail: Fail) -> list[str]:
+    """``value`` as a list of known scorer specs or pipeline names; else ``fail`` names ``key``."""
+    from melo_core.scorers import is_scorer_spec
+
+    if not value or not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+        raise fail(f"{key}: a list of pipeline names or scorer specs")
+    unknown = [spec for spec in value if not is_scorer_spec(spec)]
+    if unknown:
+        raise fail(f"{key}: unknown scorer {unknown[0]!r} (see `python -m melo_core scorers`)")
+    return list(value)
 
 
 def _no_unknown(table: object, known: set[str], prefix: str, fail: Fail) -> None:

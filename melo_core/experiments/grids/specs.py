@@ -12,18 +12,13 @@ from melo_core.benchmarking import evaluate_one
 from melo_core.datasets import MeloDataset
 from melo_core.errors import MeloInputError
 from melo_core.evaluation import EvaluationResult
-from melo_core.scorers import is_scorer_spec
+from melo_core.experiments.config import scorer_specs
 
 
 class SpecsGrid:
     def __init__(self, options: dict, data_dir: Path):
-        specs = options.get("specs")
-        if not specs or not isinstance(specs, list) or not all(isinstance(s, str) for s in specs):
-            raise MeloInputError("grid 'specs': options.specs must be a list of scorer specs")
-        unknown = [s for s in specs if not is_scorer_spec(s)]
-        if unknown:
-            raise MeloInputError(f"grid 'specs': unknown scorer {unknown[0]!r}")
-        self.specs, self.data_dir = list(specs), data_dir
+        self.specs = scorer_specs(options.get("specs"), "grid 'specs': options.specs", MeloInputError)
+        self.data_dir = data_dir
         self._done: dict[tuple[str, str], EvaluationResult] = {}
 
     def score(self, dataset: MeloDataset) -> dict[str, float]:
