@@ -260,25 +260,11 @@ st.subheader("Download")
 negatives = st.checkbox("Include rejections", key="cw_negatives")
 confirmed_only = st.checkbox("Only confirmed mappings", key="cw_confirmed_only",
                              help="Only the mappings whose current decision a reviewer confirmed")  # fmt: skip
-skos_column, sssom_column, turtle_column, _ = st.columns([1, 1, 1, 2])
-skos_column.download_button(
-    "SKOS CSV",
-    skos_csv_text(store, scheme_name, negatives=negatives, confirmed_only=confirmed_only),
-    file_name=f"{scheme_name}.csv",
-    mime="text/csv",
-    key="cw_download_skos",
+downloads = (
+    ("SKOS CSV", skos_csv_text, "csv", "text/csv", "cw_download_skos"),
+    ("SSSOM TSV", sssom_text, "sssom.tsv", "text/tab-separated-values", "cw_download_sssom"),
+    ("SKOS Turtle", turtle_text, "ttl", "text/turtle", "cw_download_turtle"),
 )
-sssom_column.download_button(
-    "SSSOM TSV",
-    sssom_text(store, scheme_name, negatives=negatives, confirmed_only=confirmed_only),
-    file_name=f"{scheme_name}.sssom.tsv",
-    mime="text/tab-separated-values",
-    key="cw_download_sssom",
-)
-turtle_column.download_button(
-    "SKOS Turtle",
-    turtle_text(store, scheme_name, negatives=negatives, confirmed_only=confirmed_only),
-    file_name=f"{scheme_name}.ttl",
-    mime="text/turtle",
-    key="cw_download_turtle",
-)
+for column, (label, text_of, suffix, mime, key) in zip(st.columns([1, 1, 1, 2]), downloads, strict=False):
+    column.download_button(label, text_of(store, scheme_name, negatives=negatives, confirmed_only=confirmed_only),
+                           file_name=f"{scheme_name}.{suffix}", mime=mime, key=key)  # fmt: skip
