@@ -62,18 +62,37 @@ def select_target(matches: dict[str, str], loosest: str) -> tuple[str | None, st
     return targets[0], "ok"
 
 
-def label_corpus(taxonomy: Taxonomy, languages: list[str]
-                 ) -> tuple[list[str], list[str], dict[str, str], dict[str, list[str]]]:  # fmt: skip
-    """The taxonomy's labels in ``languages`` as a MELO corpus: element ids, texts, each element's
-    concept, and each concept's elements."""
-    corpus_ids, corpus, concept_of = [], [], {}
-    elements_of: dict[str, list[str]] = {}
-    for form in taxonomy.surface_forms(languages):
-        corpus_ids.append(form.element_id)
-        corpus.append(form.text)
-        concept_of[form.element_id] = form.concept_uri
-        elements_of.setdefault(form.concept_uri, []).append(form.element_id)
-    return corpus_ids, corpus, concept_of, elements_of
+@dataclass(frozen=True)
+class LabelCorpus:
+    """A taxonomy's labels in some languages as a MELO corpus: element ids, texts, each element's
+    concept and each concept's elements."""
+
+    languages: tuple[str, ...]
+    ids: list[str]
+    texts: list[str]
+    concept_of: dict[str, str]
+    elements_of: dict[str, list[str]]
+
+    @classmethod
+    def of(cls, taxonomy: Taxonomy, languages: list[str]) -> LabelCorpus:
+        ids, texts, concept_of = [], [], {}
+        elements_of: dict[str, list[str]] = {}
+        for form in taxonomy.surface_forms(languages):
+            ids.append(form.element_id)
+            texts.append(form.text)
+            concept_of[form.element_id] = form.concept_uri
+            elements_of.setdefault(form.concept_uri, []).append(form.element_id)
+        return cls(tuple(languages), ids, texts, concept_of, elements_of)
+
+    def dataset(self, name: str, queries: list[tuple[str, str]], query_language: str | None,
+                prefix: str = "Q") -> MeloDataset:  # fmt: skip
+        """(text, concept URI) queries over this corpus; each query's relevant elements are all
+        labels of its concept."""
+        query_ids = [f"{prefix}{i:06d}" for i in range(1, len(queries) + 1)]
+        relevant = {q: sorted(self.elements_of.get(uri, [])) for q, (_, uri) in zip(query_ids, queries, strict=True)}
+        return MeloDataset(name=name, path=None, query_ids=query_ids, queries=[text for text, _ in queries],
+                           corpus_ids=self.ids, corpus=self.texts, relevant=relevant, concept_of=self.concept_of,
+                           query_language=query_language, corpus_languages=self.languages)  # fmt: skip
 
 
 def build_dataset(
@@ -90,41 +109,25 @@ def build_dataset(
     if loosest not in RELATIONS:
         raise ValueError(f"unknown relation {loosest!r}; expected one of {', '.join(RELATIONS)}")
 
-    corpus_ids, corpus, concept_of, elements_of = label_corpus(taxonomy, languages)
-
-    query_ids, queries, relevant = [], [], {}
+    corpus = LabelCorpus.of(taxonomy, languages)
+    queries: list[tuple[str, str]] = []
     counts = {"ok": 0, "vague": 0, "ambiguous": 0, "unknown": 0}
     for term in crosswalk.terms:
         target, verdict = select_target(term.matches, loosest)
         if target is not None and target not in taxonomy:
             verdict = "unknown"  # e.g. a URI retired from ESCO
         counts[verdict] += 1
-        if verdict != "ok":
-            continue
-        qid = f"Q{len(query_ids) + 1:06d}"
-        query_ids.append(qid)
-        queries.append(term.title)
-        relevant[qid] = sorted(elements_of.get(target, []))
-
-    per_query = [len(relevant[q]) for q in query_ids]
+        if verdict == "ok":
+            assert target is not None
+            queries.append((term.title, target))
+    dataset = corpus.dataset(dataset_name(crosswalk, languages), queries, crosswalk.language)
+    per_query = [len(dataset.relevant[q]) for q in dataset.query_ids]
     report = BuildReport(
         accepted=counts["ok"],
         ambiguous=counts["ambiguous"],
         vague=counts["vague"],
         unknown_concept=counts["unknown"],
-        corpus_elements=len(corpus_ids),
+        corpus_elements=len(corpus.ids),
         median_relevant=statistics.median(per_query) if per_query else 0,
-    )
-    dataset = MeloDataset(
-        name=dataset_name(crosswalk, languages),
-        path=None,
-        query_ids=query_ids,
-        queries=queries,
-        corpus_ids=corpus_ids,
-        corpus=corpus,
-        relevant=relevant,
-        concept_of=concept_of,
-        query_language=crosswalk.language,
-        corpus_languages=tuple(languages),
     )
     return dataset, report

@@ -15,7 +15,7 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from melo_core.builder import label_corpus
+from melo_core.builder import LabelCorpus
 from melo_core.datasets import MeloDataset
 from melo_core.errors import MeloInputError
 from melo_core.taxonomy import Taxonomy
@@ -84,36 +84,20 @@ def titles_dataset(path: str | Path, taxonomy: Taxonomy, languages: list[str], q
         raise MeloInputError(f"the taxonomy has no labels in {', '.join(missing)} "
                              f"(it has {', '.join(taxonomy.languages)})")  # fmt: skip
     rows = read_titles(path, title_column, uri_column)
-    corpus_ids, corpus, concept_of, elements_of = label_corpus(taxonomy, languages)
-    query_ids, queries, relevant = [], [], {}
+    corpus = LabelCorpus.of(taxonomy, languages)
+    kept: list[tuple[str, str]] = []
     empty = unknown = 0
     for title, uri in rows:
         if not title or not uri:
             empty += 1
-            continue
-        if uri not in elements_of:
+        elif uri not in corpus.elements_of:
             unknown += 1
-            continue
-        qid = f"T{len(query_ids) + 1:06d}"
-        query_ids.append(qid)
-        queries.append(title)
-        relevant[qid] = elements_of[uri]
-    if not query_ids:
+        else:
+            kept.append((title, uri))
+    if not kept:
         raise MeloInputError(f"no title to evaluate ({empty} empty, {unknown} with a concept the "
                              f"{'/'.join(languages)} labels lack)", path)  # fmt: skip
-    dataset = MeloDataset(
-        name=name or _name(Path(path), languages),
-        path=None,
-        query_ids=query_ids,
-        queries=queries,
-        corpus_ids=corpus_ids,
-        corpus=corpus,
-        relevant=relevant,
-        concept_of=concept_of,
-        query_language=query_language,
-        corpus_languages=tuple(languages),
-    )
-    report = TitlesReport(rows=len(rows), kept=len(query_ids), empty=empty, unknown_concept=unknown,
-                          distinct_titles=len(set(queries)),
-                          concepts=len({concept_of[relevant[q][0]] for q in query_ids}))  # fmt: skip
+    dataset = corpus.dataset(name or _name(Path(path), languages), kept, query_language, prefix="T")
+    report = TitlesReport(rows=len(rows), kept=len(kept), empty=empty, unknown_concept=unknown,
+                          distinct_titles=len({t for t, _ in kept}), concepts=len({u for _, u in kept}))  # fmt: skip
     return dataset, report
