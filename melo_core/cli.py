@@ -211,7 +211,7 @@ def _summary_line(
             text += f" (pub {published[key]:.4f}, {_diff(value, published[key]):+.4f})"
         parts.append(text)
     if is_titles_dataset(str(row["dataset"])):
-        parts.append(f"recall@{protocol.depth} {float(row['acc@100']):.4f}")  # type: ignore[arg-type]
+        parts.append(f"recall@100 {float(row['acc@100']):.4f}")  # type: ignore[arg-type]
     if model and published and protocol != published_protocol(model):
         parts.append(f"[published run used {published_protocol(model).describe()}]")
     return "  ".join(parts)
