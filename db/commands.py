@@ -176,8 +176,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             try:
                 items = store.migration_reviews(args.scheme)
             except KeyError:
-                known = ", ".join(s.name for s in store.schemes()) or "none yet"
-                raise MeloInputError(f"no source scheme {args.scheme!r} in the store (schemes: {known})") from None
+                raise store.unknown_scheme(args.scheme) from None
             _write_review(items, args.review_out or "-")
             print(f"{len(items)} open item(s) to review in scheme {args.scheme}", file=sys.stderr)
             return 0

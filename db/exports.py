@@ -76,8 +76,7 @@ def _current(store: Store, scheme: str, negatives: bool, confirmed_only: bool = 
     try:
         decisions = store.crosswalk(scheme, outcomes=outcomes)
     except KeyError:
-        known = ", ".join(s.name for s in store.schemes()) or "none yet"
-        raise MeloInputError(f"no source scheme {scheme!r} in the store (schemes: {known})") from None
+        raise store.unknown_scheme(scheme) from None
     if confirmed_only:
         confirmed = store.confirmed_ids(d.id for d in decisions)
         decisions = [d for d in decisions if d.id in confirmed]

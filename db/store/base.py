@@ -83,6 +83,16 @@ class StoreBase:
 
     # -- shared by the queries ---------------------------------------------------------------
 
+    def unknown_scheme(self, name: str) -> MeloInputError:
+        """The error for a scheme the store does not have, naming those it has."""
+        with self.read() as s:
+            return self._unknown_scheme(s, name)
+
+    @staticmethod
+    def _unknown_scheme(session: Session, name: str) -> MeloInputError:
+        known = ", ".join(session.scalars(select(SchemeRow.name).order_by(SchemeRow.name))) or "none yet"
+        return MeloInputError(f"no source scheme {name!r} in the store (schemes: {known})")
+
     @staticmethod
     def _scheme_row(session: Session, name: str) -> SchemeRow:
         row = session.scalars(select(SchemeRow).where(SchemeRow.name == name)).first()

@@ -144,8 +144,7 @@ class VersionQueries(StoreBase):
         with self.write() as s:
             row = s.scalars(select(SchemeRow).where(SchemeRow.name == scheme)).first()
             if row is None:
-                known = ", ".join(s.scalars(select(SchemeRow.name).order_by(SchemeRow.name))) or "none yet"
-                raise MeloInputError(f"no source scheme {scheme!r} in the store (schemes: {known})")
+                raise self._unknown_scheme(s, scheme)
             source = None if row.taxonomy_id is None else s.get(TaxonomyRow, row.taxonomy_id)
             target = self._target(s, to_version, name or (source.name if source else None))
             if source is not None and source.id == target.id:
