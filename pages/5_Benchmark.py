@@ -18,6 +18,7 @@ from melo_core.analysis import (
     published_topk_frame,
     topk_curves_frame,
 )
+from melo_core.datasets import MeloDataset
 from melo_core.errors import MeloInputError
 from melo_core.taxonomy import cached_taxonomy_from_melo
 from melo_core.titles import is_titles_dataset, titles_dataset
@@ -43,19 +44,25 @@ with st.expander("Add runs: evaluate a scorer, or load the published baselines")
     chosen_sets = left.multiselect("Datasets", list(datasets["dataset"]), key="bench_run_datasets")
     specs = right.text_input("Scorers (comma-separated specs)", value="char-tfidf", key="bench_run_scorers")
     limit = left.number_input("Only the first N queries of each (0: all)", 0, 100_000, 0, key="bench_run_limit")
+
+    def evaluate_runs(scorers: str, names: list[str], extra: list[MeloDataset] | None = None) -> None:
+        """Evaluate the scorers on the datasets (and ``extra`` ones), storing each run, with a progress bar."""
+        ensure_domain_model(scorers)
+        bar = st.progress(0.0, text="starting…")
+        ids = evaluate_and_store(
+            store,
+            config.data_dir(),
+            names,
+            scorers.split(","),
+            on_progress=lambda done, total, label: bar.progress(done / max(total, 1), text=label),
+            limit_queries=int(limit),
+            extra_datasets=extra or [],
+        )
+        st.success(f"Stored {len(ids)} run(s).")
+
     if right.button("Evaluate and store", key="bench_run_go", disabled=not chosen_sets):
         try:
-            ensure_domain_model(specs)
-            bar = st.progress(0.0, text="starting…")
-            ids = evaluate_and_store(
-                store,
-                config.data_dir(),
-                chosen_sets,
-                specs.split(","),
-                on_progress=lambda done, total, label: bar.progress(done / max(total, 1), text=label),
-                limit_queries=int(limit),
-            )
-            st.success(f"Stored {len(ids)} run(s).")
+            evaluate_runs(specs, chosen_sets)
         except (MeloInputError, ValueError) as exc:
             st.error(str(exc))
     st.markdown("**Job-ad titles**: a CSV of titles with their ESCO concept URIs, ranked against the ESCO "
@@ -67,16 +74,10 @@ with st.expander("Add runs: evaluate a scorer, or load the published baselines")
     title_specs = right.text_input("Pipelines or scorers", value="best", key="bench_titles_scorers")
     if st.button("Evaluate the titles and store", key="bench_titles_go", disabled=not titles_path.strip()):
         try:
-            ensure_domain_model(title_specs)
             titles, report = titles_dataset(titles_path.strip(), cached_taxonomy_from_melo(config.data_dir()),
                                             [x.strip() for x in title_langs.split(",") if x.strip()])  # fmt: skip
             st.caption(report.describe())
-            bar = st.progress(0.0, text="starting…")
-            ids = evaluate_and_store(
-                store, config.data_dir(), [], title_specs.split(","), extra_datasets=[titles], limit_queries=int(limit),
-                on_progress=lambda done, total, label: bar.progress(done / max(total, 1), text=label),
-            )  # fmt: skip
-            st.success(f"Stored {len(ids)} run(s).")
+            evaluate_runs(title_specs, [], [titles])
         except (MeloInputError, ValueError) as exc:
             st.error(str(exc))
     if st.button("Load the published baselines (read-only runs)", key="bench_load_published"):
