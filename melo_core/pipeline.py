@@ -479,6 +479,8 @@ class Pipeline:
         self._linkers: dict[tuple[str, str | None, str], Linker] = {}
         self._mentions: list[tuple[str, str, str | None]] = []
         self.pending_mentions = 0  # known mentions held back by set_mentions(embedded_only=True)
+        # per query language: what definition.serving_variant gives (coverage reads model cards)
+        self._serving: dict[str | None, tuple[str, Variant, tuple[Component, ...]]] = {}
 
     @property
     def name(self) -> str:
@@ -494,7 +496,7 @@ class Pipeline:
     def left_out(self, query_language: str | None = None) -> str:
         """One short line naming the components coverage leaves out for ``query_language``
         (and why); "" when none is."""
-        _, _, out = self.definition.serving_variant(query_language, self.languages)
+        _, _, out = self._serving_variant(query_language)
         if not out:
             return ""
         targets = ", ".join(self.languages) if len(self.languages) <= 4 else f"{len(self.languages)} languages"
@@ -507,8 +509,13 @@ class Pipeline:
         reasons = ", ".join(f"{c.scorer} ({why(c)})" for c in out)
         return f"left out for {query_language} queries (coverage): {reasons}"
 
+    def _serving_variant(self, query_language: str | None) -> tuple[str, Variant, tuple[Component, ...]]:
+        if query_language not in self._serving:
+            self._serving[query_language] = self.definition.serving_variant(query_language, self.languages)
+        return self._serving[query_language]
+
     def linker(self, query_language: str | None = None) -> Linker:
-        kind, variant, out = self.definition.serving_variant(query_language, self.languages)
+        kind, variant, out = self._serving_variant(query_language)
         # Only lemmatised scorers depend on the query language beyond the variant's choice;
         # coverage may change the components and weights (the spec says which).
         uses_language = any(c.scorer.endswith(LEMMAS) for c in variant.components)
