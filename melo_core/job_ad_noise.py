@@ -3,9 +3,10 @@
 ``train --job-ad-noise P`` makes a share ``P`` of the training anchors look like vacancy titles
 ("senior sales assistant (m/f/d)", "Sales Assistant - Berlin", "SALES ASSISTANT 2"), each paired
 with a clean label of the same concept, so the encoder learns that these words carry no
-occupation. The words are the ones ``melo_core.query_rules`` removes from queries (seniority and
-contract words, gender markers, brackets, dash qualifiers, codes), taken from generic job-ad
-conventions; no job-ad title is read. Cities are capitals of the EU and a few large labour markets.
+occupation. The additions are of the kinds ``melo_core.query_rules`` removes from queries
+(seniority and contract words, gender markers, brackets, dash qualifiers, codes), but the word
+lists are their own (e.g. "lead", "experienced", cities, language requirements): generic job-ad
+conventions, no job-ad title read. Cities are capitals of the EU and a few large labour markets.
 """
 
 from __future__ import annotations
