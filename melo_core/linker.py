@@ -17,6 +17,11 @@ mention counts as one more label of its concept. Lexical components score mentio
 representation they fitted (``score_against``); dense ones encode them with the same encoder.
 Mentions live in this object only: the on-disk caches stay keyed by the taxonomy.
 
+Mention prior (``mention_prior``, 0 by default): a concept's score is raised by
+``mention_prior * log(1 + n)``, ``n`` the number of distinct known mentions of the concept. Terms
+already linked to a concept say how often it is the answer (the entity linking "commonness"
+prior); with other countries' crosswalks as mentions it is learned on those countries only.
+
 Pipelines (``melo_core.pipeline``) choose the spec, the weight and the mentions; ``eval``,
 ``link``, ``simulate`` and the Link page all rank through this class.
 """
@@ -82,6 +87,7 @@ class Candidate:
     # among the pooled candidates.
     component_ranks: dict[str, int] = field(default_factory=dict)
     via_mention: bool = False  # matched_label is a known mention (a linked term), not an ESCO label
+    prior: float = 0.0  # what the mention prior added to ``score``
 
 
 @dataclass(frozen=True)
@@ -357,17 +363,21 @@ class Linker:
         persist: bool = True,
         show_progress: bool = True,
         query_rules: Sequence[str] = (),
+        mention_prior: float = 0.0,
     ):
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {', '.join(AGGREGATIONS)}")
         if not 0.0 < mention_weight <= 1.0:
             raise ValueError(f"mention weight must be in (0, 1], got {mention_weight}")
+        if not (np.isfinite(mention_prior) and mention_prior >= 0.0):
+            raise ValueError(f"mention prior must be a number >= 0, got {mention_prior}")
         start = time.perf_counter()
         self.taxonomy = taxonomy
         self.aggregation = aggregation
         self.display_languages = tuple(display_languages)
         self.query_language = query_language
         self.mention_weight = mention_weight
+        self.mention_prior = mention_prior
         check_rules(query_rules)
         self.query_rules = tuple(query_rules)
         if forms is None:
@@ -396,6 +406,7 @@ class Linker:
         self.mentions: list[Mention] = []
         self._mention_index: _MentionIndex | None = None
         self._concept_position = {c.uri: i for i, c in enumerate(taxonomy.concepts)}
+        self._prior = np.zeros(len(taxonomy.concepts))  # per concept: log(1 + its known mentions)
         self.load_seconds = time.perf_counter() - start
 
     # -- known mentions ----------------------------------------------------------------------------
@@ -429,6 +440,10 @@ class Linker:
         return removed
 
     def _index_mentions(self) -> None:
+        positions = np.fromiter((self._concept_position[m.concept_uri] for m in self.mentions), dtype=np.int64,
+                                count=len(self.mentions))  # fmt: skip
+        counts = np.bincount(positions, minlength=len(self.taxonomy.concepts))
+        self._prior = np.log1p(counts)
         if not self.mentions:
             self._mention_index = None
         else:
@@ -483,9 +498,17 @@ class Linker:
         scores = scores[order]
         firsts = np.flatnonzero(np.r_[True, concepts[order][1:] != concepts[order][:-1]])
         if self.aggregation == "max":
-            return firsts, order, scores[firsts]
-        shifted = np.exp((scores - scores[np.repeat(firsts, np.diff(np.r_[firsts, len(scores)]))]) / SOFTMAX_TEMPERATURE)
-        return firsts, order, scores[firsts] + SOFTMAX_TEMPERATURE * np.log(np.add.reduceat(shifted, firsts))
+            aggregated = scores[firsts]
+        else:
+            shifted = np.exp((scores - scores[np.repeat(firsts, np.diff(np.r_[firsts, len(scores)]))]) / SOFTMAX_TEMPERATURE)
+            aggregated = scores[firsts] + SOFTMAX_TEMPERATURE * np.log(np.add.reduceat(shifted, firsts))
+        return firsts, order, aggregated + self._prior_of(concepts[order][firsts])
+
+    def _prior_of(self, concepts: np.ndarray) -> np.ndarray:
+        """What the mention prior adds to these concepts' scores (0 when off)."""
+        if not self.mention_prior:
+            return np.zeros(len(concepts))
+        return self.mention_prior * self._prior[concepts]
 
     def _isco_label(self, code: str | None) -> str | None:
         group = self.taxonomy.by_uri.get(isco_group_uri(code)) if code else None
@@ -495,6 +518,7 @@ class Linker:
         firsts, order, aggregated = self._aggregate(forms, scores)
         best = np.argsort(-aggregated, kind="stable")[:top_k]
         sorted_forms = forms[order]
+        priors = self._prior_of(self.form_concept[sorted_forms[firsts]])
         specs = [c.spec for c in self.components]
         # Per scorer: a concept's score is its best label's, its rank among the pooled concepts.
         per_component = np.stack([p.exact(sorted_forms) for p in pools]) if self.hybrid else scores[order][None]
@@ -526,5 +550,6 @@ class Linker:
                 component_scores={s: float(by_concept[c, b]) for c, s in enumerate(specs)},
                 component_ranks={s: int(ranks[c, b]) for c, s in enumerate(specs)},
                 via_mention=mention is not None,
+                prior=float(priors[b]),
             ))  # fmt: skip
         return out

