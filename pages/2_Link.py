@@ -280,6 +280,7 @@ st.dataframe(
                 "ISCO group": f"{c.isco_code} {c.isco_label or ''}".strip() if c.isco_code else "",
                 "kind": c.kind,
                 "score": round(c.score, 4),
+                **({"mention prior": round(c.prior, 4)} if linker.mention_prior else {}),
                 **(
                     {
                         column: value
