@@ -408,8 +408,11 @@ def cmd_pipelines(args: argparse.Namespace) -> int:
         default = " (default)" if name == DEFAULT_PIPELINE else ""
         print(f"{name}{default}: {definition.description}")
         print(f"  MELO: {measured}")
-        print(f"  monolingual:   {definition.monolingual.spec('xx')} | mentions={definition.monolingual.mention_weight:g}")
-        print(f"  cross-lingual: {definition.cross_lingual.spec('xx')} | mentions={definition.cross_lingual.mention_weight:g}")
+        for label, variant in (("monolingual:  ", definition.monolingual), ("cross-lingual:", definition.cross_lingual)):
+            prior = f", prior={variant.mention_prior:g}" if variant.mention_prior else ""
+            print(f"  {label} {variant.spec('xx')} | mentions={variant.mention_weight:g}{prior}")
+        if definition.coverage != "off":
+            print(f"  coverage: {definition.coverage} (components that cannot read the languages are left out)")
         print(f"  needs: {', '.join(r.what for r in needs) or 'nothing but the labels'}")
         print(f"  ready: {'yes' if is_ready(needs) else 'no — ' + describe_missing(needs)}")
     if taxonomy is None:

@@ -21,7 +21,6 @@ from melo_core.training import CONFIG, DEFAULT_MODEL, TrainConfig, train
 from tests.conftest import linked_slice
 from tests.test_pipeline import _slice
 
-ROOT = Path(__file__).resolve().parent.parent
 TRAINED = ("en", "de", "fr")  # the tiny model's languages; Norwegian is held out
 HELD_OUT = "nor_q_no_c_en"  # Norwegian queries, English labels: the cross-lingual variant
 QUERIES = 60
@@ -180,9 +179,8 @@ def test_a_language_the_domain_model_never_saw(tiny_model: Path, held_out_data: 
     assert uncovered < covered, (uncovered, covered)
 
 
-@pytest.mark.parametrize("pipeline_name", ["experiments/pipelines/best-prior-coverage.toml"])
 def test_best_is_not_below_its_best_covering_component_where_its_domain_model_cannot_read(
-    pipeline_name: str, tiny_model: Path, held_out_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_model: Path, held_out_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The shipped pipeline itself, its domain model one that never saw Norwegian (the tiny model,
     through MELO_MODELS): on Norwegian queries over English labels coverage leaves the model and
@@ -192,7 +190,7 @@ def test_best_is_not_below_its_best_covering_component_where_its_domain_model_ca
     (models / DEFAULT_MODEL).symlink_to(tiny_model)
     monkeypatch.setenv("MELO_MODELS", str(models))
     monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))
-    definition = load_pipeline(ROOT / pipeline_name)
+    definition = load_pipeline("best")
     kind, variant, out = definition.serving_variant("no", ["en"])
     assert kind == CROSS_LINGUAL and {c.scorer for c in out} == {"domain", "muse"}
     dataset = load_dataset(held_out_data / "processed" / "melo" / HELD_OUT).subset(QUERIES)
