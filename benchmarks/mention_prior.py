@@ -6,7 +6,7 @@
 The pipeline (default ``best``; a TOML path works too) is built as ``eval`` builds it
 (``PipelineScorer``: its known mentions, exact search, one form per concept). Each query's fused
 candidates are computed once (``Linker.fused``); every prior weight then ranks the concepts with
-the linker's own aggregation, the prior set to that weight, and ``evaluate`` scores the ranking
+``Linker.rank_concepts`` (what ``concept_ranking`` does), the prior set to that weight, and ``evaluate`` scores the ranking
 (trec, depth 100 on titles as ``eval``). So the sweep costs one evaluation, and a weight's row is
 what ``eval`` gives the pipeline with that ``mention_prior`` in both variants.
 """
@@ -42,10 +42,13 @@ class PriorSweep:
 
     def __init__(self, pipeline: PipelineScorer, weight: float = 0.0):
         self.pipeline = pipeline
-        self.name = f"{pipeline.name} (mention_prior={weight:g})"
         self.weight = weight
         self.fused: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.fitted = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.pipeline.name}@mention_prior={self.weight:g}"
 
     def fit(self, corpus: Sequence[str]) -> None:
         if not self.fitted:
@@ -61,9 +64,8 @@ class PriorSweep:
         linker.mention_prior = self.weight
         out = np.full((len(queries), self.pipeline.n_forms), -np.inf)
         for row, query in enumerate(queries):
-            forms, scores = self.fused[query]
-            firsts, order, aggregated = linker._aggregate(forms, scores)  # what concept_ranking does
-            out[row, forms[order][firsts]] = aggregated
+            concept_forms, concept_scores = linker.rank_concepts(*self.fused[query])
+            out[row, concept_forms] = concept_scores
         return out
 
 
@@ -94,7 +96,7 @@ def main() -> int:
     protocol = protocol_for(args.pipeline, dataset)
     rows = []
     for weight in tqdm([float(w) for w in args.weights.split(",")], desc="prior weights", file=sys.stderr):
-        sweep.weight, sweep.name = weight, f"{definition.name}@mention_prior={weight:g}"
+        sweep.weight = weight
         result = evaluate(dataset, sweep, protocol)
         rows.append({"dataset": dataset.name, "pipeline": definition.name, "mention_prior": weight,
                      **{k: round(float(result.metrics[k]), 6) for k in METRICS}})  # fmt: skip

@@ -484,12 +484,14 @@ class Linker:
 
     def concept_ranking(self, queries: Sequence[str], pool: int = POOL) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per query: (best form of each candidate concept, its concept score), best first."""
-        out = []
-        for forms, scores, _ in self.fused(queries, pool):
-            firsts, order, aggregated = self._aggregate(forms, scores)
-            best = np.argsort(-aggregated, kind="stable")
-            out.append((forms[order][firsts][best], aggregated[best]))
-        return out
+        return [self.rank_concepts(forms, scores) for forms, scores, _ in self.fused(queries, pool)]
+
+    def rank_concepts(self, forms: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One query's fused candidates (``fused``) as (best form of each concept, its concept
+        score), best first: the aggregation and the mention prior as they stand now."""
+        firsts, order, aggregated = self._aggregate(forms, scores)
+        best = np.argsort(-aggregated, kind="stable")
+        return forms[order][firsts][best], aggregated[best]
 
     def _aggregate(self, forms: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(first position of each concept in ``order``, the order, each concept's score)."""
