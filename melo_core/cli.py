@@ -410,6 +410,7 @@ def cmd_pipelines(args: argparse.Namespace) -> int:
         print(f"  MELO: {measured}")
         for label, variant in (("monolingual:  ", definition.monolingual), ("cross-lingual:", definition.cross_lingual)):
             prior = f", prior={variant.mention_prior:g}" if variant.mention_prior else ""
+            prior += f", descriptions={variant.description_weight:g}" if variant.description_weight else ""
             print(f"  {label} {variant.spec('xx')} | mentions={variant.mention_weight:g}{prior}")
         if definition.coverage != "off":
             print(f"  coverage: {definition.coverage} (components that cannot read the languages are left out)")

