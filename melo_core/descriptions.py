@@ -59,14 +59,18 @@ def missing_descriptions(descriptions: Sequence[str | None], cache_dir: str | Pa
     return cached_encoder(PASSAGE_ENCODER, embeddings).missing(texts, "passage")
 
 
-@functools.cache
 def esco_descriptions(data_dir: str | None = None) -> Mapping[str, str]:
-    """Concept URI → description from the ESCO CSV export beside the data (``config.esco_dir``);
-    empty when there is none. A MELO corpus has labels only: this is where its concepts'
-    descriptions come from."""
+    """Concept URI → description from the ESCO CSV export beside the data (``config.esco_dir``,
+    which ``MELO_ESCO`` overrides); empty when there is none. A MELO corpus has labels only: this
+    is where its concepts' descriptions come from."""
+    folder = config.esco_dir(data_dir)
+    if folder is None or not any(folder.glob("occupations_*.csv")):  # MELO_ESCO may name an empty place
+        return {}
+    return _descriptions_in(str(folder.resolve()))
+
+
+@functools.cache  # one read of the export per folder and process (a sweep evaluates 47 datasets)
+def _descriptions_in(folder: str) -> Mapping[str, str]:
     from melo_core.taxonomy import taxonomy_from_esco_csv
 
-    folder = config.esco_dir(data_dir)
-    if folder is None:
-        return {}
     return {c.uri: c.description for c in taxonomy_from_esco_csv(folder).concepts if c.description}

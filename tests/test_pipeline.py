@@ -365,3 +365,44 @@ def test_prepare_embeds_the_descriptions_a_pipeline_weighs(esco_csv: Path, tmp_p
     pipeline = Pipeline(definition, taxonomy, ["en"], cache_dir=cache, show_progress=False)
     top = pipeline.link(["prepares dishes in a kitchen"], top_k=5)[0]
     assert any(c.description != 0.0 for c in top)
+
+
+def test_eval_ranks_a_melo_corpus_with_the_descriptions_of_the_esco_export_beside_it(
+    esco_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A MELO corpus has labels only: `eval` of a pipeline that weighs descriptions gives its
+    concepts those of the ESCO export (``MELO_ESCO``), and queries that describe the work then
+    find their occupation; without an export the weight changes nothing."""
+    from melo_core.benchmarking import evaluate_one
+    from melo_core.taxonomy import taxonomy_from_esco_csv
+
+    esco = taxonomy_from_esco_csv(esco_csv)
+    concepts = [c for c in esco.concepts if c.kind == "occupation" and (c.isco_code or "").startswith(("512", "513"))]
+    by_label = {c.preferred_label(): c for c in concepts}
+    asked = [("prepares espresso and other coffee drinks", "barista"),
+             ("greets guests and shows them to their seats", "restaurant host/restaurant hostess"),
+             ("takes orders and brings food to the tables", "waiter/waitress")]  # fmt: skip
+    folder = tmp_path / "data" / "processed" / "melo" / "tst_q_en_c_en"
+    folder.mkdir(parents=True)
+    forms = [(f"C{i:06d}_en_{j:03d}", text, c.uri) for i, c in enumerate(concepts, start=1)
+             for j, text in enumerate(c.labels["en"].surface_forms())]  # every English label, as MELO corpora
+    (folder / "corpus_elements.tsv").write_text("".join(f"{cid}\t{text}\n" for cid, text, _ in forms))
+    (folder / "concept_mapping.tsv").write_text("".join(f"{cid}\t{uri}\n" for cid, _, uri in forms))
+    (folder / "queries.tsv").write_text("".join(f"Q{i:06d}\t{q}\n" for i, (q, _) in enumerate(asked, start=1)))
+    (folder / "annotations.tsv").write_text("".join(
+        f"Q{i:06d}\t0\t{cid}\t1\n" for i, (_, label) in enumerate(asked, start=1)
+        for cid, _, uri in forms if uri == by_label[label].uri))  # fmt: skip
+    variant = "components = [{ scorer = 'char-tfidf' }]\n"
+    plain, described = tmp_path / "plain.toml", tmp_path / "described.toml"
+    plain.write_text(f"[monolingual]\n{variant}[cross_lingual]\n{variant}", encoding="utf-8")
+    weighed = "description_weight = 2.0\n" + variant
+    described.write_text(f"[monolingual]\n{weighed}[cross_lingual]\n{weighed}", encoding="utf-8")
+    monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))
+    dataset = load_dataset(folder)
+    monkeypatch.setenv("MELO_ESCO", str(esco_csv))
+    without = evaluate_one(tmp_path / "data", dataset, str(plain)).metrics["mrr"]
+    with_descriptions = evaluate_one(tmp_path / "data", dataset, str(described)).metrics["mrr"]
+    print(f"char TF-IDF {without:.3f}, with the descriptions {with_descriptions:.3f}")
+    assert with_descriptions > without + 0.15  # 0.667 -> 1.0 when written
+    monkeypatch.setenv("MELO_ESCO", str(tmp_path / "no-esco"))
+    assert evaluate_one(tmp_path / "data", dataset, str(described)).metrics["mrr"] == pytest.approx(without)
