@@ -409,9 +409,9 @@ def cmd_pipelines(args: argparse.Namespace) -> int:
         print(f"{name}{default}: {definition.description}")
         print(f"  MELO: {measured}")
         for label, variant in (("monolingual:  ", definition.monolingual), ("cross-lingual:", definition.cross_lingual)):
-            prior = f", prior={variant.mention_prior:g}" if variant.mention_prior else ""
-            prior += f", descriptions={variant.description_weight:g}" if variant.description_weight else ""
-            print(f"  {label} {variant.spec('xx')} | mentions={variant.mention_weight:g}{prior}")
+            extras = f", prior={variant.mention_prior:g}" if variant.mention_prior else ""
+            extras += f", descriptions={variant.description_weight:g}" if variant.description_weight else ""
+            print(f"  {label} {variant.spec('xx')} | mentions={variant.mention_weight:g}{extras}")
         if definition.coverage != "off":
             print(f"  coverage: {definition.coverage} (components that cannot read the languages are left out)")
         print(f"  needs: {', '.join(r.what for r in needs) or 'nothing but the labels'}")

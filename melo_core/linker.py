@@ -473,16 +473,12 @@ class Linker:
     # -- linking -----------------------------------------------------------------------------------
 
     def link(self, queries: Sequence[str], top_k: int = 10, pool: int = POOL) -> list[list[Candidate]]:
-        fused = self.fused(queries, pool)
-        described = self._description_vectors(queries)  # cached by fused(): no second encoding
-        return [self._concepts(*f, top_k, None if described is None else described[q]) for q, f in enumerate(fused)]
+        fused, offsets = self._fused(queries, pool)
+        return [self._concepts(*f, top_k, o) for f, o in zip(fused, offsets, strict=True)]
 
-    def _description_vectors(self, queries: Sequence[str]) -> np.ndarray | None:
-        if self._descriptions is None:
-            return None
-        if self.query_rules:
-            queries = [normalise_query(q, self.query_rules) for q in queries]
-        return self._descriptions.query_vectors(queries)
+    def fused(self, queries: Sequence[str], pool: int = POOL) -> list[tuple[np.ndarray, np.ndarray, list[_Pool]]]:
+        """Per query: the candidate forms, their fused scores, and each component's pool."""
+        return self._fused(queries, pool)[0]
 
     def _description_offsets(self, vector: np.ndarray, forms: np.ndarray) -> np.ndarray:
         """What the description similarity adds to each form's score: its concept's, the same for
@@ -490,13 +486,14 @@ class Linker:
         concepts, inverse = np.unique(self.form_concept[forms], return_inverse=True)
         return self.description_weight * self._descriptions.scores(vector, concepts)[inverse]  # type: ignore[union-attr]
 
-    def fused(self, queries: Sequence[str], pool: int = POOL) -> list[tuple[np.ndarray, np.ndarray, list[_Pool]]]:
-        """Per query: the candidate forms, their fused scores, and each component's pool."""
-        described = self._description_vectors(queries)
+    def _fused(self, queries: Sequence[str],
+               pool: int) -> tuple[list[tuple[np.ndarray, np.ndarray, list[_Pool]]], list[np.ndarray | None]]:  # fmt: skip
+        """``fused``, and per query what the descriptions added to each candidate form (None: off)."""
         if self.query_rules:
             queries = [normalise_query(q, self.query_rules) for q in queries]
         per_component = [c.pools(queries, pool, self._mention_index, self.mention_weight) for c in self.components]
-        out = []
+        described = self._descriptions.query_vectors(queries) if self._descriptions is not None else None
+        out, offsets = [], []
         for q in range(len(queries)):
             pools = [pc[q] for pc in per_component]
             if self.hybrid is None:
@@ -508,10 +505,12 @@ class Linker:
                 for c, p in enumerate(pools):
                     ranks[c, np.searchsorted(candidates, p.ids)] = np.arange(1, p.ids.size + 1)
                 scores = fuse(self.hybrid.method, self.hybrid.weights, exact, ranks)
-            if described is not None:  # the same for every form of a concept: it shifts the concept
-                scores = scores + self._description_offsets(described[q], candidates)
+            added = None if described is None else self._description_offsets(described[q], candidates)
+            if added is not None:  # the same for every form of a concept: it shifts the concept
+                scores = scores + added
             out.append((candidates, scores, pools))
-        return out
+            offsets.append(added)
+        return out, offsets
 
     def concept_ranking(self, queries: Sequence[str], pool: int = POOL) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per query: (best form of each candidate concept, its concept score), best first."""
@@ -548,13 +547,13 @@ class Linker:
         return group.preferred_label(self.display_languages) if group else None
 
     def _concepts(self, forms: np.ndarray, scores: np.ndarray, pools: list[_Pool], top_k: int,
-                  described: np.ndarray | None = None) -> list[Candidate]:  # fmt: skip
+                  added: np.ndarray | None = None) -> list[Candidate]:  # fmt: skip
+        """``added``: what the descriptions added to each of ``forms`` (``_fused``; None: off)."""
         firsts, order, aggregated = self._aggregate(forms, scores)
         best = np.argsort(-aggregated, kind="stable")[:top_k]
         sorted_forms = forms[order]
         priors = self._prior_of(self.form_concept[sorted_forms[firsts]])
-        offsets = (self._description_offsets(described, sorted_forms)[firsts] if described is not None
-                   else np.zeros(len(firsts)))  # fmt: skip
+        offsets = added[order][firsts] if added is not None else np.zeros(len(firsts))
         specs = [c.spec for c in self.components]
         # Per scorer: a concept's score is its best label's, its rank among the pooled concepts.
         per_component = np.stack([p.exact(sorted_forms) for p in pools]) if self.hybrid else scores[order][None]

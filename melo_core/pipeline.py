@@ -330,8 +330,8 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
     if taxonomy is None:
         return out
     cache = Path(cache_dir or config.cache_dir())
-    descriptions = [c.description for c in taxonomy.concepts if c.description]
-    if definition.uses_descriptions and descriptions:
+    descriptions = [c.description for c in taxonomy.concepts if c.description] if definition.uses_descriptions else []
+    if descriptions:
         missing = len(missing_descriptions(descriptions, cache))
         out.append(Requirement(DESCRIPTIONS, missing == 0, f"{len(descriptions) - missing:,} of {len(descriptions):,} "
                                "descriptions embedded", missing / DESCRIPTION_RATE_PER_CORE / _cores()))  # fmt: skip
