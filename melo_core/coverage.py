@@ -59,13 +59,15 @@ def cover(weights: Sequence[float], languages: Sequence[Languages], query_langua
 
 
 def card_languages(folder: str | Path) -> Languages:
-    """The languages a model trained by ``melo_core.training`` saw (its card's ``data.languages``);
-    None when the folder has no card or the card does not list them (unknown: any language)."""
+    """The languages a model trained by ``melo_core.training`` reads (its card's ``data.reads``;
+    cards older than it: ``data.languages``, what it saw); None when the folder has no card or the
+    card does not list them (unknown: any language, e.g. a transformer that read more in pretraining)."""
     from melo_core.training import CONFIG
 
     path = Path(folder).expanduser() / CONFIG
     try:
-        listed = json.loads(path.read_text(encoding="utf-8"))["data"]["languages"]
+        data = json.loads(path.read_text(encoding="utf-8"))["data"]
+        listed = data["reads"] if "reads" in data else data["languages"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if not isinstance(listed, list) or not listed or not all(isinstance(x, str) for x in listed):

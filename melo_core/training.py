@@ -64,6 +64,10 @@ class TrainConfig:
     teacher_scale: float = 100.0  # the teacher's similarity temperature (e5 trains at 0.01)
     job_ad_noise: float = 0.5  # share of anchors dressed as job-ad titles (melo_core.job_ad_noise); issue 19
     descriptions: float = 0.0  # share of pairs whose positive is the concept's ESCO description
+    languages: tuple[str, ...] = ()  # label languages trained on (and validated); (): all
+    prompt: str = ""  # prefix of every text the model reads ("query: " for e5), as the encoder will add it
+    validation: int = 2000  # held-out labels ranked before and after training; 0: none (a transformer's minutes)
+    freeze_word_embeddings: bool = True  # transformer bases: 96M of e5-small's 118M weights, rare pieces
 
 
 @dataclass
@@ -95,17 +99,21 @@ class Labels:
 
 
 def collect_labels(
-    taxonomy: Taxonomy, held_out: float, seed: int, decisions: Sequence[tuple[str, str, str | None]] = ()
+    taxonomy: Taxonomy, held_out: float, seed: int, decisions: Sequence[tuple[str, str, str | None]] = (),
+    only: Sequence[str] = (),
 ) -> Labels:
-    """Every preferred and alternative label; a seeded share of alternatives is held out (never a
-    concept's only label in a language, never a preferred label). ``decisions`` (term label,
-    concept URI, language) from curators are added as training labels of their concept."""
+    """Every preferred and alternative label (in the languages ``only`` names, if any); a seeded
+    share of alternatives is held out (never a concept's only label in a language, never a
+    preferred label). ``decisions`` (term label, concept URI, language) from curators are added
+    as training labels of their concept."""
     rng = random.Random(seed)
     texts, concepts, languages, hold = [], [], [], []
     by_concept: list[dict[str, list[int]]] = []
     for c, concept in enumerate(taxonomy.concepts):
         per_language: dict[str, list[int]] = {}
         for lang in sorted(concept.labels):
+            if only and lang not in only:
+                continue
             forms = concept.labels[lang].surface_forms()
             for k, text in enumerate(dict.fromkeys(forms)):
                 out = k > 0 and rng.random() < held_out
@@ -259,7 +267,11 @@ def _base_model(config: TrainConfig, texts: Sequence[str]):
     folder = Path(config.base).expanduser()
     if not (folder / "modules.json").is_file():
         raise MeloInputError("--base is 'static' or a local sentence-transformers model folder", folder)
-    return SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+    model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+    embeddings = getattr(getattr(model[0], "auto_model", None), "get_input_embeddings", lambda: None)()
+    if config.freeze_word_embeddings and embeddings is not None:
+        embeddings.weight.requires_grad_(False)  # most pieces are in no ESCO label; Adam on them costs ~3x
+    return model
 
 
 def _encode(model, texts: Sequence[str], batch_size: int = 2048) -> np.ndarray:
@@ -269,16 +281,17 @@ def _encode(model, texts: Sequence[str], batch_size: int = 2048) -> np.ndarray:
 
 
 class LabelFeatures:
-    """The model's input features and unit vectors of labels, by label index."""
+    """The model's input features and unit vectors of labels, by label index; ``prompt`` is put
+    before every text, as the encoder that serves the model will."""
 
-    def __init__(self, model, texts: Sequence[str]) -> None:
-        self.model, self.texts = model, texts
+    def __init__(self, model, texts: Sequence[str], prompt: str = "") -> None:
+        self.model, self.texts, self.prompt = model, texts, prompt
 
     def features(self, indices: Sequence[int]) -> dict:
-        return self.model.preprocess([self.texts[i] for i in indices])
+        return self.model.preprocess([self.prompt + self.texts[i] for i in indices])
 
     def encode(self, indices: Sequence[int]) -> np.ndarray:
-        return _encode(self.model, [self.texts[i] for i in indices])
+        return _encode(self.model, [self.prompt + self.texts[i] for i in indices], batch_size=256)
 
 
 class StaticLabelFeatures(LabelFeatures):
@@ -309,10 +322,14 @@ class StaticLabelFeatures(LabelFeatures):
         return np.concatenate(chunks).astype(np.float32) if chunks else np.zeros((0, self.model[0].embedding_dim), np.float32)
 
 
-def label_features(model, texts: Sequence[str]) -> LabelFeatures:
+def label_features(model, texts: Sequence[str], prompt: str = "") -> LabelFeatures:
     from sentence_transformers.sentence_transformer.modules import StaticEmbedding
 
-    return StaticLabelFeatures(model, texts) if isinstance(model[0], StaticEmbedding) else LabelFeatures(model, texts)
+    if isinstance(model[0], StaticEmbedding):
+        if prompt:
+            raise MeloInputError("a prompt is for a transformer base, not a static model")
+        return StaticLabelFeatures(model, texts)
+    return LabelFeatures(model, texts, prompt)
 
 
 def _concept_max(scores: np.ndarray, order: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -366,9 +383,11 @@ def train(
     on_progress: Callable[[int, int, float], None] | None = None,
     decisions: Sequence[tuple[str, str, str | None]] = (),
     decision_schemes: Sequence[str] = (),
+    final: Path | None = None,
 ) -> TrainReport:
     """Train, save the model to ``out`` (a sentence-transformers folder: ``st:out`` loads it) with
-    its model card, and report. ``on_progress(step, steps, loss)`` drives a progress bar."""
+    its model card, and report. ``on_progress(step, steps, loss)`` drives a progress bar; ``final``:
+    where ``out`` will be moved, as the card names it."""
     import torch
     from sentence_transformers.base.losses.merged_forward import embed_columns
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
@@ -379,7 +398,7 @@ def train(
     torch.manual_seed(config.seed)
     if config.threads:
         torch.set_num_threads(config.threads)
-    labels = collect_labels(taxonomy, config.held_out, config.seed, decisions)
+    labels = collect_labels(taxonomy, config.held_out, config.seed, decisions, config.languages)
     batches = pair_rounds(labels, config.rounds, config.batch_size, config.seed)
     if not batches:
         raise MeloInputError("no concept has two labels to pair: nothing to train on")
@@ -389,14 +408,15 @@ def train(
     model = _base_model(config, labels.training_texts())
     held = np.flatnonzero(labels.held_out)
     rng = np.random.default_rng(config.seed)
-    validation = rng.choice(held, size=min(2000, held.size), replace=False) if held.size else held
-    features = label_features(model, labels.texts)
+    size = min(config.validation, held.size)
+    validation = rng.choice(held, size=size, replace=False) if size else held[:0]
+    features = label_features(model, labels.texts, config.prompt)
     model.eval()
     before = label_mrr(model, labels, validation, features=features) if validation.size else math.nan
 
     teacher = teacher_vectors(config.teacher, labels.texts) if config.teacher else None
     loss_fn = MultipleNegativesRankingLoss(model, scale=config.scale)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=config.learning_rate)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: max(0.0, 1 - step / len(batches)))
     centroids: np.ndarray | None = None
     mining_rng = random.Random(config.seed)
@@ -442,7 +462,7 @@ def train(
         decisions=sum(len(d) for d in labels.decided),
         decision_schemes=tuple(decision_schemes),
     )
-    write_model_card(out, config, report, source)
+    write_model_card(out, config, report, source, final)
     return report
 
 
@@ -512,23 +532,28 @@ def distillation_loss(student: list, teacher: list[np.ndarray], scale: float, te
     return F.kl_div(predicted, F.log_softmax(target, dim=1), log_target=True, reduction="batchmean")
 
 
-def write_model_card(out: Path, config: TrainConfig, report: TrainReport, source: str) -> None:
+def write_model_card(out: Path, config: TrainConfig, report: TrainReport, source: str,
+                     final: Path | None = None) -> None:  # fmt: skip
     """MODEL_CARD.md and melo_training.json next to the model: data, languages, hyper-parameters,
     time, hardware and metrics; benchmark numbers are added by whoever measures them."""
     import torch
 
+    which = "all languages" if not config.languages else f"languages {', '.join(config.languages)}"
     facts = {
         "config": asdict(config),
         "data": {
             "source": source,
-            "what": "ESCO labels (preferred and alternative, all languages) and the exact/narrow matches of "
+            "what": f"ESCO labels (preferred and alternative, {which}) and the exact/narrow matches of "
             f"{', '.join(report.decision_schemes) or 'a store'}: those countries' MELO datasets are no fair test"
             if report.decisions
-            else "ESCO labels only (preferred and alternative, all languages); no MELO query or annotation",
+            else f"ESCO labels only (preferred and alternative, {which}); no MELO query or annotation",
             "concepts": report.concepts,
             "labels": report.labels,
             "held_out_labels": report.held_out,
             "languages": report.languages,
+            # what the model reads: a static model only its labels' languages; a transformer also
+            # every language of its pretraining (not listed here: unknown, read as any)
+            "reads": report.languages if config.base == STATIC else None,
             "curator_decisions": report.decisions,
             "decision_schemes": list(report.decision_schemes),
         },
@@ -548,10 +573,10 @@ def write_model_card(out: Path, config: TrainConfig, report: TrainReport, source
     }
     (out / CONFIG).write_text(json.dumps(facts, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     lines = [
-        f"# {out.name}: multilingual occupation encoder trained on ESCO labels",
+        f"# {(final or out).name}: multilingual occupation encoder trained on ESCO labels",
         "",
         "Trained by `python -m melo_core train` (melo_core/training.py). Load it with the encoder spec "
-        f"`st:{out}` or `SentenceTransformer('{out}')`.",
+        f"`st:{final or out}` or `SentenceTransformer('{final or out}')`.",
         "",
         "## Data",
         f"- Source: {source or 'a taxonomy given in Python'}",
@@ -572,7 +597,9 @@ def write_model_card(out: Path, config: TrainConfig, report: TrainReport, source
         "",
         "## Training",
         f"- Base: {config.base}" + (f" (StaticEmbedding, {config.dim} dimensions, WordPiece vocabulary "
-                                    f"{config.vocab_size:,} trained on the labels)" if config.base == STATIC else ""),
+                                    f"{config.vocab_size:,} trained on the labels)" if config.base == STATIC else
+                                    ", word embeddings frozen" if config.freeze_word_embeddings else ""),
+        *([f"- Every text read with the prompt `{config.prompt}` before it"] if config.prompt else []),
         f"- Loss: MultipleNegativesRankingLoss (scale {config.scale}), in-batch negatives"
         + (f" plus one hard negative per pair mined with the current model every {config.mine_every} steps"
            if config.hard_negatives else ""),
@@ -609,7 +636,8 @@ def write_model_card(out: Path, config: TrainConfig, report: TrainReport, source
         "",
         "## Metrics",
         f"- Held-out ESCO labels, label -> concept MRR: {report.validation_mrr_before:.4f} before training, "
-        f"{report.validation_mrr_after:.4f} after.",
+        f"{report.validation_mrr_after:.4f} after." if config.validation else
+        "- Held-out ESCO labels: not ranked at build time (`validation = 0`).",
         "- MELO benchmark: see docs/benchmarks.md of MELO Studio.",
         "",
     ]  # fmt: skip
@@ -631,13 +659,23 @@ def ensure_default_model(
     settings: TrainConfig = TrainConfig(),
 ) -> Path:
     """The default domain model under ``models/``; trained first (default settings, the ESCO
-    union of ``data_dir``) when it is not there yet. Written to a temporary folder and renamed,
-    so an interrupted build leaves nothing half-made."""
+    union of ``data_dir``) when it is not there yet."""
+    return ensure_model(default_model_dir(), data_dir, settings, on_progress)
+
+
+def ensure_model(
+    folder: Path,
+    data_dir: str | Path,
+    settings: TrainConfig,
+    on_progress: Callable[[int, int, float], None] | None = None,
+) -> Path:
+    """The model in ``folder``; trained first with ``settings`` on the ESCO union of ``data_dir``
+    when it is not there yet. Written to a temporary folder and renamed, so an interrupted build
+    leaves nothing half-made."""
     import shutil
 
     from melo_core.taxonomy import cached_taxonomy_from_melo
 
-    folder = default_model_dir()
     if (folder / "modules.json").is_file():
         return folder
     taxonomy = cached_taxonomy_from_melo(data_dir)
@@ -645,7 +683,7 @@ def ensure_default_model(
     shutil.rmtree(temporary, ignore_errors=True)
     try:
         train(taxonomy, temporary, settings, source=f"ESCO union of the MELO corpora in {data_dir}",
-              on_progress=on_progress)  # fmt: skip
+              on_progress=on_progress, final=folder)  # fmt: skip
         if not (folder / "modules.json").is_file():  # another process may have finished first
             shutil.rmtree(folder, ignore_errors=True)
             os.replace(temporary, folder)

