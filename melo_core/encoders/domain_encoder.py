@@ -5,10 +5,12 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 from melo_core import config
 from melo_core.encoders.base import EncoderSpec
-from melo_core.encoders.registry import register_encoder
+from melo_core.encoders.registry import BuiltModel, register_built_model, register_encoder
 from melo_core.encoders.st_encoder import SentenceTransformerEncoder
 from melo_core.errors import MeloInputError
 
@@ -20,6 +22,22 @@ def _languages(spec: EncoderSpec) -> frozenset[str] | None:
     from melo_core.training import default_model_dir
 
     return card_languages(default_model_dir())
+
+
+def _build(data_dir: str | Path, on_progress: Callable[[int, int, float], None] | None = None) -> Path:
+    from melo_core.training import ensure_default_model
+
+    return ensure_default_model(data_dir, on_progress=on_progress)
+
+
+def _folder() -> Path:
+    from melo_core.training import default_model_dir
+
+    return default_model_dir()
+
+
+TRAINING_SECONDS = 160  # `train` with its defaults on 2 cores (about 2.6 min in benchmarks/first_use.py)
+register_built_model(BuiltModel("domain", "domain model", _folder, _build, TRAINING_SECONDS))
 
 
 @register_encoder("domain", languages=_languages)

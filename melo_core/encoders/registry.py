@@ -7,6 +7,8 @@ undeclared kind reads any language (``melo_core.coverage``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 from melo_core.encoders.base import Encoder, EncoderSpec
 
@@ -24,6 +26,32 @@ def register_encoder(kind: str, languages: LanguagesOf | None = None) -> Callabl
         return factory
 
     return decorate
+
+
+@dataclass(frozen=True)
+class BuiltModel:
+    """A model MELO Studio builds itself (on first use, or by `prepare`) for an encoder kind."""
+
+    kind: str
+    what: str  # how readiness names it: "domain model"
+    folder: Callable[[], Path]
+    build: Callable[..., Path]  # build(data_dir, on_progress=(step, steps, loss) -> None) -> folder
+    seconds: float  # to build it on 2 cores, measured
+
+    def ready(self) -> bool:
+        return (self.folder() / "modules.json").is_file()
+
+
+_BUILT: dict[str, BuiltModel] = {}
+
+
+def register_built_model(model: BuiltModel) -> None:
+    _BUILT[model.kind] = model
+
+
+def built_model(kind: str) -> BuiltModel | None:
+    """The model the encoder kind builds itself, if it does."""
+    return _BUILT.get(kind)
 
 
 def encoder_kinds() -> list[str]:

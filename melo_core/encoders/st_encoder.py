@@ -39,6 +39,9 @@ class SentenceTransformerEncoder:
             raise ValueError("st: needs a model, e.g. st:models/esco-static or st:BAAI/bge-m3")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()  # "Loading weights" on every load of a local model: noise
 
         self.spec = spec.key()
         self._template = spec.template()

