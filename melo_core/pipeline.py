@@ -322,6 +322,7 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
     out: list[Requirement] = []
     encoders = definition.encoders()
     unbuilt: set[str] = set()  # kinds whose model is not built yet: nothing of theirs is cached
+    models: dict[str, Requirement] = {}
     for kind in dict.fromkeys(EncoderSpec.parse(e).kind for e in encoders):
         model = built_model(kind)
         if model is None:
@@ -329,16 +330,11 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
         ready = model.ready()
         if not ready:
             unbuilt.add(kind)
-        out.append(Requirement(model.what, ready, str(model.folder()) if ready else "built on ESCO labels on first use",
-                               0.0 if ready else model.seconds * 2 / _cores()))  # fmt: skip
+        models[kind] = Requirement(model.what, ready, str(model.folder()) if ready else "built on ESCO labels on first use",
+                                   0.0 if ready else model.seconds * 2 / _cores())  # fmt: skip
     if taxonomy is None:
-        return out
+        return list(models.values())
     cache = Path(cache_dir or config.cache_dir())
-    descriptions = [c.description for c in taxonomy.concepts if c.description] if definition.uses_descriptions else []
-    if descriptions:
-        missing = len(missing_descriptions(descriptions, cache))
-        out.append(Requirement(DESCRIPTIONS, missing == 0, f"{len(descriptions) - missing:,} of {len(descriptions):,} "
-                               "descriptions embedded", missing / DESCRIPTION_RATE_PER_CORE / _cores()))  # fmt: skip
     languages = tuple(sorted(set(languages) if languages else taxonomy.languages))
     table = taxonomy.form_table(languages)
     fingerprint = table_fingerprint(table, languages)
@@ -346,6 +342,8 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
     texts: list[str] = []
     for spec in encoders:
         kind = EncoderSpec.parse(spec).kind
+        if kind in models:  # each model just before its labels: `fast` (domain) serves before e5-esco is built
+            out.append(models.pop(kind))
         rate = EMBED_RATE_PER_CORE.get(kind, EMBED_RATE_PER_CORE["st"]) * _cores()
         n = len(table.texts)
         index_seconds = 0.0 if index_kind == "exact" else n / INDEX_RATE_PER_CORE / _cores()
@@ -369,6 +367,11 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
             out.append(Requirement(f"{spec} mentions", missing == 0, f"{len(mention_texts) - missing:,} of "
                                    f"{len(mention_texts):,} known mentions embedded", missing / rate,
                                    serves=False))  # fmt: skip
+    descriptions = [c.description for c in taxonomy.concepts if c.description] if definition.uses_descriptions else []
+    if descriptions:
+        missing = len(missing_descriptions(descriptions, cache))
+        out.append(Requirement(DESCRIPTIONS, missing == 0, f"{len(descriptions) - missing:,} of {len(descriptions):,} "
+                               "descriptions embedded", missing / DESCRIPTION_RATE_PER_CORE / _cores()))  # fmt: skip
     return out
 
 

