@@ -68,6 +68,8 @@ class TrainConfig:
     prompt: str = ""  # prefix of every text the model reads ("query: " for e5), as the encoder will add it
     validation: int = 2000  # held-out labels ranked before and after training; 0: none (a transformer's minutes)
     freeze_word_embeddings: bool = True  # transformer bases: 96M of e5-small's 118M weights, rare pieces
+    frozen_layers: int = 0  # transformer bases: the lowest layers (and embeddings) kept as they are; cheaper steps
+    isco_batches: bool = False  # batches of concepts of one ISCO sub-major group: in-batch negatives are siblings
 
 
 @dataclass
@@ -138,10 +140,26 @@ def collect_labels(
     return Labels(texts, concepts, languages, np.array(hold, dtype=bool), by_concept, decided)
 
 
-def pair_rounds(labels: Labels, rounds: int, batch_size: int, seed: int) -> list[list[tuple[int, int]]]:
+def isco_order(order: list[int], groups: Sequence[str], rng: random.Random) -> list[int]:
+    """``order`` regrouped: ISCO sub-major groups (first two digits) in a random order, inside
+    each its unit groups in a random order, concepts of a unit group together; concepts without a
+    code keep their place at the end. Consecutive batches then hold siblings."""
+    ranks: dict[str, float] = {}
+
+    def rank(key: str) -> float:
+        return ranks.setdefault(key, rng.random())
+
+    coded = [c for c in order if groups[c]]
+    position = {c: k for k, c in enumerate(coded)}
+    coded.sort(key=lambda c: (rank(groups[c][:2]), rank(groups[c][:4]), position[c]))
+    return coded + [c for c in order if not groups[c]]
+
+
+def pair_rounds(labels: Labels, rounds: int, batch_size: int, seed: int,
+                groups: Sequence[str] | None = None) -> list[list[tuple[int, int]]]:  # fmt: skip
     """Batches of (anchor, positive) label indices: per round one pair per concept with labels
     in two languages (or two labels in one), language pairs drawn uniformly; each batch holds
-    distinct concepts."""
+    distinct concepts. ``groups`` (an ISCO code per concept, "" for none): batches of siblings."""
     rng = random.Random(seed)
     usable = [c for c, per in enumerate(labels.by_concept) if sum(len(v) for v in per.values()) >= 2]
     with_labels = set(usable)
@@ -150,6 +168,8 @@ def pair_rounds(labels: Labels, rounds: int, batch_size: int, seed: int) -> list
     for _ in range(rounds):
         order = usable[:]
         rng.shuffle(order)
+        if groups is not None:
+            order = isco_order(order, groups, rng)
         pairs = []
         for c in order:
             per = labels.by_concept[c]
@@ -271,6 +291,13 @@ def _base_model(config: TrainConfig, texts: Sequence[str]):
     embeddings = getattr(getattr(model[0], "auto_model", None), "get_input_embeddings", lambda: None)()
     if config.freeze_word_embeddings and embeddings is not None:
         embeddings.weight.requires_grad_(False)  # most pieces are in no ESCO label; Adam on them costs ~3x
+    if config.frozen_layers:
+        auto = model[0].auto_model
+        layers = auto.encoder.layer
+        if config.frozen_layers >= len(layers):
+            raise MeloInputError(f"frozen_layers must be below the model's {len(layers)} layers")
+        for module in (auto.embeddings, *layers[: config.frozen_layers]):
+            module.requires_grad_(False)  # no backward pass below the first trained layer
     return model
 
 
@@ -399,7 +426,10 @@ def train(
     if config.threads:
         torch.set_num_threads(config.threads)
     labels = collect_labels(taxonomy, config.held_out, config.seed, decisions, config.languages)
-    batches = pair_rounds(labels, config.rounds, config.batch_size, config.seed)
+    groups = [concept.isco_code or "" for concept in taxonomy.concepts] if config.isco_batches else None
+    if groups is not None and not any(groups):
+        raise MeloInputError("isco_batches needs ISCO codes: no concept has one (add the ESCO CSV export)")
+    batches = pair_rounds(labels, config.rounds, config.batch_size, config.seed, groups)
     if not batches:
         raise MeloInputError("no concept has two labels to pair: nothing to train on")
     describe_positives(labels, batches, [c.description for c in taxonomy.concepts], config.descriptions,
@@ -593,12 +623,14 @@ def write_model_card(out: Path, config: TrainConfig, report: TrainReport, source
             else ["- No MELO query or annotation was used: every MELO dataset is a fair test of this model."]
         ),
         "- Positive pairs: two labels of one concept, language pair drawn uniformly among the concept's "
-        "languages; batches of distinct concepts.",
+        "languages; batches of distinct concepts"
+        + (", each batch from one ISCO sub-major group (siblings as negatives)." if config.isco_batches else "."),
         "",
         "## Training",
         f"- Base: {config.base}" + (f" (StaticEmbedding, {config.dim} dimensions, WordPiece vocabulary "
                                     f"{config.vocab_size:,} trained on the labels)" if config.base == STATIC else
-                                    ", word embeddings frozen" if config.freeze_word_embeddings else ""),
+                                    ", word embeddings frozen" if config.freeze_word_embeddings else "")
+        + (f", lowest {config.frozen_layers} layers frozen" if config.frozen_layers else ""),
         *([f"- Every text read with the prompt `{config.prompt}` before it"] if config.prompt else []),
         f"- Loss: MultipleNegativesRankingLoss (scale {config.scale}), in-batch negatives"
         + (f" plus one hard negative per pair mined with the current model every {config.mine_every} steps"

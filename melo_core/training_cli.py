@@ -45,11 +45,15 @@ def cmd_train(args: argparse.Namespace) -> int:
         languages=tuple(x.strip() for x in (args.languages or "").split(",") if x.strip()),
         prompt=args.prompt,
         validation=args.validation,
+        frozen_layers=args.frozen_layers,
+        isco_batches=args.isco_batches,
     )
     if settings.rounds < 1 or settings.batch_size < 2 or settings.dim < 1 or settings.learning_rate <= 0:
         raise MeloInputError("--rounds >= 1, --batch-size >= 2, --dim >= 1 and --lr > 0 are needed")
     if not (0 <= settings.job_ad_noise <= 1 and 0 <= settings.descriptions <= 1):
         raise MeloInputError("--job-ad-noise and --descriptions are shares between 0 and 1")
+    if settings.frozen_layers < 0 or (settings.frozen_layers and settings.base == STATIC):
+        raise MeloInputError("--frozen-layers is a number of a transformer base's lowest layers, 0 or more")
     if settings.validation < 0:
         raise MeloInputError("--validation is a number of held-out labels, 0 or more")
     if settings.prompt and settings.base == STATIC:
@@ -131,6 +135,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     tr.add_argument("--dim", type=int, default=256, help="static embedding size (default 256)")
     tr.add_argument("--vocab-size", type=int, default=32_000, help="static tokenizer vocabulary (default 32000)")
     tr.add_argument("--no-hard-negatives", action="store_true", help="in-batch negatives only")
+    tr.add_argument("--isco-batches", action="store_true",
+                    help="batches of concepts of one ISCO sub-major group: harder in-batch negatives "
+                    "(needs the ESCO CSV export's ISCO codes)")  # fmt: skip
+    tr.add_argument("--frozen-layers", type=int, default=0, metavar="N",
+                    help="transformer bases: keep the lowest N layers as they are (cheaper steps; default 0)")
     tr.add_argument(
         "--teacher",
         metavar="ENCODER",

@@ -61,6 +61,34 @@ def cross_lingual_rank(encoder: object, taxonomy: Taxonomy, n: int = 300) -> flo
     return float(np.mean((scores > gold[:, None]).sum(axis=1) + 1))
 
 
+def test_isco_batches_hold_siblings(two_languages: Taxonomy) -> None:
+    labels = collect_labels(two_languages, held_out=0.05, seed=1)
+    n = len(two_languages.concepts)
+    groups = [f"{c % 9 + 1}{c % 2}{c % 5}{c % 3}" if c % 10 else "" for c in range(n)]  # 90 unit groups
+    grouped = pair_rounds(labels, rounds=2, batch_size=16, seed=1, groups=groups)
+    plain = pair_rounds(labels, rounds=2, batch_size=16, seed=1)
+    assert sorted(map(sorted, grouped)) != sorted(map(sorted, plain))
+    assert len(grouped) == len(plain)  # the same pairs per round, regrouped
+    for batches in (grouped, plain):
+        for batch in batches:
+            concepts = [labels.concepts[a] for a, _ in batch]
+            assert len(set(concepts)) == len(concepts)
+
+    def sub_major_runs(batches: list[list[tuple[int, int]]]) -> int:
+        codes = [groups[labels.concepts[a]][:2] for batch in batches for a, _ in batch]
+        codes = [code for code in codes if code]
+        return sum(1 for k, code in enumerate(codes) if k == 0 or code != codes[k - 1])
+
+    half = len(grouped) // 2  # batches never straddle rounds: each round is one sequence
+    assert sub_major_runs(grouped) <= 2 * 18  # each sub-major group one run per round
+    assert sub_major_runs(plain) > 10 * sub_major_runs(grouped[:half])
+    codes = [groups[labels.concepts[a]] for a, _ in grouped[0]]
+    assert len({code[:2] for code in codes if code}) <= 2  # a batch of 16: one or two sub-major groups
+    uncoded = Taxonomy(c for c in two_languages.concepts if not c.isco_code)
+    with pytest.raises(MeloInputError, match="ISCO codes"):
+        train(uncoded, Path("unused"), TrainConfig(isco_batches=True))
+
+
 def test_pairs_are_balanced_batches_of_distinct_concepts(two_languages: Taxonomy) -> None:
     labels = collect_labels(two_languages, held_out=0.05, seed=1)
     assert labels.held_out.any() and not labels.held_out.all()
