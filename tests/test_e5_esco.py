@@ -104,8 +104,6 @@ def test_e5_esco_is_fine_tuned_on_english_esco_labels_and_reads_with_the_query_p
     after = load_file(str(models / "e5-esco" / "model.safetensors"))
     assert np.array_equal(before["embeddings.word_embeddings.weight"], after["embeddings.word_embeddings.weight"])
     assert not np.array_equal(before["encoder.layer.11.output.dense.weight"], after["encoder.layer.11.output.dense.weight"])
-    assert np.array_equal(before["encoder.layer.5.output.dense.weight"], after["encoder.layer.5.output.dense.weight"])
-    assert not np.array_equal(before["encoder.layer.6.output.dense.weight"], after["encoder.layer.6.output.dense.weight"])
 
     encoder = load_encoder("e5-esco")
     vectors = encoder.encode(TEXTS[:3], "passage")
