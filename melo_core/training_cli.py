@@ -37,6 +37,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         learning_rate=args.lr,
         hard_negatives=not args.no_hard_negatives,
+        mine_every=args.mine_every,
         seed=args.seed,
         teacher=args.teacher or "",
         distill_weight=args.distill_weight,
@@ -54,6 +55,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise MeloInputError("--job-ad-noise and --descriptions are shares between 0 and 1")
     if settings.frozen_layers < 0 or (settings.frozen_layers and settings.base == STATIC):
         raise MeloInputError("--frozen-layers is a number of a transformer base's lowest layers, 0 or more")
+    if settings.mine_every < 1:
+        raise MeloInputError("--mine-every is a number of steps, 1 or more")
     if settings.validation < 0:
         raise MeloInputError("--validation is a number of held-out labels, 0 or more")
     if settings.prompt and settings.base == STATIC:
@@ -135,6 +138,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     tr.add_argument("--dim", type=int, default=256, help="static embedding size (default 256)")
     tr.add_argument("--vocab-size", type=int, default=32_000, help="static tokenizer vocabulary (default 32000)")
     tr.add_argument("--no-hard-negatives", action="store_true", help="in-batch negatives only")
+    tr.add_argument("--mine-every", type=int, default=TrainConfig.mine_every, metavar="STEPS",
+                    help=f"re-mine the hard negatives with the current model every STEPS steps (default "
+                    f"{TrainConfig.mine_every}; each mining embeds every label, minutes with a transformer)")  # fmt: skip
     tr.add_argument("--isco-batches", action="store_true",
                     help="batches of concepts of one ISCO sub-major group: harder in-batch negatives "
                     "(needs the ESCO CSV export's ISCO codes)")  # fmt: skip

@@ -186,6 +186,8 @@ def test_train_command_refuses_bad_input(tmp_path: Path, tiny_model: Path) -> No
     assert code == 2 and "is not an encoder spec" in err
     code, _, err = run_cli("train", "--out", str(tmp_path / "m"), "--teacher", "muse", "--distill-weight", "0")
     assert code == 2 and "--distill-weight must be above 0" in err
+    code, _, err = run_cli("train", "--out", str(tmp_path / "m"), "--mine-every", "0", "--quiet")
+    assert code == 2 and "--mine-every is a number of steps" in err
 
 
 def test_the_default_domain_model_is_built_once_then_loaded_as_domain(
@@ -268,9 +270,10 @@ def test_train_command_with_the_decisions_of_a_store(two_language_data: Path, tm
     out = tmp_path / "model"
     code, printed, err = run_cli("train", "--data", data, "--out", str(out), "--with-decisions", "--db", url,
                                  "--rounds", "1", "--dim", "16", "--vocab-size", "2000", "--batch-size", "64",
-                                 "--quiet")  # fmt: skip
+                                 "--mine-every", "7", "--quiet")  # fmt: skip
     assert code == 0, err
     facts = json.loads((out / CONFIG).read_text(encoding="utf-8"))
+    assert facts["config"]["mine_every"] == 7 and "every 7 steps" in (out / CARD).read_text(encoding="utf-8")
     assert facts["data"]["decision_schemes"] == ["nor_no"] and facts["data"]["curator_decisions"] > 0
     assert f"st:{out}" in printed
 
