@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from melo_core.datasets import MeloDataset
-from melo_core.descriptions import esco_descriptions
+from melo_core.descriptions import esco_description_language, esco_descriptions
 from melo_core.evaluation import EvaluationResult, Protocol, evaluate
 from melo_core.pipeline import is_pipeline, load_pipeline
 from melo_core.published import default_protocol
@@ -65,6 +65,7 @@ def evaluate_one(data_dir: str | Path, dataset: MeloDataset, spec: str, protocol
     mentions = mentions_for(data_dir, dataset, spec, mention_weight, mention_relations)
     context = ScorerContext.for_dataset(dataset, show_progress=show_progress, mentions=mentions)
     if is_pipeline(spec) and load_pipeline(spec).uses_descriptions:
-        context = replace(context, descriptions=esco_descriptions(str(data_dir)))
+        context = replace(context, descriptions=esco_descriptions(str(data_dir)),
+                          description_language=esco_description_language(str(data_dir)))
     scorer = create_scorer(ranked_spec(spec, dataset), context)
     return evaluate(dataset, scorer, protocol or protocol_for(spec, dataset), on_progress=on_progress)

@@ -410,10 +410,14 @@ def cmd_pipelines(args: argparse.Namespace) -> int:
         print(f"  MELO: {measured}")
         for label, variant in (("monolingual:  ", definition.monolingual), ("cross-lingual:", definition.cross_lingual)):
             extras = f", prior={variant.mention_prior:g}" if variant.mention_prior else ""
-            extras += f", descriptions={variant.description_weight:g}" if variant.description_weight else ""
+            if variant.description_weight:
+                extras += f", descriptions={variant.description_weight:g} by {variant.description_encoder}"
             print(f"  {label} {variant.spec('xx')} | mentions={variant.mention_weight:g}{extras}")
         if definition.coverage != "off":
             print(f"  coverage: {definition.coverage} (components that cannot read the languages are left out)")
+        if definition.descriptions_by_language:
+            print("  descriptions: by the query's language (a query in another language than the descriptions' "
+                  "reads them with the cross-lingual settings)")
         print(f"  needs: {', '.join(r.what for r in needs) or 'nothing but the labels'}")
         print(f"  ready: {'yes' if is_ready(needs) else 'no — ' + describe_missing(needs)}")
     if taxonomy is None:

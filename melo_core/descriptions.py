@@ -90,6 +90,15 @@ def esco_descriptions(data_dir: str | None = None) -> Mapping[str, str]:
     return _descriptions_in(str(folder.resolve()))
 
 
+def esco_description_language(data_dir: str | None = None) -> str:
+    """The language of ``esco_descriptions`` (English where the export has it)."""
+    from melo_core.taxonomy import description_language
+
+    folder = config.esco_dir(data_dir)
+    found = [p.stem.split("_", 1)[1] for p in folder.glob("occupations_*.csv")] if folder is not None else []
+    return description_language(found) if found else "en"
+
+
 @functools.cache  # one read of the export per folder and process (a sweep evaluates 47 datasets)
 def _descriptions_in(folder: str) -> Mapping[str, str]:
     from melo_core.taxonomy import taxonomy_from_esco_csv

@@ -22,6 +22,11 @@ lemmatiser its own): for a query language a component does not read, or target l
 reads none of, the component is left out and its weight goes to the others in proportion to
 their weights (none covers: the weights stay). ``coverage = "off"`` (the default) fuses with the
 weights as written.
+
+``descriptions_by_language = true``: a query reads the descriptions with the description settings
+of the variant it would get against labels in the descriptions' language (ESCO's are English),
+not those of the variant ranking the labels: a German query over German labels compares itself
+with English descriptions cross-lingually. False (the default): the serving variant's settings.
 """
 
 from __future__ import annotations
@@ -60,7 +65,8 @@ MONOLINGUAL, CROSS_LINGUAL = "monolingual", "cross_lingual"
 VARIANTS = (MONOLINGUAL, CROSS_LINGUAL)
 LEMMAS = "-lemmas"
 
-_TOP_KEYS = {"description", "mention_relations", "measured", "query_rules", "coverage", *VARIANTS}
+_TOP_KEYS = {"description", "mention_relations", "measured", "query_rules", "coverage", "descriptions_by_language",
+             *VARIANTS}
 _VARIANT_KEYS = {"fusion", "mention_weight", "mention_prior", "description_weight", "description_encoder", "components"}
 _COMPONENT_KEYS = {"scorer", "weight", "options"}
 
@@ -131,6 +137,7 @@ class PipelineDefinition:
     measured: dict[str, float] = field(default_factory=dict)
     query_rules: tuple[str, ...] = ()  # melo_core.query_rules applied to every query first
     coverage: str = "off"  # "declared": components that cannot read the languages are left out
+    descriptions_by_language: bool = False  # description settings follow the query's language, not the labels'
 
     def variant_kind(self, query_language: str | None, target_languages: Iterable[str] | None) -> str:
         """Monolingual when the query's language is among the targets (or either is unknown)."""
@@ -151,6 +158,15 @@ class PipelineDefinition:
         if self.coverage == "off":
             return kind, variant, ()
         return kind, *variant.covering(query_language, target_languages)
+
+    def describing_variant(self, query_language: str | None, description_language: str, serving_kind: str) -> Variant:
+        """The variant whose description settings (weight, encoder) a query gets: the serving one, or
+        with ``descriptions_by_language`` the variant of a query against labels in the descriptions'
+        language: comparing a German query with English descriptions is cross-lingual, whatever
+        the labels ranked."""
+        if not self.descriptions_by_language:
+            return self.variant(serving_kind)
+        return self.variant(self.variant_kind(query_language, [description_language]))
 
     def encoders(self) -> list[str]:
         return list(dict.fromkeys(self.monolingual.encoders() + self.cross_lingual.encoders()))
@@ -213,6 +229,9 @@ def _definition(path: Path, raw: dict) -> PipelineDefinition:
     coverage = raw.get("coverage", "off")
     if coverage not in COVERAGE_MODES:
         raise fail("coverage", f"expected one of {', '.join(COVERAGE_MODES)}, got {coverage!r}")
+    by_language = raw.get("descriptions_by_language", False)
+    if not isinstance(by_language, bool):
+        raise fail("descriptions_by_language", f"expected true or false, got {by_language!r}")
     variants = {}
     for kind in VARIANTS:
         if kind not in raw:
@@ -228,6 +247,7 @@ def _definition(path: Path, raw: dict) -> PipelineDefinition:
         measured={k: float(v) for k, v in measured.items()},
         query_rules=tuple(rules),
         coverage=coverage,
+        descriptions_by_language=by_language,
     )
 
 
@@ -522,7 +542,7 @@ class Pipeline:
         self._options = dict(aggregation=aggregation, index_kind=index_kind, cache_dir=cache_dir,
                              display_languages=tuple(display_languages), on_status=on_status, persist=persist,
                              show_progress=show_progress, cache_queries=cache_queries)  # fmt: skip
-        self._linkers: dict[tuple[str, str | None, str], Linker] = {}
+        self._linkers: dict[tuple[str, str | None, str, float, str], Linker] = {}
         self._mentions: list[tuple[str, str, str | None]] = []
         self.pending_mentions = 0  # known mentions held back by set_mentions(embedded_only=True)
         # per query language: what definition.serving_variant gives (coverage reads model cards)
@@ -565,7 +585,9 @@ class Pipeline:
         # Only lemmatised scorers depend on the query language beyond the variant's choice;
         # coverage may change the components and weights (the spec says which).
         uses_language = any(c.scorer.endswith(LEMMAS) for c in variant.components)
-        key = (kind, query_language if uses_language else None, variant.spec(query_language))
+        described = self.definition.describing_variant(query_language, self.taxonomy.description_language, kind)
+        key = (kind, query_language if uses_language else None, variant.spec(query_language),
+               described.description_weight, described.description_encoder)  # fmt: skip
         linker = self._linkers.get(key)
         if linker is None:
             if out:
@@ -573,8 +595,8 @@ class Pipeline:
             try:
                 linker = Linker(self.taxonomy, variant.spec(query_language), self.languages, forms=self.forms,
                                 query_language=query_language, mention_weight=variant.mention_weight or 1.0,
-                                mention_prior=variant.mention_prior, description_weight=variant.description_weight,
-                                description_encoder=variant.description_encoder,
+                                mention_prior=variant.mention_prior, description_weight=described.description_weight,
+                                description_encoder=described.description_encoder,
                                 query_rules=self.definition.query_rules, **self._options)  # type: ignore[arg-type]  # fmt: skip
             except ValueError as exc:
                 raise MeloInputError(f"pipeline {self.name!r}: {exc}") from None
@@ -602,7 +624,7 @@ class Pipeline:
                         if form in missing and uri in self.taxonomy}  # fmt: skip
                 self.pending_mentions = len(held)  # distinct forms, as `requirements` counts them
                 self._mentions = kept
-        for (kind, _, _), linker in self._linkers.items():
+        for (kind, *_), linker in self._linkers.items():
             if self.definition.variant(kind).mention_weight:
                 linker.set_mentions(self._mentions)
 
@@ -637,8 +659,8 @@ class PipelineScorer:
         uris = list(dict.fromkeys(concepts))
         position = {uri: i for i, uri in enumerate(uris)}
         described = self.context.descriptions
-        taxonomy = Taxonomy(Concept(uri, i, concept_kind(uri), description=described.get(uri, ""))
-                            for i, uri in enumerate(uris))  # fmt: skip
+        taxonomy = Taxonomy((Concept(uri, i, concept_kind(uri), description=described.get(uri, ""))
+                             for i, uri in enumerate(uris)), description_language=self.context.description_language)  # fmt: skip
         languages = self.context.corpus_languages
         table = FormTable(list(corpus), [languages[0] if len(languages) == 1 else ""] * len(corpus),
                           np.array([position[c] for c in concepts], dtype=np.int64))  # fmt: skip

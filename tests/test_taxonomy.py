@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from melo_core import MeloInputError, Taxonomy, load_dataset, taxonomy_from_esco_csv, taxonomy_from_melo
-from melo_core.taxonomy import ISCO_GROUP, OCCUPATION
+from melo_core.taxonomy import ISCO_GROUP, OCCUPATION, Concept, add_esco_details
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +42,25 @@ def test_esco_csv_import_matches_the_files(esco_csv: Path) -> None:
     with_hidden = next(r for r in occupations if r["hiddenLabels"].strip())
     hidden = taxonomy.by_uri[with_hidden["conceptUri"]].labels["en"].hidden
     assert hidden == [h.strip() for h in with_hidden["hiddenLabels"].split("\n") if h.strip()]
+
+
+def test_the_descriptions_language_is_the_exports_and_travels_with_the_descriptions(
+    esco_csv: Path, tmp_path: Path
+) -> None:
+    """English where the export has it (the reader prefers its descriptions), else the export's
+    language; a taxonomy given an export's descriptions takes their language too."""
+    assert taxonomy_from_esco_csv(esco_csv).description_language == "en"
+    rows = read_rows(esco_csv / "occupations_en.csv")[:10]
+    with (tmp_path / "occupations_de.csv").open("w", encoding="utf-8", newline="") as handle:  # the name decides
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    german = taxonomy_from_esco_csv(tmp_path)
+    assert german.description_language == "de" and any(c.description for c in german.concepts)
+    bare = Taxonomy(Concept(c.uri, c.number, c.kind) for c in german.concepts[:5])
+    assert bare.description_language == "en" and not any(c.description for c in bare.concepts)
+    assert add_esco_details(bare, german) == 5
+    assert bare.description_language == "de" and all(c.description for c in bare.concepts)
 
 
 def test_esco_csv_with_wrong_columns_names_file_and_line(tmp_path: Path) -> None:

@@ -45,6 +45,7 @@ class ScorerContext:
     # Concept URI -> ESCO description (melo_core.descriptions.esco_descriptions): for pipelines
     # whose variants weigh the query's similarity to descriptions. Empty: none known.
     descriptions: Mapping[str, str] = field(default_factory=dict)
+    description_language: str = "en"  # the language of ``descriptions`` (ESCO's export: English)
 
     @classmethod
     def for_dataset(
