@@ -492,7 +492,7 @@ class Linker:
                pool: int) -> tuple[list[tuple[np.ndarray, np.ndarray, list[_Pool]]], list[np.ndarray | None]]:  # fmt: skip
         """``fused``, and per query what the descriptions added to each candidate form (None: off)."""
         if self.query_rules:
-            queries = [normalise_query(q, self.query_rules) for q in queries]
+            queries = [normalise_query(q, self.query_rules, self.query_language) for q in queries]
         per_component = [c.pools(queries, pool, self._mention_index, self.mention_weight) for c in self.components]
         described = self._descriptions.query_vectors(queries) if self._descriptions is not None else None
         out, offsets = [], []

@@ -72,18 +72,24 @@ RULES: dict[str, Callable[[str], str]] = {
 }
 
 
+# Rules whose word lists are in one language apply to queries in it or of unknown language only:
+# "senior" or "temporary" in a French title is French, not a job ad's dressing.
+RULE_LANGUAGES: dict[str, frozenset[str]] = {"seniority": frozenset({"en"})}
+
+
 def check_rules(rules: Sequence[str]) -> None:
     unknown = [r for r in rules if r not in RULES]
     if unknown:
         raise ValueError(f"unknown query rule {unknown[0]!r}; available: {', '.join(RULES)}")
 
 
-def normalise_query(text: str, rules: Sequence[str]) -> str:
+def normalise_query(text: str, rules: Sequence[str], language: str | None = None) -> str:
     """``text`` with ``rules`` applied in the order of ``RULES``; a rule that would leave no
-    letter is skipped, and a text no rule changes beyond its spacing is returned as it is."""
+    letter is skipped, as is one whose words are in another language than ``language`` (when
+    known), and a text no rule changes beyond its spacing is returned as it is."""
     out = text
     for name, rule in RULES.items():
-        if name in rules:
+        if name in rules and (language is None or language in RULE_LANGUAGES.get(name, {language})):
             changed = rule(out)
             if any(ch.isalpha() for ch in changed):
                 out = changed

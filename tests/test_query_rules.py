@@ -43,6 +43,15 @@ def test_rules_apply_in_order_and_never_empty_a_query() -> None:
     assert normalise_query("Baker (Bangi)", []) == "Baker (Bangi)"
 
 
+def test_english_word_lists_leave_queries_in_other_languages_alone() -> None:
+    """Seniority words are English: a French "Conseiller senior" keeps its word, an English or
+    unknown-language title loses it; rules without a language apply to every query."""
+    assert normalise_query("Senior Accounts Payable", ["seniority"], "en") == "Accounts Payable"
+    assert normalise_query("Senior Accounts Payable", ["seniority"]) == "Accounts Payable"
+    assert normalise_query("Conseiller senior", ["seniority"], "fr") == "Conseiller senior"
+    assert normalise_query("Senior Bäcker (m/w/d)", ["seniority", "gender"], "de") == "Senior Bäcker"
+
+
 def test_a_pipeline_with_rules_ranks_a_noisy_title_as_its_clean_form(melo_data: Path, tmp_path: Path) -> None:
     plain = tmp_path / "plain.toml"
     plain.write_text(load_pipeline("lexical").path.read_text(encoding="utf-8"), encoding="utf-8")
