@@ -92,11 +92,11 @@ def esco_descriptions(data_dir: str | None = None) -> Mapping[str, str]:
 
 def esco_description_language(data_dir: str | None = None) -> str:
     """The language of ``esco_descriptions`` (English where the export has it)."""
-    from melo_core.taxonomy import description_language
+    from melo_core.taxonomy import description_language, export_languages
 
     folder = config.esco_dir(data_dir)
-    found = [p.stem.split("_", 1)[1] for p in folder.glob("occupations_*.csv")] if folder is not None else []
-    return description_language(found) if found else "en"
+    languages = export_languages(folder) if folder is not None else []
+    return description_language(languages) if languages else "en"
 
 
 @functools.cache  # one read of the export per folder and process (a sweep evaluates 47 datasets)

@@ -235,8 +235,7 @@ def taxonomy_from_esco_csv(folder: str | Path, languages: Iterable[str] | None =
     folder = Path(folder)
     if not folder.is_dir():
         raise MeloInputError("ESCO CSV folder not found", folder)
-    found = sorted(folder.glob("occupations_*.csv"))
-    langs = sorted(p.stem.split("_", 1)[1] for p in found)
+    langs = export_languages(folder)
     if languages is not None:
         langs = [lang for lang in langs if lang in set(languages)]
     if not langs:
@@ -286,10 +285,15 @@ def taxonomy_from_esco_csv(folder: str | Path, languages: Iterable[str] | None =
     return Taxonomy(ordered, source=str(folder), description_language=description_language(langs))
 
 
-def description_language(export_languages: Sequence[str]) -> str:
+def export_languages(folder: str | Path) -> list[str]:
+    """The languages of an ESCO CSV export: those of its ``occupations_<lang>.csv`` files."""
+    return sorted(p.stem.split("_", 1)[1] for p in Path(folder).glob("occupations_*.csv"))
+
+
+def description_language(languages: Sequence[str]) -> str:
     """The language of the descriptions an ESCO CSV export in these languages gives: English
     where it has English (the reader prefers it), else its first language."""
-    return "en" if "en" in export_languages else sorted(export_languages)[0]
+    return "en" if "en" in languages else sorted(languages)[0]
 
 
 def add_esco_details(taxonomy: Taxonomy, esco: Taxonomy) -> int:
