@@ -38,9 +38,10 @@ class DescriptionSimilarity:
     """The descriptions of a list of concepts (None or "" where a concept has none), embedded."""
 
     def __init__(self, descriptions: Sequence[str | None], cache_dir: str | Path | None = None,
-                 encoder: str = DEFAULT_ENCODER):  # fmt: skip
+                 encoder: str = DEFAULT_ENCODER, cache_queries: bool = True):  # fmt: skip
         query_side, passage_side = description_encoders(encoder)
         self._queries = _encoder(query_side, cache_dir)
+        self.cache_queries = cache_queries  # False: queries embedded afresh, never stored (bulk --no-query-cache)
         passages = _encoder(passage_side, cache_dir)
         texts = [passage_text(d) for d in descriptions]
         self.has = np.array([bool(t) for t in texts])
@@ -51,7 +52,10 @@ class DescriptionSimilarity:
 
     def query_vectors(self, queries: Sequence[str]) -> np.ndarray:
         # calm capitals, as the dense components see queries: one cached vector for both
-        return self._queries.encode([calm_capitals(q) for q in queries], "query")
+        texts = [calm_capitals(q) for q in queries]
+        if self.cache_queries:
+            return self._queries.encode(texts, "query")
+        return np.asarray(self._queries.encoder.encode(texts, "query"), dtype=np.float32)
 
     def scores(self, query_vector: np.ndarray, concepts: np.ndarray) -> np.ndarray:
         """Each concept's similarity to the query less the mean over ``concepts`` that have a

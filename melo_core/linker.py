@@ -419,7 +419,7 @@ class Linker:
         self._prior = np.zeros(len(taxonomy.concepts))  # per concept: log(1 + its known mentions)
         self.description_weight = description_weight
         self._descriptions = (DescriptionSimilarity([c.description for c in taxonomy.concepts], cache,
-                                                    description_encoder)
+                                                    description_encoder, cache_queries)
                               if description_weight else None)  # fmt: skip
         self.load_seconds = time.perf_counter() - start
 

@@ -228,3 +228,12 @@ def test_description_weight_lifts_concepts_whose_esco_description_matches_the_qu
     assert after["domestic cleaner"].score == pytest.approx(before["domestic cleaner"].score)
     with pytest.raises(ValueError, match="description weight"):
         Linker(taxonomy, "char-tfidf", cache_dir=tmp_path, description_weight=-1.0)
+    # Without the query cache (bulk --no-query-cache) a query's description vector is made afresh
+    # and never stored, and it is the vector the cache would have given.
+    uncached = Linker(taxonomy, "char-tfidf", cache_dir=tmp_path, show_progress=False, description_weight=2.0,
+                      cache_queries=False)  # fmt: skip
+    fresh = "washes dishes in a restaurant kitchen"
+    offsets = [c.description for c in uncached.link([fresh], top_k=10)[0]]
+    assert cached_encoder(query_side, embeddings).missing([fresh], "query") == [fresh]
+    assert [c.description for c in described.link([fresh], top_k=10)[0]] == pytest.approx(offsets, abs=1e-5)
+    assert cached_encoder(query_side, embeddings).missing([fresh], "query") == []
