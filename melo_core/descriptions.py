@@ -88,23 +88,25 @@ def esco_descriptions(data_dir: str | None = None) -> Mapping[str, str]:
     """Concept URI → description from the ESCO CSV export beside the data (``config.esco_dir``,
     which ``MELO_ESCO`` overrides); empty when there is none. A MELO corpus has labels only: this
     is where its concepts' descriptions come from."""
-    folder = config.esco_dir(data_dir)
-    if folder is None or not any(folder.glob("occupations_*.csv")):  # MELO_ESCO may name an empty place
-        return {}
-    return _descriptions_in(str(folder.resolve()))
+    return _esco_export(data_dir)[0]
 
 
 def esco_description_language(data_dir: str | None = None) -> str:
-    """The language of ``esco_descriptions`` (English where the export has it)."""
-    from melo_core.taxonomy import description_language, export_languages
+    """The language of ``esco_descriptions``, as the export's reader sets it (English where the
+    export has English); English when there is no export."""
+    return _esco_export(data_dir)[1]
 
+
+def _esco_export(data_dir: str | None) -> tuple[Mapping[str, str], str]:
     folder = config.esco_dir(data_dir)
-    languages = export_languages(folder) if folder is not None else []
-    return description_language(languages) if languages else "en"
+    if folder is None or not any(folder.glob("occupations_*.csv")):  # MELO_ESCO may name an empty place
+        return {}, "en"
+    return _read_export(str(folder.resolve()))
 
 
 @functools.cache  # one read of the export per folder and process (a sweep evaluates 47 datasets)
-def _descriptions_in(folder: str) -> Mapping[str, str]:
+def _read_export(folder: str) -> tuple[Mapping[str, str], str]:
     from melo_core.taxonomy import taxonomy_from_esco_csv
 
-    return {c.uri: c.description for c in taxonomy_from_esco_csv(folder).concepts if c.description}
+    esco = taxonomy_from_esco_csv(folder)
+    return {c.uri: c.description for c in esco.concepts if c.description}, esco.description_language

@@ -8,7 +8,7 @@ Two sources:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -235,7 +235,7 @@ def taxonomy_from_esco_csv(folder: str | Path, languages: Iterable[str] | None =
     folder = Path(folder)
     if not folder.is_dir():
         raise MeloInputError("ESCO CSV folder not found", folder)
-    langs = export_languages(folder)
+    langs = sorted(p.stem.split("_", 1)[1] for p in folder.glob("occupations_*.csv"))
     if languages is not None:
         langs = [lang for lang in langs if lang in set(languages)]
     if not langs:
@@ -282,18 +282,8 @@ def taxonomy_from_esco_csv(folder: str | Path, languages: Iterable[str] | None =
     )
     for i, concept in enumerate(ordered, start=1):
         concept.number = i
-    return Taxonomy(ordered, source=str(folder), description_language=description_language(langs))
-
-
-def export_languages(folder: str | Path) -> list[str]:
-    """The languages of an ESCO CSV export: those of its ``occupations_<lang>.csv`` files."""
-    return sorted(p.stem.split("_", 1)[1] for p in Path(folder).glob("occupations_*.csv"))
-
-
-def description_language(languages: Sequence[str]) -> str:
-    """The language of the descriptions an ESCO CSV export in these languages gives: English
-    where it has English (the reader prefers it), else its first language."""
-    return "en" if "en" in languages else sorted(languages)[0]
+    # The descriptions are English where the export has English (preferred above), else the first language's.
+    return Taxonomy(ordered, source=str(folder), description_language="en" if "en" in langs else langs[0])
 
 
 def add_esco_details(taxonomy: Taxonomy, esco: Taxonomy) -> int:
