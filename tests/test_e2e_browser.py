@@ -5,8 +5,8 @@ and decides, a reviewer signs in, confirms it in the review queue and downloads 
 mappings.
 
 Skips when Playwright or Chromium is missing (`make test` installs both where it can). Set
-MELO_SCREENSHOT_DIR to keep the screenshots (docs/link-page.png and docs/review-queue.png come
-from here)."""
+MELO_SCREENSHOT_DIR to keep the screenshots (docs/review-queue.png comes from here;
+docs/link-page.png from scripts/screenshot_link_page.py, with `best` prepared over the full data)."""
 
 from __future__ import annotations
 
