@@ -123,7 +123,9 @@ def test_the_shipped_pipelines_load_and_say_what_they_run() -> None:
     assert best.describing_variant("en", "en", MONOLINGUAL) is best.monolingual
     assert best.describing_variant(None, "en", MONOLINGUAL) is best.monolingual
     assert best.describing_variant("de", "en", MONOLINGUAL) is best.cross_lingual
-    assert best.uses_descriptions and not load_pipeline("fast").uses_descriptions
+    fast = load_pipeline("fast")
+    assert best.uses_descriptions and not fast.uses_descriptions
+    assert fast.monolingual.mention_prior == fast.cross_lingual.mention_prior == 0.05  # measured for fast too
     assert best.coverage == "declared"
     assert best.measured["melo_mean"] == pytest.approx(0.5517)
     # Lemmatisation needs the query language: without one the plain scorer stands in.
