@@ -31,7 +31,6 @@ import argparse
 import math
 import sys
 from collections import defaultdict
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -40,17 +39,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tqdm import tqdm
 
-from melo_core.benchmarking import mentions_for
+from melo_core.benchmarking import scorer_context
 from melo_core.datasets import MeloDataset, list_datasets, load_dataset, parse_dataset_name, resolve_dataset
-from melo_core.descriptions import esco_description_language, esco_descriptions
 from melo_core.pipeline import PipelineScorer, load_pipeline
-from melo_core.scorers import ScorerContext
 from melo_core.taxonomy import Taxonomy, cached_taxonomy_from_melo
 from melo_core.titles import titles_dataset
 from melo_core.tsv import write_csv
 
 SIGNALS = ("score", "gap", "prior", "via_mention", "rank", "query_words")
-CONCEPT_FEATURES = ("english_labels", "isco_group", "label_words")
 
 
 class Linked:
@@ -76,12 +72,7 @@ def _base(scorer: str) -> str:
 
 
 def link(data: str, dataset: MeloDataset, pipeline: str, components: list[str], depth: int) -> Linked:
-    definition = load_pipeline(pipeline)
-    context = ScorerContext.for_dataset(dataset, show_progress=False,
-                                        mentions=mentions_for(data, dataset, str(definition.path)))  # fmt: skip
-    if definition.uses_descriptions:
-        context = replace(context, descriptions=esco_descriptions(data), description_language=esco_description_language(data))
-    scorer = PipelineScorer(definition, context)
+    scorer = PipelineScorer(load_pipeline(pipeline), scorer_context(data, dataset, pipeline))
     scorer.fit(dataset.corpus)
     assert scorer.pipeline is not None
     linker = scorer.pipeline.linker(dataset.query_language)

@@ -57,15 +57,23 @@ def mentions_for(data_dir: str | Path, dataset: MeloDataset, spec: str, mention_
     return None
 
 
-def evaluate_one(data_dir: str | Path, dataset: MeloDataset, spec: str, protocol: Protocol | None = None, *,
-                 mention_weight: float = 0.0, mention_relations: Iterable[str] = ALIAS_RELATIONS,
-                 show_progress: bool = False,
-                 on_progress: Callable[[int], None] | None = None) -> EvaluationResult:  # fmt: skip
-    """Evaluate ``spec`` on ``dataset`` as ``eval`` does (see the module docstring)."""
+def scorer_context(data_dir: str | Path, dataset: MeloDataset, spec: str, mention_weight: float = 0.0,
+                   mention_relations: Iterable[str] = ALIAS_RELATIONS, show_progress: bool = False) -> ScorerContext:  # fmt: skip
+    """What ``spec`` is given on ``dataset``: its known mentions and, for a pipeline that reads
+    them, the ESCO descriptions."""
     mentions = mentions_for(data_dir, dataset, spec, mention_weight, mention_relations)
     context = ScorerContext.for_dataset(dataset, show_progress=show_progress, mentions=mentions)
     if is_pipeline(spec) and load_pipeline(spec).uses_descriptions:
         context = replace(context, descriptions=esco_descriptions(str(data_dir)),
                           description_language=esco_description_language(str(data_dir)))
+    return context
+
+
+def evaluate_one(data_dir: str | Path, dataset: MeloDataset, spec: str, protocol: Protocol | None = None, *,
+                 mention_weight: float = 0.0, mention_relations: Iterable[str] = ALIAS_RELATIONS,
+                 show_progress: bool = False,
+                 on_progress: Callable[[int], None] | None = None) -> EvaluationResult:  # fmt: skip
+    """Evaluate ``spec`` on ``dataset`` as ``eval`` does (see the module docstring)."""
+    context = scorer_context(data_dir, dataset, spec, mention_weight, mention_relations, show_progress)
     scorer = create_scorer(ranked_spec(spec, dataset), context)
     return evaluate(dataset, scorer, protocol or protocol_for(spec, dataset), on_progress=on_progress)

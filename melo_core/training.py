@@ -427,6 +427,7 @@ class TrainReport:
     languages: list[str]
     decisions: int = 0  # curator decisions trained on
     decision_schemes: tuple[str, ...] = ()
+    device: str = "cpu"  # where it trained (TrainConfig.device resolved)
 
 
 def train(
@@ -519,6 +520,7 @@ def train(
         languages=sorted(set(labels.languages) - {"und"}),
         decisions=sum(len(d) for d in labels.decided),
         decision_schemes=tuple(decision_schemes),
+        device=device,
     )
     write_model_card(out, config, report, source, final)
     return report
@@ -603,7 +605,7 @@ def write_model_card(out: Path, config: TrainConfig, report: TrainReport, source
     time, hardware and metrics; benchmark numbers are added by whoever measures them."""
     import torch
 
-    device = training_device(config.device)
+    device = report.device
     which = "all languages" if not config.languages else f"languages {', '.join(config.languages)}"
     facts = {
         "config": asdict(config),

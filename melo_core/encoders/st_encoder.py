@@ -27,10 +27,10 @@ MISSING_MODEL_HELP = (
 
 
 def _default_device() -> str:
-    """A GPU when torch sees one (``@device=cpu`` overrides), else the CPU."""
-    import torch
+    """A GPU when torch sees one (``@device=cpu`` overrides), else the CPU: as `train` chooses."""
+    from melo_core.training import training_device
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return training_device("auto")
 
 
 class SentenceTransformerEncoder:
