@@ -134,7 +134,9 @@ def test_the_shipped_pipelines_load_and_say_what_they_run() -> None:
     assert best.variant_kind("de", ["de", "en"]) == MONOLINGUAL
     assert best.variant_kind("de", ["en"]) == CROSS_LINGUAL
     assert best.variant_kind(None, ["en"]) == MONOLINGUAL
-    assert load_pipeline("lexical").encoders() == []
+    lexical = load_pipeline("lexical")
+    assert lexical.encoders() == []
+    assert lexical.monolingual.mention_prior == lexical.cross_lingual.mention_prior == 0.05  # measured for it too
 
 
 @pytest.mark.parametrize(
