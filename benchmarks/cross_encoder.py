@@ -36,7 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from learned_fusion import Linked, link
+from learned_fusion import SIGNALS, Linked, link
 from tqdm import tqdm
 
 from melo_core.datasets import MeloDataset
@@ -46,6 +46,7 @@ from melo_core.titles import titles_dataset
 from melo_core.tsv import write_csv
 
 WEIGHTS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+SCORE, RANK = SIGNALS.index("score"), SIGNALS.index("rank")  # columns of Linked.x
 
 
 def every(dataset: MeloDataset, step: int) -> MeloDataset:
@@ -55,15 +56,11 @@ def every(dataset: MeloDataset, step: int) -> MeloDataset:
 
 
 def english_labels(taxonomy: Taxonomy) -> tuple[list[str], list[int], list[str]]:
-    """Every English label with its concept index, and each concept's preferred English label."""
-    texts, concepts, preferred = [], [], []
-    for c, concept in enumerate(taxonomy.concepts):
-        labels = concept.labels.get("en")
-        preferred.append(concept.preferred_label("en") if labels else "")
-        for form in dict.fromkeys(labels.surface_forms() if labels else []):
-            texts.append(form)
-            concepts.append(c)
-    return texts, concepts, preferred
+    """Every English label with its concept index (the linker's form table), and each concept's
+    preferred English label ("" for none)."""
+    table = taxonomy.form_table(["en"])
+    preferred = [concept.preferred_label("en") if "en" in concept.labels else "" for concept in taxonomy.concepts]
+    return list(table.texts), table.concept_index.tolist(), preferred
 
 
 def hard_negatives(base: Path, queries: list[str], labels: list[str], label_concept: list[int], gold: list[int],
@@ -146,9 +143,8 @@ def cross_scores(model, tokenizer, pairs: list[tuple[str, str]]) -> tuple[np.nda
 
 def mrr(linked: Linked, candidates: int, extra: np.ndarray, weight: float | None) -> float:
     """``weight`` None: the cross-encoder alone on the first ``candidates``; else best + weight x it."""
-    rank = linked.x[:, 4]
-    top = rank < candidates
-    fused = linked.x[:, 0].copy()
+    top = linked.x[:, RANK] < candidates
+    fused = linked.x[:, SCORE].copy()
     if weight is None:
         fused[top] = 1000.0 + extra[top]  # the re-ranked first candidates stay above the rest
     else:
@@ -177,13 +173,13 @@ def main() -> int:
     model, tokenizer, preferred = train_cross_encoder(ensure_base_model(), taxonomy, args.queries, args.group,
                                                       args.batch)  # fmt: skip
     position = {concept.uri: c for c, concept in enumerate(taxonomy.concepts)}
-    top = np.flatnonzero(linked.x[:, 4] < args.depth)
+    top = np.flatnonzero(linked.x[:, RANK] < args.depth)
     pairs = [(dataset.queries[linked.query[i]], preferred[position[linked.concepts[i]]]) for i in top]
     scores, rate = cross_scores(model, tokenizer, pairs)
     extra = np.zeros(len(linked.y))
     extra[top] = scores
     print(f"{len(pairs)} pairs cross-encoded at {rate:.0f} per second", file=sys.stderr)
-    rows = [{"titles": len(dataset.queries), "ranking": "best", "weight": "", "mrr": round(linked.mrr(linked.x[:, 0]), 6)},
+    rows = [{"titles": len(dataset.queries), "ranking": "best", "weight": "", "mrr": round(linked.mrr(linked.x[:, SCORE]), 6)},
             {"titles": len(dataset.queries), "ranking": f"cross-encoder alone on best's first {args.depth}",
              "weight": "", "mrr": round(mrr(linked, args.depth, extra, None), 6)}]  # fmt: skip
     rows += [{"titles": len(dataset.queries), "ranking": f"best + weight x cross-encoder on its first {args.depth}",
