@@ -27,6 +27,7 @@ test: $(STAMP)
 	scripts/ensure_chromium.sh
 	MELO_DATA=$${MELO_DATA:-../shared/melo} scripts/with_postgres.sh $(BIN)/python -m pytest tests -q
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

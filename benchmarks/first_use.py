@@ -79,7 +79,9 @@ def main() -> None:
             stages.setdefault(stage, time.perf_counter() - started)
             # `fast` needs the domain model and its labels, which prepare builds first: any later stage
             # (e5-esco's build, another encoder's labels) means it serves.
-            fast_serves = not stage.startswith(("building the domain", "embedding domain", "indexing the labels for domain"))
+            fast_serves = not stage.startswith(
+                ("building the domain", "embedding domain", "indexing the labels for domain")
+            )
             for name, now in (("fast", fast_serves), ("best, mentions pending", progress.get("serving"))):
                 if now and name not in served:
                     served.append(name)

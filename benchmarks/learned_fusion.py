@@ -174,7 +174,7 @@ def main() -> int:
                                  concept_features(titles, taxonomy))):  # fmt: skip
                 rows.append({"dataset": dataset.name, "trained_on": what, "base_mrr": round(base, 6),
                              "reranked_mrr": round(titles_cv(titles, extra), 6)})  # fmt: skip
-        for row in rows[-(3 if args.titles_cv else 1):]:
+        for row in rows[-(3 if args.titles_cv else 1) :]:
             print(f"{row['dataset']}: {row['base_mrr']:.4f} -> {row['reranked_mrr']:.4f} (trained on "
                   f"{row['trained_on']})", file=sys.stderr)  # fmt: skip
     write_csv(args.out, rows, list(rows[0]))

@@ -97,7 +97,13 @@ def main() -> None:
     datasets = []
     if args.titles:
         datasets.append(titles_dataset(args.titles, cached_taxonomy_from_melo(args.data), ["en"])[0])
-    melo = [] if args.datasets == "none" else list_datasets(args.data) if args.datasets == "all" else args.datasets.split(",")
+    melo = (
+        []
+        if args.datasets == "none"
+        else list_datasets(args.data)
+        if args.datasets == "all"
+        else args.datasets.split(",")
+    )
     rows: list[dict] = []
     for dataset in tqdm([*datasets, *melo], unit="dataset"):
         if isinstance(dataset, str):

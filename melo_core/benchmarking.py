@@ -64,8 +64,11 @@ def scorer_context(data_dir: str | Path, dataset: MeloDataset, spec: str, mentio
     mentions = mentions_for(data_dir, dataset, spec, mention_weight, mention_relations)
     context = ScorerContext.for_dataset(dataset, show_progress=show_progress, mentions=mentions)
     if is_pipeline(spec) and load_pipeline(spec).uses_descriptions:
-        context = replace(context, descriptions=esco_descriptions(str(data_dir)),
-                          description_language=esco_description_language(str(data_dir)))
+        context = replace(
+            context,
+            descriptions=esco_descriptions(str(data_dir)),
+            description_language=esco_description_language(str(data_dir)),
+        )
     return context
 
 

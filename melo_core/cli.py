@@ -408,7 +408,10 @@ def cmd_pipelines(args: argparse.Namespace) -> int:
         default = " (default)" if name == DEFAULT_PIPELINE else ""
         print(f"{name}{default}: {definition.description}")
         print(f"  MELO: {measured}")
-        for label, variant in (("monolingual:  ", definition.monolingual), ("cross-lingual:", definition.cross_lingual)):
+        for label, variant in (
+            ("monolingual:  ", definition.monolingual),
+            ("cross-lingual:", definition.cross_lingual),
+        ):
             extras = f", prior={variant.mention_prior:g}" if variant.mention_prior else ""
             if variant.description_weight:
                 extras += f", descriptions={variant.description_weight:g} by {variant.description_encoder}"
@@ -416,8 +419,10 @@ def cmd_pipelines(args: argparse.Namespace) -> int:
         if definition.coverage != "off":
             print(f"  coverage: {definition.coverage} (components that cannot read the languages are left out)")
         if definition.descriptions_by_language:
-            print("  descriptions: by the query's language (a query in another language than the descriptions' "
-                  "reads them with the cross-lingual settings)")
+            print(
+                "  descriptions: by the query's language (a query in another language than the descriptions' "
+                "reads them with the cross-lingual settings)"
+            )
         print(f"  needs: {', '.join(r.what for r in needs) or 'nothing but the labels'}")
         print(f"  ready: {'yes' if is_ready(needs) else 'no — ' + describe_missing(needs)}")
     if taxonomy is None:
@@ -434,7 +439,6 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     state = Path(args.progress_file) if args.progress_file else None
     with tqdm(total=1000, desc=f"preparing {definition.name}", disable=args.quiet, file=sys.stderr,
               bar_format="{l_bar}{bar}| {postfix}") as bar:  # fmt: skip
-
         serving = {"now": False}
 
         def progress(fraction: float, message: str) -> None:
@@ -673,7 +677,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr = commands.add_parser("prepare", help="build what a pipeline needs (models, embeddings, indexes)",
                              description=cmd_prepare.__doc__)  # fmt: skip
     pr.add_argument("--data", default=config.data_dir(), help=data_help)
-    pr.add_argument("--pipeline", default=DEFAULT_PIPELINE, help=f"pipeline name or PATH.toml (default {DEFAULT_PIPELINE})")
+    pr.add_argument(
+        "--pipeline", default=DEFAULT_PIPELINE, help=f"pipeline name or PATH.toml (default {DEFAULT_PIPELINE})"
+    )
     pr.add_argument("--langs", help="ESCO label languages (default: all of the MELO union)")
     pr.add_argument("--query-lang", help="language of the queries to come (fits its lemmatiser too)")
     pr.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: one per core)")

@@ -534,7 +534,9 @@ class Linker:
         if self.aggregation == "max":
             aggregated = scores[firsts]
         else:
-            shifted = np.exp((scores - scores[np.repeat(firsts, np.diff(np.r_[firsts, len(scores)]))]) / SOFTMAX_TEMPERATURE)
+            shifted = np.exp(
+                (scores - scores[np.repeat(firsts, np.diff(np.r_[firsts, len(scores)]))]) / SOFTMAX_TEMPERATURE
+            )
             aggregated = scores[firsts] + SOFTMAX_TEMPERATURE * np.log(np.add.reduceat(shifted, firsts))
         return firsts, order, aggregated + self._prior_of(concepts[order][firsts])
 

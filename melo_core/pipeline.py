@@ -65,8 +65,15 @@ MONOLINGUAL, CROSS_LINGUAL = "monolingual", "cross_lingual"
 VARIANTS = (MONOLINGUAL, CROSS_LINGUAL)
 LEMMAS = "-lemmas"
 
-_TOP_KEYS = {"description", "mention_relations", "measured", "query_rules", "coverage", "descriptions_by_language",
-             *VARIANTS}
+_TOP_KEYS = {
+    "description",
+    "mention_relations",
+    "measured",
+    "query_rules",
+    "coverage",
+    "descriptions_by_language",
+    *VARIANTS,
+}
 _VARIANT_KEYS = {"fusion", "mention_weight", "mention_prior", "description_weight", "description_encoder", "components"}
 _COMPONENT_KEYS = {"scorer", "weight", "options"}
 
@@ -424,7 +431,10 @@ def describe_missing(needs: Sequence[Requirement]) -> str:
     if not missing:
         return "ready"
     minutes = sum(r.seconds for r in missing) / 60
-    return "; ".join(f"{r.what}: {r.detail}" for r in missing) + f" (about {max(1, round(minutes))} min on {_cores()} cores)"
+    return (
+        "; ".join(f"{r.what}: {r.detail}" for r in missing)
+        + f" (about {max(1, round(minutes))} min on {_cores()} cores)"
+    )
 
 
 def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Sequence[str] | None,

@@ -37,12 +37,12 @@ def _tidy(text: str) -> str:
 
 
 def drop_brackets(text: str) -> str:
-    """"KITCHEN ASSISTANT (Bangi)" -> "KITCHEN ASSISTANT"."""
+    """ "KITCHEN ASSISTANT (Bangi)" -> "KITCHEN ASSISTANT"."""
     return _tidy(_BRACKETS.sub(" ", text))
 
 
 def drop_dash_tail(text: str) -> str:
-    """"Senior Accounts Payable - Korean Speaker" -> "Senior Accounts Payable"."""
+    """ "Senior Accounts Payable - Korean Speaker" -> "Senior Accounts Payable"."""
     return _tidy(_DASH_TAIL.sub("", text))
 
 

@@ -259,7 +259,9 @@ def simulate(
         "learning": _summary("learning", learning_ranks, remaining["learning"]),
         "static": _summary("static", static_ranks, remaining["static"]),
     }
-    return Simulation(crosswalk.name, scorer_name, languages, seed, depth, skipped, steps, summaries, load_seconds, seconds)
+    return Simulation(
+        crosswalk.name, scorer_name, languages, seed, depth, skipped, steps, summaries, load_seconds, seconds
+    )
 
 
 def step_rows(simulation: Simulation) -> list[dict[str, object]]:

@@ -50,7 +50,9 @@ class TrainConfig:
     base: str = STATIC  # "static" or a local sentence-transformers model folder
     dim: int = 256  # static only
     vocab_size: int = 32_000  # static only
-    rounds: int = 180  # one pair per concept per round (held-out ESCO MRR: 0.789 at 40, 0.823 at 120, 0.828 at 180 with noise)
+    rounds: int = (
+        180  # one pair per concept per round (held-out ESCO MRR: 0.789 at 40, 0.823 at 120, 0.828 at 180 with noise)
+    )
     batch_size: int = 256
     learning_rate: float = 0.1  # static embeddings want a large rate; use ~2e-5 for a transformer
     hard_negatives: bool = True
@@ -102,7 +104,10 @@ class Labels:
 
 
 def collect_labels(
-    taxonomy: Taxonomy, held_out: float, seed: int, decisions: Sequence[tuple[str, str, str | None]] = (),
+    taxonomy: Taxonomy,
+    held_out: float,
+    seed: int,
+    decisions: Sequence[tuple[str, str, str | None]] = (),
     only: Sequence[str] = (),
 ) -> Labels:
     """Every preferred and alternative label (in the languages ``only`` names, if any); a seeded
@@ -373,7 +378,11 @@ class StaticLabelFeatures(LabelFeatures):
             for start in range(0, len(indices), batch_size):
                 vectors = self.model(self.features(indices[start : start + batch_size]))["sentence_embedding"]
                 chunks.append(torch.nn.functional.normalize(vectors, p=2, dim=1).cpu().numpy())
-        return np.concatenate(chunks).astype(np.float32) if chunks else np.zeros((0, self.model[0].embedding_dim), np.float32)
+        return (
+            np.concatenate(chunks).astype(np.float32)
+            if chunks
+            else np.zeros((0, self.model[0].embedding_dim), np.float32)
+        )
 
 
 def label_features(model, texts: Sequence[str], prompt: str = "") -> LabelFeatures:
@@ -489,7 +498,9 @@ def train(
                     centroids = _concept_centroids(features, labels)
                 model.train()
             columns.append(_hard_negatives(features, labels, batch, centroids, mining_rng))
-        embeddings = embed_columns(model, [features.features(column) for column in columns])  # what loss_fn(features) computes, kept for the teacher
+        embeddings = embed_columns(
+            model, [features.features(column) for column in columns]
+        )  # what loss_fn(features) computes, kept for the teacher
         loss = loss_fn.compute_loss_from_embeddings(embeddings, torch.empty(0))
         if teacher is not None:
             loss = loss + config.distill_weight * distillation_loss(

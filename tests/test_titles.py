@@ -22,7 +22,9 @@ def taxonomy(melo_data: Path) -> Taxonomy:
     return cached_taxonomy_from_melo(melo_data)
 
 
-def write_titles(path: Path, rows: list[tuple[str, str]], header: tuple[str, str] = ("vacancyTitle", "conceptUri")) -> Path:
+def write_titles(
+    path: Path, rows: list[tuple[str, str]], header: tuple[str, str] = ("vacancyTitle", "conceptUri")
+) -> Path:
     with path.open("w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["", *header])

@@ -353,7 +353,9 @@ def test_a_model_trained_on_dressed_anchors_reads_job_ad_titles_better(
     plain = tmp_path / "plain"
     report = train(two_languages, plain, TrainConfig(**{**TINY.__dict__, "job_ad_noise": 0.0}))
     assert report.labels == len(collect_labels(two_languages, TINY.held_out, TINY.seed).held_out)
-    english = [c.labels["en"].preferred for c in two_languages.concepts if "en" in c.labels and c.labels["en"].preferred]
+    english = [
+        c.labels["en"].preferred for c in two_languages.concepts if "en" in c.labels and c.labels["en"].preferred
+    ]
     rng = random.Random(11)  # another seed than training's: these titles were never trained on
     titles = [dress(label, rng) for label in english[:400]]
 

@@ -68,8 +68,9 @@ from db.store.terms import STATUSES, TermQueries
 from db.store.versions import VersionQueries
 
 
-class Store(TaxonomyQueries, TermQueries, DecisionQueries, ReviewQueries, CrosswalkQueries, VersionQueries,
-            AccountQueries):
+class Store(
+    TaxonomyQueries, TermQueries, DecisionQueries, ReviewQueries, CrosswalkQueries, VersionQueries, AccountQueries
+):
     """The crosswalk store at ``url`` (default: ``MELO_DB_URL`` or ``melo.db``); ``sign_in=True``
     for a shared app, where every write that records a person needs a signed-in ``Actor``."""
 

@@ -186,7 +186,9 @@ def _tokenizer(weights: E5Weights):
     tokenizer.post_processor = processors.TemplateProcessing(
         single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
         special_tokens=[("<s>", special["bos"]), ("</s>", special["eos"])])  # fmt: skip
-    tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in ("<s>", "<pad>", "</s>", "<unk>")])
+    tokenizer.add_special_tokens(
+        [AddedToken(t, special=True, normalized=False) for t in ("<s>", "<pad>", "</s>", "<unk>")]
+    )
     tokenizer.add_special_tokens([AddedToken("<mask>", special=True, normalized=False, lstrip=True)])
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", sep_token="</s>",
                                    cls_token="<s>", unk_token="<unk>", pad_token="<pad>", mask_token="<mask>",

