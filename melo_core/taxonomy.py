@@ -61,7 +61,10 @@ class Concept:
     isco_code: str | None = None
     description: str = ""
 
-    def preferred_label(self, languages: Iterable[str] = ("en",)) -> str:
+    def preferred_label(self, languages: str | Iterable[str] = ("en",)) -> str:
+        """The preferred label in the first of ``languages`` that has one, else in any language."""
+        if isinstance(languages, str):  # "en" would otherwise be read as the languages "e" and "n"
+            languages = (languages,)
         for lang in languages:
             labels = self.labels.get(lang)
             if labels and labels.preferred:

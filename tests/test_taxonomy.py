@@ -106,3 +106,12 @@ def test_esco_csv_and_melo_union_agree_on_concepts(melo_union: Taxonomy, esco_cs
     assert len(shared) >= 0.95 * len(esco)
     same_label = sum(melo_union.by_uri[c.uri].preferred_label(["en"]) == c.labels["en"].preferred for c in shared)
     assert same_label >= 0.95 * len(shared)
+
+
+def test_preferred_label_takes_one_language_as_a_string(melo_union: Taxonomy) -> None:
+    # The MELO union reads German first, so a bare "en" once fell back to the German label.
+    concept = next(c for c in melo_union.concepts if {"de", "en"} <= set(c.labels))
+    english, german = concept.labels["en"].preferred, concept.labels["de"].preferred
+    assert english != german
+    assert concept.preferred_label("en") == concept.preferred_label(["en"]) == english
+    assert concept.preferred_label("de") == german
