@@ -25,8 +25,8 @@ project's other packages nor the data):
 
     python benchmarks/cross_encoder.py --data ../shared/melo --titles ../shared/jobbert/titles.csv \
         --every 4 --job-out JOB                       # here: link the titles, write JOB/job.pkl
-    python benchmarks/cross_encoder.py --job JOB/job.pkl --weights-file e5-small-enpt-q4.bin \
-        --queries 0 --epochs 2 --group 16 --batch 32 --scores-out scores.npy   # on the GPU
+    python benchmarks/cross_encoder.py --job JOB/job-gpu.pkl --weights-file e5-small-enpt-q4.bin \
+        --queries 0 --epochs 1 --group 16 --batch 32 --scores-out scores.npy   # on the GPU
     python benchmarks/cross_encoder.py --job JOB/job.pkl --scores scores.npy --out results.csv   # here
 
 The weights are a sweep over the titles: reading the best of them is choosing on the validation
@@ -43,8 +43,14 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # not imported at run time: the GPU side has no melo_core packages
+    from learned_fusion import Linked
+
+    from melo_core.datasets import MeloDataset
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -93,10 +99,10 @@ class Job:
     pairs: list[tuple[str, int]]
     rows: np.ndarray  # the rows of `linked` the pairs score
     depth: int
-    linked: object = None  # learned_fusion.Linked; None in the copy sent to the GPU
+    linked: Linked | None = None  # None in the copy sent to the GPU
 
 
-def every(dataset, step: int):
+def every(dataset: MeloDataset, step: int) -> MeloDataset:
     keep = dataset.query_ids[::step]
     return replace(dataset, query_ids=keep, queries=dataset.queries[::step],
                    relevant={q: dataset.relevant[q] for q in keep if q in dataset.relevant})  # fmt: skip
