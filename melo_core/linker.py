@@ -58,7 +58,7 @@ from melo_core.scorers.dense import (
 from melo_core.scorers.hybrid import POOL, HybridSpec, fuse, top_pool
 from melo_core.scorers.known_mentions import lift
 from melo_core.scorers.registry import create_scorer
-from melo_core.taxonomy import FormTable, Taxonomy, isco_group_uri
+from melo_core.taxonomy import FormTable, Taxonomy, isco_group_uri, language_codes
 from melo_core.text import drop_gender_markers
 
 AGGREGATIONS = ("max", "softmax")
@@ -360,7 +360,7 @@ class Linker:
         aggregation: str = "max",
         index_kind: str = "hnsw",
         cache_dir: str | Path | None = None,
-        display_languages: Sequence[str] = ("en",),
+        display_languages: str | Sequence[str] = ("en",),
         on_status: Callable[[str], None] = lambda message: None,
         cache_queries: bool = True,
         query_language: str | None = None,
@@ -384,7 +384,7 @@ class Linker:
         start = time.perf_counter()
         self.taxonomy = taxonomy
         self.aggregation = aggregation
-        self.display_languages = tuple(display_languages)
+        self.display_languages = language_codes(display_languages)
         self.query_language = query_language
         self.mention_weight = mention_weight
         self.mention_prior = mention_prior

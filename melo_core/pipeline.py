@@ -55,7 +55,7 @@ from melo_core.scorers.dense import SCORER_OPTIONS
 from melo_core.scorers.hybrid import METHODS, POOL
 from melo_core.scorers.known_mentions import MENTION_RELATIONS
 from melo_core.scorers.registry import is_scorer_spec, register_family, scorer_languages
-from melo_core.taxonomy import Concept, FormTable, Taxonomy, concept_kind
+from melo_core.taxonomy import Concept, FormTable, Taxonomy, concept_kind, language_codes
 from melo_core.text import calm_capitals
 
 PIPELINES_DIR = Path(__file__).resolve().parent / "pipelines"
@@ -372,7 +372,7 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
     if taxonomy is None:
         return list(models.values())
     cache = Path(cache_dir or config.cache_dir())
-    languages = tuple(sorted(set(languages) if languages else taxonomy.languages))
+    languages = tuple(sorted(set(language_codes(languages)) if languages else taxonomy.languages))
     table = taxonomy.form_table(languages)
     fingerprint = table_fingerprint(table, languages)
     mention_texts = list(dict.fromkeys(mention_cache_text(t) for t in mentions))
@@ -531,13 +531,13 @@ class Pipeline:
         self,
         definition: PipelineDefinition | str,
         taxonomy: Taxonomy,
-        languages: Sequence[str] | None = None,
+        languages: str | Sequence[str] | None = None,
         *,
         forms: FormTable | None = None,
         aggregation: str = "max",
         index_kind: str = "hnsw",
         cache_dir: str | Path | None = None,
-        display_languages: Sequence[str] = ("en",),
+        display_languages: str | Sequence[str] = ("en",),
         on_status: Callable[[str], None] = lambda message: None,
         persist: bool = True,
         show_progress: bool = True,
@@ -548,9 +548,9 @@ class Pipeline:
             raise MeloInputError(f"unknown aggregation {aggregation!r}; expected one of {', '.join(AGGREGATIONS)}")
         self.taxonomy = taxonomy
         self.forms = forms
-        self.languages = tuple(sorted(set(languages) if languages else set(forms.languages if forms else taxonomy.languages)))  # fmt: skip
+        self.languages = tuple(sorted(set(language_codes(languages)) if languages else set(forms.languages if forms else taxonomy.languages)))  # fmt: skip
         self._options = dict(aggregation=aggregation, index_kind=index_kind, cache_dir=cache_dir,
-                             display_languages=tuple(display_languages), on_status=on_status, persist=persist,
+                             display_languages=language_codes(display_languages), on_status=on_status, persist=persist,
                              show_progress=show_progress, cache_queries=cache_queries)  # fmt: skip
         self._linkers: dict[tuple[str, str | None, str, float, str], Linker] = {}
         self._mentions: list[tuple[str, str, str | None]] = []

@@ -40,6 +40,11 @@ def isco_group_uri(code: str) -> str:
     return f"{ISCO_URI_PREFIX}{code}"
 
 
+def language_codes(languages: str | Iterable[str]) -> tuple[str, ...]:
+    """Language codes as a tuple; one code may come as a bare string ("en" is not "e" and "n")."""
+    return (languages,) if isinstance(languages, str) else tuple(languages)
+
+
 @dataclass
 class LanguageLabels:
     preferred: str | None = None
@@ -63,9 +68,7 @@ class Concept:
 
     def preferred_label(self, languages: str | Iterable[str] = ("en",)) -> str:
         """The preferred label in the first of ``languages`` that has one, else in any language."""
-        if isinstance(languages, str):  # "en" would otherwise be read as the languages "e" and "n"
-            languages = (languages,)
-        for lang in languages:
+        for lang in language_codes(languages):
             labels = self.labels.get(lang)
             if labels and labels.preferred:
                 return labels.preferred

@@ -314,6 +314,16 @@ def test_the_pipeline_keeps_one_linker_per_variant_and_mentions_for_all(env: Pat
     assert (top.concept_uri, top.via_mention, top.matched_label) == (uri, True, "Nattevakt ved fiskeoppdrett på kysten")
 
 
+def test_one_language_may_come_as_a_bare_string(env: Path) -> None:
+    # tuple("en") is ("e", "n"): the labels shown would fall back to the first language (German)
+    taxonomy = cached_taxonomy_from_melo(env)
+    pipeline = Pipeline("lexical", taxonomy, "no", display_languages="en", index_kind="exact", show_progress=False)
+    assert pipeline.languages == ("no",)
+    [top] = pipeline.link(["Nattevakt"], top_k=1, query_language="no")[0]
+    concept = taxonomy.by_uri[top.concept_uri]
+    assert top.label == concept.preferred_label(["en"]) != concept.preferred_label(["de"])
+
+
 # -- the Link page: best by default, prepared in the background ------------------------------------------
 
 
