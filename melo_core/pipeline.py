@@ -450,12 +450,12 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
     needs = requirements(definition, taxonomy, languages, cache, mentions=mentions)
     total = sum(r.seconds for r in needs if not r.ready) or 1.0
     done_before = 0.0
-    started = time.monotonic()
+    stage = {"seconds": 0.0, "started": time.monotonic()}
 
     def report(seconds_done: float, message: str) -> None:
         fraction = min(1.0, (done_before + seconds_done) / total)
-        elapsed = time.monotonic() - started
-        eta = elapsed / fraction - elapsed if fraction > 0.01 else total - done_before - seconds_done
+        eta = seconds_left(stage["seconds"], seconds_done, time.monotonic() - stage["started"],
+                           later=total - done_before - stage["seconds"])  # fmt: skip
         on_progress(fraction, f"{message} — about {max(1, round(eta / 60))} min left")
 
     # Serving needs first; known mentions after them, except those of a quick encoder (the domain
@@ -466,11 +466,23 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
         on_serving()
     for i, need in enumerate(ordered):
         if not need.ready:
+            stage.update(seconds=need.seconds, started=time.monotonic())
             _build(need, taxonomy, languages, mentions, cache, workers, report)
             done_before += need.seconds
         if i == last_serving:
             on_serving()
     on_progress(1.0, "ready")
+
+
+def seconds_left(estimate: float, done: float, elapsed: float, later: float) -> float:
+    """Time left in a build: the current stage extrapolated from its own pace once a tenth of it is
+    done (its estimate before), plus the later stages' estimates. One stage's pace says little
+    about another kind of work (a model's training against embedding), so it is not carried over."""
+    if estimate <= 0 or done < 0.1 * estimate:
+        stage_left = max(0.0, estimate - done)
+    else:
+        stage_left = elapsed * (estimate - done) / done
+    return stage_left + max(0.0, later)
 
 
 def _build(need: Requirement, taxonomy: Taxonomy, languages: Sequence[str] | None, mentions: Sequence[str],

@@ -33,6 +33,7 @@ from melo_core.pipeline import (
     pipeline_names,
     prepare,
     requirements,
+    seconds_left,
 )
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.known_mentions import dataset_mentions
@@ -169,6 +170,15 @@ def test_a_bad_definition_names_the_file_and_the_key(tmp_path: Path, text: str, 
     with pytest.raises(MeloInputError) as raised:
         load_pipeline(str(path))
     assert str(path) in str(raised.value) and key in str(raised.value)
+
+
+def test_the_time_left_extrapolates_only_the_stage_under_way() -> None:
+    # A 100 s stage running at half pace, 600 s of other work after it: its own rest doubles, the
+    # later stages keep their estimates (extrapolating the whole build said 1,300 s).
+    assert seconds_left(100, 50, elapsed=100, later=600) == pytest.approx(700)
+    assert seconds_left(100, 50, elapsed=25, later=600) == pytest.approx(625)  # twice as fast
+    assert seconds_left(100, 5, elapsed=60, later=600) == pytest.approx(695)  # too early: the estimate
+    assert seconds_left(100, 100, elapsed=300, later=0) == 0
 
 
 def test_bad_pipelines_exit_2_with_one_line(tmp_path: Path, env: Path) -> None:
