@@ -28,6 +28,19 @@ _CODES = re.compile(r"(?:#|\bref\.?:?\s*)?\b[\w/-]*\d[\w/-]*\b", re.IGNORECASE)
 _LEFTOVER = re.compile(r"^[\s,;:/&+|–—-]+|[\s,;:/&+|–—-]+$")
 
 
+# Job-ad shorthand, spelt out as ESCO's English labels spell it ("QC Inspector" -> "quality control
+# inspector"; ESCO writes ICT where ads write IT). "X cum Y" (a combined role, common in South and
+# Southeast Asian ads) joins two occupations: "and" says so in plain English.
+SHORTHAND = {
+    "qa": "quality assurance", "qc": "quality control", "hr": "human resources", "hse": "health and safety",
+    "f&b": "food and beverage", "r&d": "research and development", "asst": "assistant", "exec": "executive",
+    "mgr": "manager", "engr": "engineer", "dept": "department", "ops": "operations", "mgmt": "management",
+    "admin": "administrative", "ceo": "chief executive officer", "pa": "personal assistant", "cum": "and",
+}  # fmt: skip
+_SHORTHAND = re.compile(r"(?<![\w&])(" + "|".join(map(re.escape, SHORTHAND)) + r")(?![\w&])\.?", re.IGNORECASE)
+_IT = re.compile(r"\bIT\b")  # capitals only: "it" is a pronoun
+
+
 _EMPTY_BRACKETS = re.compile(r"\s*[(\[{][\s,;:/&+-]*[)\]}]")
 
 
@@ -51,6 +64,17 @@ def drop_seniority(text: str) -> str:
     return _tidy(_SENIORITY.sub(" ", text))
 
 
+def expand_shorthand(text: str) -> str:
+    """ "QC SUPERVISOR" -> "QUALITY CONTROL SUPERVISOR", "Asst. Sales Manager" -> "assistant Sales Manager"."""
+    shouting = text.isupper()
+
+    def spelt(word: str) -> str:
+        return word.upper() if shouting else word
+
+    expanded = _SHORTHAND.sub(lambda m: spelt(SHORTHAND[m.group(1).lower()]), text)
+    return _tidy(_IT.sub("ICT", expanded))
+
+
 def drop_gender(text: str) -> str:
     """Gender markers and words: "FEMALE HOSTEL WARDEN" -> "HOSTEL WARDEN", "Baker (m/w/d)" -> "Baker"."""
     return _tidy(_GENDER_WORDS.sub(" ", drop_gender_markers(text)))
@@ -69,12 +93,13 @@ RULES: dict[str, Callable[[str], str]] = {
     "dash-tail": drop_dash_tail,
     "brackets": drop_brackets,
     "codes": drop_codes,
+    "shorthand": expand_shorthand,
 }
 
 
 # Rules whose word lists are in one language apply to queries in it or of unknown language only:
 # "senior" or "temporary" in a French title is French, not a job ad's dressing.
-RULE_LANGUAGES: dict[str, frozenset[str]] = {"seniority": frozenset({"en"})}
+RULE_LANGUAGES: dict[str, frozenset[str]] = {"seniority": frozenset({"en"}), "shorthand": frozenset({"en"})}
 
 
 def check_rules(rules: Sequence[str]) -> None:

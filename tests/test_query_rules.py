@@ -28,6 +28,12 @@ from melo_core.taxonomy import cached_taxonomy_from_melo
         ("KITCHEN ASSISTANT (Bangi)", "brackets", "KITCHEN ASSISTANT"),
         ("Production Operator 1", "codes", "Production Operator"),
         ("Test Engineer, Automation", "codes", "Test Engineer, Automation"),
+        ("QC SUPERVISOR", "shorthand", "QUALITY CONTROL SUPERVISOR"),
+        ("Asst. Sales Manager", "shorthand", "assistant Sales Manager"),
+        ("IT Security Project Manager", "shorthand", "ICT Security Project Manager"),
+        ("Marketing cum Merchandising Executive", "shorthand", "Marketing and Merchandising Executive"),
+        ("it support", "shorthand", "it support"),
+        ("Opsomer", "shorthand", "Opsomer"),
     ],
 )  # fmt: skip
 def test_each_rule_removes_its_noise_and_nothing_else(title: str, rule: str, expected: str) -> None:
@@ -49,6 +55,8 @@ def test_english_word_lists_leave_queries_in_other_languages_alone() -> None:
     assert normalise_query("Senior Accounts Payable", ["seniority"], "en") == "Accounts Payable"
     assert normalise_query("Senior Accounts Payable", ["seniority"]) == "Accounts Payable"
     assert normalise_query("Conseiller senior", ["seniority"], "fr") == "Conseiller senior"
+    assert normalise_query("Technicien QC", ["shorthand"], "fr") == "Technicien QC"
+    assert normalise_query("Technician QC", ["shorthand"], "en") == "Technician quality control"
     assert normalise_query("Senior Bäcker (m/w/d)", ["seniority", "gender"], "de") == "Senior Bäcker"
 
 
