@@ -449,13 +449,13 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
     cache = Path(cache_dir or config.cache_dir())
     needs = requirements(definition, taxonomy, languages, cache, mentions=mentions)
     total = sum(r.seconds for r in needs if not r.ready) or 1.0
-    done_before = 0.0
-    stage = {"seconds": 0.0, "started": time.monotonic()}
+    done_before = stage_seconds = 0.0  # the build so far, and the stage under way (report reads them)
+    stage_started = time.monotonic()
 
     def report(seconds_done: float, message: str) -> None:
         fraction = min(1.0, (done_before + seconds_done) / total)
-        eta = seconds_left(stage["seconds"], seconds_done, time.monotonic() - stage["started"],
-                           later=total - done_before - stage["seconds"])  # fmt: skip
+        eta = seconds_left(stage_seconds, seconds_done, time.monotonic() - stage_started,
+                           later=total - done_before - stage_seconds)  # fmt: skip
         on_progress(fraction, f"{message} — about {max(1, round(eta / 60))} min left")
 
     # Serving needs first; known mentions after them, except those of a quick encoder (the domain
@@ -466,7 +466,7 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
         on_serving()
     for i, need in enumerate(ordered):
         if not need.ready:
-            stage.update(seconds=need.seconds, started=time.monotonic())
+            stage_seconds, stage_started = need.seconds, time.monotonic()
             _build(need, taxonomy, languages, mentions, cache, workers, report)
             done_before += need.seconds
         if i == last_serving:
