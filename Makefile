@@ -23,9 +23,12 @@ run: $(STAMP)
 # The store tests also run on PostgreSQL: MELO_TEST_PG_URL, else a throwaway local server
 # (scripts/with_postgres.sh installs Debian's postgresql when root on a fresh machine), and the
 # browser test uses Debian's chromium (scripts/ensure_chromium.sh, the same way; else it skips).
+# TEST_WORKERS pytest-xdist workers, each file on one (its module fixtures built once); 0: one process.
+TEST_WORKERS ?= 2
 test: $(STAMP)
 	scripts/ensure_chromium.sh
-	MELO_DATA=$${MELO_DATA:-../shared/melo} scripts/with_postgres.sh $(BIN)/python -m pytest tests -q
+	MELO_DATA=$${MELO_DATA:-../shared/melo} scripts/with_postgres.sh $(BIN)/python -m pytest tests -q \
+		-n $(TEST_WORKERS) --dist loadfile
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 

@@ -22,6 +22,17 @@ def esco_csv_dir() -> Path:
     return Path(os.environ.get("MELO_ESCO", melo_data_dir().parent / "esco"))
 
 
+# `make test` runs the files on two workers, each file on one; the longest go first, so that
+# neither worker is left with a long file at the end (pytest --durations: test_pipeline.py about
+# 6 min, test_training.py and test_bulk.py about 2 min each, most others under 1 min).
+LONGEST_FIRST = ("test_pipeline.py", "test_training.py", "test_bulk.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file keeps its order
+
+
 # The store tests run on SQLite, and on PostgreSQL when MELO_TEST_PG_URL is set (make test does).
 BACKENDS_UNDER_TEST = [b for b in BACKENDS if b == "sqlite" or pg_url()]
 
