@@ -13,6 +13,7 @@ first, most frequent first. Reads a run stored by ``eval --titles ... --store``:
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -63,19 +64,19 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=10, help="concepts listed per side")
     args = parser.parse_args()
 
-    store = Store(args.db)
-    if args.run is None:
-        titles_runs = [r for r in list_runs(store, "ours") if r.dataset.startswith(TITLES_PREFIX)]
-        if not titles_runs:
-            sys.exit(f"no titles run in {args.db}: store one with `eval --titles ... --store`")
-        args.run = titles_runs[-1].id
-    run = get_run(store, args.run)
-    queries = run_queries(store, args.run)
+    with Store(args.db) as store:
+        if args.run is None:
+            titles_runs = [r for r in list_runs(store, "ours") if r.dataset.startswith(TITLES_PREFIX)]
+            if not titles_runs:
+                sys.exit(f"no titles run in {args.db}: store one with `eval --titles ... --store`")
+            args.run = titles_runs[-1].id
+        run = get_run(store, args.run)
+        queries = run_queries(store, args.run)
     print(f"run {run.id}: {run.scorer} on {run.dataset}, {len(queries):,} titles, "
           f"MRR {queries['reciprocal_rank'].mean():.4f}\n")  # fmt: skip
     print(breakdown(queries).to_string(index=False, float_format=lambda x: f"{x:.4f}"))
 
-    chosen = queries[queries["query_text"].str.contains(rf"(?i)\b{args.word}\b", regex=True)]
+    chosen = queries[queries["query_text"].str.contains(rf"(?i)\b{re.escape(args.word)}\b", regex=True)]
     gold = Counter(preferred_form(g) for g in chosen["gold"])
     first = Counter(t[0][1] for t in chosen["top"] if t)
     print(f"\n{len(chosen):,} titles with {args.word!r}, acc@1 {(chosen['first_rank'] == 1).mean():.3f}")
