@@ -105,9 +105,9 @@ class Taxonomy:
         self.description_language = description_language  # of the concepts' descriptions (ESCO's: English)
         self._form_tables: dict[tuple[str, ...], FormTable] = {}
 
-    def form_table(self, languages: Iterable[str] | None = None) -> FormTable:
+    def form_table(self, languages: str | Iterable[str] | None = None) -> FormTable:
         """The surface forms as parallel arrays (memoised: the linker's start-up reads them)."""
-        key = tuple(sorted(set(self.languages if languages is None else languages)))
+        key = tuple(sorted(set(self.languages if languages is None else language_codes(languages))))
         tables = self.__dict__.setdefault("_form_tables", {})
         if key not in tables:
             forms = list(self.surface_forms(key))
@@ -129,10 +129,10 @@ class Taxonomy:
     def languages(self) -> list[str]:
         return sorted({lang for c in self.concepts for lang in c.labels})
 
-    def surface_forms(self, languages: Iterable[str] | None = None) -> Iterator[SurfaceForm]:
+    def surface_forms(self, languages: str | Iterable[str] | None = None) -> Iterator[SurfaceForm]:
         """Surface forms in MELO order: per concept, preferred labels of each language, then
         alternative labels of each language (languages in sorted order)."""
-        wanted = set(self.languages if languages is None else languages)
+        wanted = set(self.languages if languages is None else language_codes(languages))
         for concept in self.concepts:
             langs = [lang for lang in sorted(concept.labels) if lang in wanted]
             prefix = f"C{concept.number:06d}_"

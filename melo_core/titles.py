@@ -18,7 +18,7 @@ from pathlib import Path
 from melo_core.builder import LabelCorpus
 from melo_core.datasets import MeloDataset
 from melo_core.errors import MeloInputError
-from melo_core.taxonomy import Taxonomy
+from melo_core.taxonomy import Taxonomy, language_codes
 
 # Dataset names of title sets start with this; MELO names start with a country.
 TITLES_PREFIX = "titles_"
@@ -74,11 +74,11 @@ def _name(path: Path, languages: list[str]) -> str:
     return TITLES_PREFIX + "_".join([stem, *languages] if stem else languages)
 
 
-def titles_dataset(path: str | Path, taxonomy: Taxonomy, languages: list[str], query_language: str = "en",
+def titles_dataset(path: str | Path, taxonomy: Taxonomy, languages: str | list[str], query_language: str = "en",
                    title_column: str = DEFAULT_TITLE_COLUMN, uri_column: str = DEFAULT_URI_COLUMN,
                    name: str | None = None) -> tuple[MeloDataset, TitlesReport]:  # fmt: skip
     """The titles of ``path`` as a dataset over the taxonomy's labels in ``languages``."""
-    languages = sorted(set(languages))
+    languages = sorted(set(language_codes(languages)))
     missing = [lang for lang in languages if lang not in taxonomy.languages]
     if missing:
         raise MeloInputError(f"the taxonomy has no labels in {', '.join(missing)} "

@@ -115,3 +115,10 @@ def test_preferred_label_takes_one_language_as_a_string(melo_union: Taxonomy) ->
     assert english != german
     assert concept.preferred_label("en") == concept.preferred_label(["en"]) == english
     assert concept.preferred_label("de") == german
+
+
+def test_form_table_takes_one_language_as_a_string(melo_union: Taxonomy) -> None:
+    english = melo_union.form_table(["en"])
+    assert melo_union.form_table("en").texts == english.texts
+    assert set(melo_union.form_table("en").languages) == {"en"}
+    assert [f.text for f in melo_union.surface_forms("en")] == english.texts

@@ -54,6 +54,9 @@ def test_titles_become_a_dataset_over_the_chosen_languages(taxonomy: Taxonomy, t
     assert all("_en_" in e for e in dataset.corpus_ids)
     german, _ = titles_dataset(path, taxonomy, ["de", "en"])
     assert len(german.corpus) > len(dataset.corpus)
+    # one language may come as a bare string: "en", not the languages "e" and "n"
+    bare, _ = titles_dataset(path, taxonomy, "en")
+    assert bare.corpus_ids == dataset.corpus_ids
 
 
 def test_bad_titles_files_say_what_is_wrong(taxonomy: Taxonomy, tmp_path: Path) -> None:
