@@ -6,9 +6,9 @@ every title of the file, a concept scored by its best label, each label's cosine
 concept centroid's as `best` mixes them (``--centroid``, 0.2; no known mentions).
 Then, on the same vectors:
 
-- ``--wordllama W,...``: adds W times a WordLlama score (its best label's similarity) (static token embeddings distilled
-  from Llama 3, shipped inside the ``wordllama`` wheel; English). Needs
-  ``pip install wordllama==0.4.0.post1``; not a MELO Studio dependency.
+- ``--wordllama W,...``: adds W times a WordLlama score, its best label's similarity. WordLlama:
+  static token embeddings distilled from Llama 3, shipped inside the ``wordllama`` wheel; English.
+  Needs ``pip install wordllama==0.4.0.post1``; not a MELO Studio dependency.
 - ``--pipeline NAME``: WordLlama added to the pipeline's fused concept scores instead (its
   candidates only), linked as ``eval`` links.
 - ``--hubness A,...``: subtracts A times each label's hubness, the mean cosine of its 10 nearest
@@ -33,18 +33,15 @@ from scipy.special import digamma
 from tqdm import tqdm
 
 from melo_core.benchmarking import scorer_context
+from melo_core.encoders.base import normalise_rows
 from melo_core.encoders.cache import cached_encoder
 from melo_core.pipeline import PipelineScorer, load_pipeline
+from melo_core.scorers.dense import concept_centroids
 from melo_core.taxonomy import cached_taxonomy_from_melo
 from melo_core.titles import titles_dataset
 
 HUB_NEIGHBOURS = 10
 CHUNK = 1000
-
-
-def unit_rows(vectors: object) -> np.ndarray:
-    array = np.asarray(vectors, dtype=np.float32)
-    return array / np.linalg.norm(array, axis=1, keepdims=True)
 
 
 def wordllama_vectors(texts: list[str]) -> np.ndarray:
@@ -56,7 +53,7 @@ def wordllama_vectors(texts: list[str]) -> np.ndarray:
     # tokenizers/); pointing its cache at the package finds both files without a download.
     package = Path(wordllama.__file__).parent
     model = wordllama.WordLlama.load(cache_dir=package, disable_download=True)
-    return unit_rows(model.embed(texts))
+    return normalise_rows(model.embed(texts))
 
 
 def hubness(labels: np.ndarray, concept: np.ndarray) -> np.ndarray:
@@ -106,9 +103,9 @@ def main() -> None:
         pipeline.fit(dataset.corpus)
     else:
         encoder = cached_encoder(args.encoder)
-        labels = unit_rows(encoder.encode(dataset.corpus, "passage"))
-        queries = unit_rows(encoder.encode(dataset.queries, "query"))
-        centroids = unit_rows(np.add.reduceat(labels[order], starts))[concept]  # per label, its concept's
+        labels = normalise_rows(encoder.encode(dataset.corpus, "passage"))
+        queries = normalise_rows(encoder.encode(dataset.queries, "query"))
+        centroids = concept_centroids(labels, concept, len(concepts))[concept]  # per label, its concept's
     variants: dict[str, tuple[float, float]] = {f"{args.pipeline or args.encoder} alone": (0.0, 0.0)}
     variants |= {f"+ {w} x wordllama": (w, 0.0) for w in args.wordllama}
     variants |= {f"- {a} x hubness": (0.0, a) for a in args.hubness}
