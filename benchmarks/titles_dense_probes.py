@@ -13,11 +13,19 @@ Then, on the same vectors:
   candidates only), linked as ``eval`` links.
 - ``--hubness A,...``: subtracts A times each label's hubness, the mean cosine of its 10 nearest
   labels of other concepts (CSLS-style; the reference set is ESCO's own labels, never a title).
+- ``--late-interaction W,...`` (with ``--pipeline``): adds W times a token-level match (ColBERT's
+  MaxSim, no training) to the pipeline's first ``--late-top`` concepts: e5-esco's last-layer token
+  vectors of the title and of each label, every label token matched to its nearest title token
+  (``recall``: words the title adds, such as "(Native Thai)", cost nothing), every title token to
+  its nearest label token (``precision``), or their harmonic mean (``f1``), as BERTScore does; a
+  concept scores its best label.
 
     python benchmarks/titles_dense_probes.py --data ../shared/melo --titles ../shared/jobbert/titles.csv \
         --wordllama 0.1,0.2,0.3,0.5 --hubness=-0.05,0.05,0.1,0.25
     python benchmarks/titles_dense_probes.py --data ../shared/melo --titles ../shared/jobbert/titles.csv \
         --pipeline best --wordllama 0.05,0.1,0.2
+    python benchmarks/titles_dense_probes.py --data ../shared/melo --titles ../shared/jobbert/titles.csv \
+        --pipeline best --late-interaction 0.05,0.1,0.2,0.4
 """
 
 from __future__ import annotations
@@ -56,6 +64,56 @@ def wordllama_vectors(texts: list[str]) -> np.ndarray:
     return normalise_rows(model.embed(texts))
 
 
+class TokenVectors:
+    """Last-layer token vectors of e5-esco, normalised, without the special and prompt tokens: one
+    matrix of every text's tokens, ``starts[i]`` its first row for text ``i``."""
+
+    def __init__(self, texts: list[str], batch: int = 128, cache: Path | None = None) -> None:
+        if cache is not None and cache.is_file():
+            saved = np.load(cache)
+            self.vectors, self.starts = saved["vectors"], saved["starts"]
+            if len(self.starts) == len(texts) + 1:
+                return
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        from melo_core.encoders.e5_esco_encoder import E5_ESCO_MODEL
+        from melo_core.text import calm_capitals
+
+        model = SentenceTransformer(str(E5_ESCO_MODEL.on_first_use("building")), device="cpu")
+        tokenizer, bert = model.tokenizer, model[0].auto_model
+        prompt = len(tokenizer("query:", add_special_tokens=False)["input_ids"])  # "▁query", ":"
+        rows, lengths = [], []
+        with torch.inference_mode():
+            for begin in tqdm(range(0, len(texts), batch), desc="token vectors", unit="batch", file=sys.stderr):
+                chunk = [f"query: {calm_capitals(t)}" for t in texts[begin : begin + batch]]
+                encoded = tokenizer(chunk, padding=True, truncation=True, max_length=64, return_tensors="pt")
+                hidden = bert(**encoded).last_hidden_state.numpy()
+                for vectors, n in zip(hidden, encoded["attention_mask"].sum(1).tolist(), strict=True):
+                    kept = vectors[1 + prompt : n - 1]  # after <s> and the prompt, before </s>
+                    kept = kept if len(kept) else vectors[:1]  # an empty text keeps <s>
+                    rows.append(normalise_rows(kept))
+                    lengths.append(len(kept))
+        self.vectors = np.concatenate(rows).astype(np.float32)
+        self.starts = np.r_[0, np.cumsum(lengths)]
+        if cache is not None:
+            np.savez(cache, vectors=self.vectors, starts=self.starts)
+
+    def of(self, texts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows of these texts stacked, and where each text begins among them."""
+        spans = [np.arange(self.starts[t], self.starts[t + 1]) for t in texts]
+        return self.vectors[np.concatenate(spans)], np.r_[0, np.cumsum([len(s) for s in spans])[:-1]]
+
+
+def late_interaction(query: np.ndarray, labels: np.ndarray, begins: np.ndarray) -> dict[str, np.ndarray]:
+    """MaxSim of one title's tokens against each label's (``begins``: each label's first row)."""
+    sims = labels @ query.T  # label tokens x title tokens
+    sizes = np.diff(np.r_[begins, len(labels)])
+    recall = np.add.reduceat(sims.max(1), begins) / sizes
+    precision = np.maximum.reduceat(sims, begins, axis=0).mean(1)
+    return {"recall": recall, "precision": precision, "f1": 2 * recall * precision / (recall + precision)}
+
+
 def hubness(labels: np.ndarray, concept: np.ndarray) -> np.ndarray:
     out = np.zeros(len(labels), dtype=np.float32)
     for begin in range(0, len(labels), CHUNK):
@@ -84,11 +142,16 @@ def main() -> None:
     parser.add_argument("--centroid", type=float, default=0.2, help="weight of the concept centroid's cosine")
     parser.add_argument("--wordllama", type=floats, default=[], help="weights of the WordLlama similarity")
     parser.add_argument("--hubness", type=floats, default=[], help="weights of the hubness penalty")
+    parser.add_argument("--late-interaction", type=floats, default=[], help="weights of the token-level match")
+    parser.add_argument("--token-cache", help="folder that keeps the token vectors between runs")
+    parser.add_argument("--late-top", type=int, default=50, help="the pipeline's first concepts it re-scores")
     parser.add_argument("--pipeline", help="add WordLlama to this pipeline's fused concept scores "
                         "(as `eval` links: known mentions, descriptions) instead of the encoder's")  # fmt: skip
     args = parser.parse_args()
     if args.pipeline and args.hubness:
         parser.error("--hubness probes the encoder alone; leave it out with --pipeline")
+    if args.late_interaction and not args.pipeline:
+        parser.error("--late-interaction re-scores a pipeline's candidates; name it with --pipeline")
 
     dataset, report = titles_dataset(args.titles, cached_taxonomy_from_melo(args.data), "en")
     print(report.describe(), f"over {len(dataset.corpus):,} English labels", flush=True)
@@ -109,6 +172,12 @@ def main() -> None:
     variants: dict[str, tuple[float, float]] = {f"{args.pipeline or args.encoder} alone": (0.0, 0.0)}
     variants |= {f"+ {w} x wordllama": (w, 0.0) for w in args.wordllama}
     variants |= {f"- {a} x hubness": (0.0, a) for a in args.hubness}
+    late = {f"+ {w} x late interaction ({kind})": (kind, w) for kind in ("recall", "precision", "f1")
+            for w in args.late_interaction}  # fmt: skip
+    if late:
+        keep = Path(args.token_cache) if args.token_cache else None
+        label_tokens = TokenVectors(dataset.corpus, cache=keep / "labels.npz" if keep else None)
+        title_tokens = TokenVectors(dataset.queries, cache=keep / "titles.npz" if keep else None)
     if args.wordllama:
         wl_labels, wl_queries = wordllama_vectors(dataset.corpus), wordllama_vectors(dataset.queries)
     hubs = hubness(labels, concept) if args.hubness else np.zeros(len(dataset.corpus), dtype=np.float32)
@@ -116,7 +185,13 @@ def main() -> None:
     def best_label(sims: np.ndarray) -> np.ndarray:
         return np.maximum.reduceat(sims[:, order], starts, axis=1)
 
-    reciprocal: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {name: [] for name in variants}
+    reciprocal: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {name: [] for name in variants | late}
+
+    def record(name: str, scores: np.ndarray, wanted: np.ndarray) -> None:
+        at_gold = scores[np.arange(len(wanted)), wanted][:, None]
+        above, tied = (scores > at_gold).sum(1), (scores == at_gold).sum(1)
+        reciprocal[name].append((expected_reciprocal_rank(above, tied), (above == 0) / tied, tied > 1))
+
     for begin in tqdm(range(0, len(dataset.queries), CHUNK), desc="titles", unit="chunk", file=sys.stderr):
         if args.pipeline:  # -inf outside the pipeline's candidates: they stay last
             dense = pipeline.score(dataset.queries[begin : begin + CHUNK])
@@ -128,9 +203,22 @@ def main() -> None:
         for name, (w, a) in variants.items():
             # each encoder scores a concept by its best label, then the scores add up, as in a pipeline
             scores = best_label(dense - a * hubs) + w * static
-            at_gold = scores[np.arange(len(wanted)), wanted][:, None]
-            above, tied = (scores > at_gold).sum(1), (scores == at_gold).sum(1)
-            reciprocal[name].append((expected_reciprocal_rank(above, tied), (above == 0) / tied, tied > 1))
+            record(name, scores, wanted)
+        if late:
+            fused, ends = best_label(dense), np.r_[starts[1:], len(order)]
+            bonus = {kind: np.zeros_like(fused) for kind in ("recall", "precision", "f1")}
+            for row, top in enumerate(np.argsort(-fused, axis=1)[:, : args.late_top]):
+                top = top[np.isfinite(fused[row, top])]
+                labels = np.concatenate([order[starts[c] : ends[c]] for c in top])
+                owner = np.repeat(np.arange(len(top)), ends[top] - starts[top])
+                rows, begins = label_tokens.of(labels)
+                query, _ = title_tokens.of(np.array([begin + row]))
+                for kind, per_label in late_interaction(query, rows, begins).items():
+                    per_concept = np.full(len(top), -np.inf, dtype=np.float32)
+                    np.maximum.at(per_concept, owner, per_label)
+                    bonus[kind][row, top] = per_concept  # outside the first concepts: no bonus
+            for name, (kind, w) in late.items():
+                record(name, fused + w * bonus[kind], wanted)
     print("| variant | MRR | acc@1 | gold tied with another concept |\n|---|---|---|---|")
     for name, parts in reciprocal.items():
         rr, first, tie = (np.concatenate(column) for column in zip(*parts, strict=True))
