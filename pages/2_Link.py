@@ -255,7 +255,8 @@ try:
         pipeline.set_mentions(ui.known_mentions(store, pipeline.definition, scheme.name), embedded_only=not complete)
         linker = pipeline.linker(scheme.language)
         fallback_note = "" if serving == pipeline_name else f" — serving while **{pipeline_name}** is prepared"
-        pending = f", {pipeline.pending_mentions:,} more being embedded" if pipeline.pending_mentions else ""
+        waiting = pipeline.pending_mentions(scheme.language)
+        pending = f", {waiting:,} more being embedded" if waiting else ""
         left_out = pipeline.left_out(scheme.language)  # coverage = "declared": what cannot read the language
         produced_by = (f"pipeline **{serving}** ({pipeline.variant_kind(scheme.language).replace('_', '-')} variant, "
                        f"{len(linker.mentions):,} known mentions{pending}{'; ' + left_out if left_out else ''})"

