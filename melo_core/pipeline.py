@@ -459,8 +459,17 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
         on_progress(fraction, f"{message} — about {max(1, round(eta / 60))} min left")
 
     # Serving needs first; known mentions after them, except those of a quick encoder (the domain
-    # model's take seconds), so that `fast` serves complete while `best` is still being built.
-    ordered = sorted(needs, key=lambda r: not r.serves and r.seconds > QUICK_SECONDS)
+    # model's take seconds), so that `fast` serves complete while `best` is still being built. Of
+    # the mentions, those of the encoders that rank ``query_language`` come first: they complete
+    # its variant (a query waits for no other encoder's mentions).
+    ranking = definition.serving_variant(query_language, languages or taxonomy.languages)[1].encoders()
+    first = set(ranking) if query_language else set()
+
+    def stage(need: Requirement) -> tuple[bool, bool]:
+        later = not need.serves and need.seconds > QUICK_SECONDS
+        return later, later and need.what.rpartition(" ")[0] not in first
+
+    ordered = sorted(needs, key=stage)
     last_serving = max((i for i, r in enumerate(ordered) if r.serves and not r.ready), default=-1)
     if last_serving < 0:
         on_serving()

