@@ -209,9 +209,9 @@ def main() -> None:
             bonus = {kind: np.zeros_like(fused) for kind in ("recall", "precision", "f1")}
             for row, top in enumerate(np.argsort(-fused, axis=1)[:, : args.late_top]):
                 top = top[np.isfinite(fused[row, top])]
-                labels = np.concatenate([order[starts[c] : ends[c]] for c in top])
+                label_ids = np.concatenate([order[starts[c] : ends[c]] for c in top])
                 owner = np.repeat(np.arange(len(top)), ends[top] - starts[top])
-                rows, begins = label_tokens.of(labels)
+                rows, begins = label_tokens.of(label_ids)
                 query, _ = title_tokens.of(np.array([begin + row]))
                 for kind, per_label in late_interaction(query, rows, begins).items():
                     per_concept = np.full(len(top), -np.inf, dtype=np.float32)

@@ -462,8 +462,8 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
     # model's take seconds), so that `fast` serves complete while `best` is still being built. Of
     # the mentions, those of the encoders that rank ``query_language`` come first: they complete
     # its variant (a query waits for no other encoder's mentions).
-    ranking = definition.serving_variant(query_language, languages or taxonomy.languages)[1].encoders()
-    first = set(ranking) if query_language else set()
+    first = set(definition.serving_variant(query_language, languages or taxonomy.languages)[1].encoders()
+                if query_language else ())  # fmt: skip
 
     def stage(need: Requirement) -> tuple[bool, bool]:
         later = not need.serves and need.seconds > QUICK_SECONDS
