@@ -83,6 +83,11 @@ def _current(store: Store, scheme: str, negatives: bool, confirmed_only: bool = 
     return decisions
 
 
+def exported_count(store: Store, scheme: str, negatives: bool = False, confirmed_only: bool = False) -> int:
+    """How many decisions an export with these options holds (the Crosswalk page says it)."""
+    return len(_current(store, scheme, negatives, confirmed_only))
+
+
 def skos_csv_text(store: Store, scheme: str, negatives: bool = False, confirmed_only: bool = False) -> str:
     return _skos_csv(store, scheme, negatives, confirmed_only)[0]
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, time, timedelta
 import pandas as pd
 import streamlit as st
 
-from db.exports import skos_csv_text, sssom_text, turtle_text
+from db.exports import exported_count, skos_csv_text, sssom_text, turtle_text
 from db.models import MATCH_OUTCOMES, REJECTED, UNSURE
 from db.store import REVIEW_FILTERS, AccessError
 from ui import auth
@@ -265,6 +265,9 @@ downloads = (
     ("SSSOM TSV", sssom_text, "sssom.tsv", "text/tab-separated-values", "cw_download_sssom"),
     ("SKOS Turtle", turtle_text, "ttl", "text/turtle", "cw_download_turtle"),
 )
+held = exported_count(store, scheme_name, negatives=negatives, confirmed_only=confirmed_only)
+st.caption(f"The downloads hold {held} decision{'' if held == 1 else 's'}"
+           f"{' confirmed by a reviewer' if confirmed_only else ''}{', rejections included' if negatives else ''}.")  # fmt: skip
 for column, (label, text_of, suffix, mime, key) in zip(st.columns([1, 1, 1, 2]), downloads, strict=False):
     column.download_button(label, text_of(store, scheme_name, negatives=negatives, confirmed_only=confirmed_only),
                            file_name=f"{scheme_name}.{suffix}", mime=mime, key=key)  # fmt: skip

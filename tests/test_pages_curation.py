@@ -314,8 +314,12 @@ def test_review_queue_bulk_confirm_and_confirmed_only_download(shared: str) -> N
         store.decide(terms[0].id, uri, "narrowMatch", alice)  # a new decision: proposed again
         assert len(store.review_queue("nor_no", "proposed")) == 1
         assert skos_csv_text(store, "nor_no", confirmed_only=True).count("skos:exactMatch") == 2
+    held = [c.value for c in reviewer.run().caption if c.value.startswith("The downloads hold")]
+    assert held == ["The downloads hold 3 decisions."]
     reviewer.checkbox(key="cw_confirmed_only").check().run()
     assert not reviewer.exception
+    held = [c.value for c in reviewer.caption if c.value.startswith("The downloads hold")]
+    assert held == ["The downloads hold 2 decisions confirmed by a reviewer."]  # the new one is not confirmed
     link = shared_page(LINK)
     link.session_state["melo_actor"] = reviewer.session_state["melo_actor"]
     link.session_state["link_status"] = "done"
