@@ -203,17 +203,20 @@ if current:
 
 # -- suggestions --------------------------------------------------------------------------------
 def serving_pipeline(wanted: str) -> tuple[str, bool]:
-    """The pipeline that serves now, and whether it serves with every known mention: the one
-    chosen when ready; when only known mentions are missing it serves with those embedded so far
-    while the rest are embedded in the background; else it is prepared in the background
-    (progress bar and ETA) while the first ready fallback serves, labelled as such."""
+    """The pipeline that serves now, and whether every known mention is embedded for all its
+    encoders: the one chosen when ready (or when only mentions this scheme's variant does not read
+    are missing); when only known mentions are missing it serves with those embedded so far while
+    the rest are embedded in the background; else it is prepared in the background (progress bar
+    and ETA) while the first ready fallback serves, labelled as such."""
     definition = load_pipeline(wanted)
     mention_texts = tuple(sorted({t for t, _, _ in ui.crosswalk_known_mentions(definition, scheme.name)}))
     needs = ui.readiness(wanted, search_languages, mention_texts)
     # Known mentions only another variant's encoders lack do not hold this scheme's terms back.
     waits_on = for_query(needs, definition, scheme.language, search_languages or ui.taxonomy().languages)
     if is_ready(waits_on):
-        return wanted, True
+        # Not `True` unless all is embedded: the pipeline is shared by every session, and a variant
+        # given mentions its encoders lack would embed them at its next query.
+        return wanted, is_ready(needs)
     serves = can_serve(needs)
     now_serving = wanted if serves else next((name for name in (FALLBACK_PIPELINE, "lexical") if name != wanted
                      and can_serve(ui.readiness(name, search_languages, mention_texts))), "lexical")  # fmt: skip
