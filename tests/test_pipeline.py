@@ -394,14 +394,21 @@ def test_the_link_page_serves_a_fallback_while_best_is_prepared_then_best(
     assert firsts == sorted(firsts, key=lambda c: "pipeline **best**" in c)  # never back to the fallback
 
 
+def _split_pipeline(folder: Path) -> Path:
+    """A pipeline whose variants run different scorers: char TF-IDF (embeds nothing) for monolingual
+    queries, muse for cross-lingual ones; both with known mentions."""
+    path = folder / "split.toml"
+    path.write_text("[monolingual]\nmention_weight = 0.85\ncomponents = [{ scorer = 'char-tfidf' }]\n"
+                    "[cross_lingual]\nmention_weight = 0.5\ncomponents = [{ scorer = 'muse' }]\n")  # fmt: skip
+    return path
+
+
 def test_known_mentions_wait_only_for_the_encoders_of_the_variant_that_serves(esco_csv: Path, tmp_path: Path) -> None:
     """While `prepare` embeds the known mentions for one encoder, the variants that never run it
     serve with every mention: here muse (the cross-lingual variant's encoder) has embedded none,
     and the monolingual variant, char TF-IDF alone, still links an English query by its mention."""
     taxonomy, _ = described_pipeline(esco_csv, tmp_path, "components = [{ scorer = 'char-tfidf' }]\n")
-    path = tmp_path / "split.toml"
-    path.write_text("[monolingual]\nmention_weight = 0.85\ncomponents = [{ scorer = 'char-tfidf' }]\n"
-                    "[cross_lingual]\nmention_weight = 0.5\ncomponents = [{ scorer = 'muse' }]\n")  # fmt: skip
+    path = _split_pipeline(tmp_path)
     cook, other = taxonomy.concepts[0].uri, taxonomy.concepts[1].uri
     mentions = [("brigade lead of the hot line", cook, "en"), ("garde-manger helper", other, "en")]
     pipeline = Pipeline(load_pipeline(str(path)), taxonomy, ["en"], cache_dir=tmp_path / "cache", show_progress=False)
@@ -421,9 +428,7 @@ def test_readiness_for_a_query_names_only_the_mentions_its_variant_lacks(
     """Labels embedded, known mentions not yet (muse, the cross-lingual variant's encoder): an
     English query waits on nothing, so `link` says nothing; a German one waits on muse's."""
     taxonomy, _ = described_pipeline(esco_csv, tmp_path, "components = [{ scorer = 'char-tfidf' }]\n")
-    path = tmp_path / "split.toml"
-    path.write_text("[monolingual]\nmention_weight = 0.85\ncomponents = [{ scorer = 'char-tfidf' }]\n"
-                    "[cross_lingual]\nmention_weight = 0.5\ncomponents = [{ scorer = 'muse' }]\n")  # fmt: skip
+    path = _split_pipeline(tmp_path)
     definition, cache, mentions = load_pipeline(str(path)), tmp_path / "cache", ["Koch", "Küchenhilfe"]
     prepare(definition, taxonomy, ["en"], cache, workers=1)  # the labels only
     needs = requirements(definition, taxonomy, ["en"], cache, mentions=mentions)
