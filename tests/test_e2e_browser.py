@@ -2,7 +2,7 @@
 Playwright), accept a suggestion on the Link page with the mouse and one with the keyboard,
 download the SKOS CSV on the Crosswalk page; on a shared app (MELO_AUTH=on) a curator signs in
 and decides, a reviewer signs in, confirms it in the review queue and downloads the confirmed
-mappings.
+mappings; with OpenID Connect, users sign in and out through a real provider (oidc-provider-mock).
 
 Skips when Playwright or Chromium is missing (`make test` installs both where it can). Set
 MELO_SCREENSHOT_DIR to keep the screenshots (docs/review-queue.png comes from here;
@@ -51,12 +51,15 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(env: dict[str, str], log_path: Path) -> Iterator[str]:
-    """`streamlit run app.py` on a free local port with ``env``; yields its URL."""
+def serve(env: dict[str, str], log_path: Path, secrets: Path | None = None) -> Iterator[str]:
+    """`streamlit run app.py` on a free local port with ``env`` (and ``secrets``, a secrets.toml,
+    instead of the checkout's); yields its URL."""
     port = free_port()
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
                "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
                "--server.fileWatcherType", "none"]  # fmt: skip
+    if secrets is not None:
+        command += ["--secrets.files", str(secrets)]
     log = log_path.open("w")
     server = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -125,6 +128,44 @@ def shared_app(nor_data: Path, esco_csv: Path, tmp_path: Path) -> Iterator[tuple
     }
     with serve(env, tmp_path / "streamlit.log") as app:
         yield app, url
+
+
+@pytest.fixture
+def oidc_app(nor_data: Path, esco_csv: Path, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """The app shared (MELO_AUTH=on) over the nor_no start, signing in through OpenID Connect
+    against a real provider on this machine (oidc-provider-mock: any subject it is given signs in,
+    with that subject as e-mail); rita@example.org a reviewer and dave@example.org disabled
+    beforehand, as `users add EMAIL --oidc` would. Yields (app URL, store URL)."""
+    provider = pytest.importorskip(
+        "oidc_provider_mock", reason="oidc-provider-mock is not installed (requirements-dev.txt)"
+    )
+    url = f"sqlite:///{tmp_path / 'melo.db'}"
+    with Store(url) as store:
+        start_curation(store, nor_data, "nor_no")
+        store.add_account("rita@example.org", "reviewer")
+        store.add_account("dave@example.org", "curator")
+        store.set_disabled("dave@example.org", True)
+    with provider.run_server_in_thread() as server:
+        secrets = tmp_path / "secrets.toml"
+        secrets.write_text(
+            "[auth]\n"
+            'redirect_uri = "http://127.0.0.1:{port}/oauth2callback"\n'
+            'cookie_secret = "a-secret-for-this-test-only"\n'
+            'client_id = "melo-studio"\n'
+            'client_secret = "melo-studio-secret"\n'
+            f'server_metadata_url = "http://localhost:{server.server_port}/.well-known/openid-configuration"\n',
+            encoding="utf-8",
+        )
+        env = {
+            "MELO_DATA": str(nor_data),
+            "MELO_ESCO": str(esco_csv),
+            "MELO_CACHE": str(tmp_path / "cache"),
+            "MELO_DB_URL": url,
+            "MELO_PREPARE": "manual",
+            "MELO_AUTH": "on",
+        }
+        with serve(env, tmp_path / "streamlit.log", secrets=secrets) as app:
+            yield app, url
 
 
 @pytest.fixture
@@ -260,6 +301,49 @@ def test_curator_decides_reviewer_confirms_and_exports_confirmed(
     confirmed = run_cli_ok("export", "--scheme", "nor_no", "--format", "skos-csv", "--out", "-", "--db", store_url,
                            "--confirmed-only")  # fmt: skip
     assert everything.count(",skos:") == 4 and [r for r in confirmed.splitlines() if ",skos:" in r] == matched
+
+
+def sign_in_with_provider(page: Any, app_url: str, subject: str, then: str) -> None:
+    """The app's OpenID Connect button, the provider's form (oidc-provider-mock's), then the page
+    ``then``: Streamlit's callback lands on the home page."""
+    page.get_by_role("button", name="Sign in with your organisation's account").click()
+    page.locator("input[name='sub']").fill(subject)
+    page.get_by_role("button", name="Authorize", exact=True).click()
+    page.get_by_text("Link occupation names to the ESCO taxonomy").wait_for()
+    page.goto(f"{app_url}/{then}")
+
+
+def test_sign_in_through_openid_connect(page: Any, oidc_app: tuple[str, str]) -> None:
+    """A first sign-in creates a curator account under the provider's e-mail, and decisions record
+    it; a reviewer made beforehand signs in as a reviewer; a disabled account is told so."""
+    app_url, store_url = oidc_app
+    page.goto(f"{app_url}/Link")
+    page.get_by_text("Decisions are recorded under the identity your organisation's sign-in gives.").wait_for()
+    assert page.get_by_label("Password", exact=True).count() == 0  # no local accounts beside the provider
+    sign_in_with_provider(page, app_url, "carol@example.org", then="Link")
+    page.get_by_text("Signed in as carol@example.org (curator)").wait_for()
+    page.get_by_role("button", name="Exact").click()
+    page.get_by_text("Saved: Offiserer fra fenrik og høyere grad").first.wait_for()
+    with Store(store_url) as store:
+        assert [(a.username, a.role, a.local) for a in store.accounts() if a.username.startswith("carol")] == [
+            ("carol@example.org", "curator", False)
+        ]
+    exported = run_cli_ok("export", "--scheme", "nor_no", "--format", "skos-csv", "--out", "-", "--db", store_url)
+    decided = [r for r in exported.splitlines() if ",skos:exactMatch," in r]
+    assert len(decided) == 1 and ",carol@example.org," in decided[0]
+
+    # Signing out ends the provider's session too (its confirmation page), then the home page; the
+    # identity cookie is gone, so the next visit asks again.
+    page.get_by_role("button", name="Sign out").click()
+    page.get_by_role("button", name="End session").click()
+    page.get_by_text("Link occupation names to the ESCO taxonomy").wait_for()
+    page.goto(f"{app_url}/Link")
+    sign_in_with_provider(page, app_url, "dave@example.org", then="Link")
+    page.get_by_text("the account 'dave@example.org' is disabled").wait_for()
+
+    sign_in_with_provider(page, app_url, "rita@example.org", then="Crosswalk")
+    page.get_by_text("Signed in as rita@example.org (reviewer)").wait_for()
+    page.locator(".st-key-cw_review").get_by_text("Review queue").wait_for()
 
 
 def test_a_benchmark_chart_downloads_as_png(page: Any, runs_app_url: str) -> None:

@@ -99,7 +99,10 @@ def _sidebar(actor: Actor) -> None:
         if st.button("Sign out", key="sign_out"):
             sign_out()
             if actor.via == "oidc":
+                # Leaves the page for the provider's logout; a rerun here would drop that redirect
+                # and keep the identity cookie, signing the user in again on the next visit.
                 st.logout()
+                st.stop()
             st.rerun()
 
 
