@@ -1,4 +1,4 @@
-"""Two cheap probes of a dense encoder on the job-ad titles, outside any pipeline: is there
+"""Cheap probes of a dense encoder on the job-ad titles, outside any pipeline: is there
 anything to gain before building it into one?
 
 The encoder (default e5-esco, read through the embedding cache) ranks the English ESCO labels for
@@ -19,9 +19,11 @@ Then, on the same vectors:
   (``recall``: words the title adds, such as "(Native Thai)", cost nothing), every title token to
   its nearest label token (``precision``), or their harmonic mean (``f1``), as BERTScore does; a
   concept scores its best label.
+- ``--pool T,...``: the encoder's ``@pool=T`` (``melo_core.scorers.dense.soft_pooled``): a concept
+  scores the log-sum-exp of its labels' scores at temperature T instead of its best label's.
 
     python benchmarks/titles_dense_probes.py --data ../shared/melo --titles ../shared/jobbert/titles.csv \
-        --wordllama 0.1,0.2,0.3,0.5 --hubness=-0.05,0.05,0.1,0.25
+        --wordllama 0.1,0.2,0.3,0.5 --hubness=-0.05,0.05,0.1,0.25 --pool 0.02,0.03,0.05,0.08
     python benchmarks/titles_dense_probes.py --data ../shared/melo --titles ../shared/jobbert/titles.csv \
         --pipeline best --wordllama 0.05,0.1,0.2
     python benchmarks/titles_dense_probes.py --data ../shared/melo --titles ../shared/jobbert/titles.csv \
@@ -44,7 +46,7 @@ from melo_core.benchmarking import scorer_context
 from melo_core.encoders.base import normalise_rows
 from melo_core.encoders.cache import cached_encoder
 from melo_core.pipeline import PipelineScorer, load_pipeline
-from melo_core.scorers.dense import concept_centroids
+from melo_core.scorers.dense import concept_centroids, soft_pooled
 from melo_core.taxonomy import cached_taxonomy_from_melo
 from melo_core.titles import titles_dataset
 
@@ -143,13 +145,14 @@ def main() -> None:
     parser.add_argument("--wordllama", type=floats, default=[], help="weights of the WordLlama similarity")
     parser.add_argument("--hubness", type=floats, default=[], help="weights of the hubness penalty")
     parser.add_argument("--late-interaction", type=floats, default=[], help="weights of the token-level match")
+    parser.add_argument("--pool", type=floats, default=[], help="temperatures of @pool (a concept's log-sum-exp)")
     parser.add_argument("--token-cache", help="folder that keeps the token vectors between runs")
     parser.add_argument("--late-top", type=int, default=50, help="the pipeline's first concepts it re-scores")
     parser.add_argument("--pipeline", help="add WordLlama to this pipeline's fused concept scores "
                         "(as `eval` links: known mentions, descriptions) instead of the encoder's")  # fmt: skip
     args = parser.parse_args()
-    if args.pipeline and args.hubness:
-        parser.error("--hubness probes the encoder alone; leave it out with --pipeline")
+    if args.pipeline and (args.hubness or args.pool):
+        parser.error("--hubness and --pool probe the encoder alone; leave them out with --pipeline")
     if args.late_interaction and not args.pipeline:
         parser.error("--late-interaction re-scores a pipeline's candidates; name it with --pipeline")
 
@@ -169,9 +172,10 @@ def main() -> None:
         labels = normalise_rows(encoder.encode(dataset.corpus, "passage"))
         queries = normalise_rows(encoder.encode(dataset.queries, "query"))
         centroids = concept_centroids(labels, concept, len(concepts))[concept]  # per label, its concept's
-    variants: dict[str, tuple[float, float]] = {f"{args.pipeline or args.encoder} alone": (0.0, 0.0)}
-    variants |= {f"+ {w} x wordllama": (w, 0.0) for w in args.wordllama}
-    variants |= {f"- {a} x hubness": (0.0, a) for a in args.hubness}
+    variants: dict[str, tuple[float, float, float]] = {f"{args.pipeline or args.encoder} alone": (0.0, 0.0, 0.0)}
+    variants |= {f"+ {w} x wordllama": (w, 0.0, 0.0) for w in args.wordllama}
+    variants |= {f"- {a} x hubness": (0.0, a, 0.0) for a in args.hubness}
+    variants |= {f"@pool={t}": (0.0, 0.0, t) for t in args.pool}
     late = {f"+ {w} x late interaction ({kind})": (kind, w) for kind in ("recall", "precision", "f1")
             for w in args.late_interaction}  # fmt: skip
     if late:
@@ -200,9 +204,9 @@ def main() -> None:
             dense = (1 - args.centroid) * (chunk @ labels.T) + args.centroid * (chunk @ centroids.T)
         static = best_label(wl_queries[begin : begin + CHUNK] @ wl_labels.T) if args.wordllama else 0.0
         wanted = gold[begin : begin + CHUNK]
-        for name, (w, a) in variants.items():
+        for name, (w, a, t) in variants.items():
             # each encoder scores a concept by its best label, then the scores add up, as in a pipeline
-            scores = best_label(dense - a * hubs) + w * static
+            scores = best_label(soft_pooled(dense - a * hubs, concept, t)) + w * static
             record(name, scores, wanted)
         if late:
             fused, ends = best_label(dense), np.r_[starts[1:], len(order)]
