@@ -84,12 +84,8 @@ def serve(env: dict[str, str], log_path: Path, secrets: Path | None = None) -> I
         log.close()
 
 
-@pytest.fixture
-def app_url(nor_data: Path, esco_csv: Path, tmp_path: Path) -> Iterator[str]:
-    """The app over the nor_no curation start (ESCO union of one dataset, the crosswalk's terms)."""
-    url = f"sqlite:///{tmp_path / 'melo.db'}"
-    with Store(url) as store:
-        start_curation(store, nor_data, "nor_no")
+def curation_env(nor_data: Path, esco_csv: Path, tmp_path: Path, url: str, shared: bool = False) -> dict[str, str]:
+    """The app's environment over the nor_no start in store ``url``; ``shared``: sign-in required."""
     env = {
         "MELO_DATA": str(nor_data),
         "MELO_ESCO": str(esco_csv),
@@ -97,7 +93,16 @@ def app_url(nor_data: Path, esco_csv: Path, tmp_path: Path) -> Iterator[str]:
         "MELO_DB_URL": url,
         "MELO_PREPARE": "manual",  # the app serves a ready pipeline; nothing is built in the background
     }
-    with serve(env, tmp_path / "streamlit.log") as app:
+    return env | {"MELO_AUTH": "on"} if shared else env
+
+
+@pytest.fixture
+def app_url(nor_data: Path, esco_csv: Path, tmp_path: Path) -> Iterator[str]:
+    """The app over the nor_no curation start (ESCO union of one dataset, the crosswalk's terms)."""
+    url = f"sqlite:///{tmp_path / 'melo.db'}"
+    with Store(url) as store:
+        start_curation(store, nor_data, "nor_no")
+    with serve(curation_env(nor_data, esco_csv, tmp_path, url), tmp_path / "streamlit.log") as app:
         yield app
 
 
@@ -118,15 +123,7 @@ def shared_app(nor_data: Path, esco_csv: Path, tmp_path: Path) -> Iterator[tuple
         store.decide(terms[0].id, doctor[0].uri, "narrowMatch", bob, concept_label=doctor[0].label)
         store.decide(terms[1].id, doctor[0].uri, "exactMatch", alice, concept_label=doctor[0].label)
         store.decide(terms[1].id, doctor[1].uri, "exactMatch", bob, concept_label=doctor[1].label)
-    env = {
-        "MELO_DATA": str(nor_data),
-        "MELO_ESCO": str(esco_csv),
-        "MELO_CACHE": str(tmp_path / "cache"),
-        "MELO_DB_URL": url,
-        "MELO_PREPARE": "manual",
-        "MELO_AUTH": "on",
-    }
-    with serve(env, tmp_path / "streamlit.log") as app:
+    with serve(curation_env(nor_data, esco_csv, tmp_path, url, shared=True), tmp_path / "streamlit.log") as app:
         yield app, url
 
 
@@ -156,14 +153,7 @@ def oidc_app(nor_data: Path, esco_csv: Path, tmp_path: Path) -> Iterator[tuple[s
             f'server_metadata_url = "http://localhost:{server.server_port}/.well-known/openid-configuration"\n',
             encoding="utf-8",
         )
-        env = {
-            "MELO_DATA": str(nor_data),
-            "MELO_ESCO": str(esco_csv),
-            "MELO_CACHE": str(tmp_path / "cache"),
-            "MELO_DB_URL": url,
-            "MELO_PREPARE": "manual",
-            "MELO_AUTH": "on",
-        }
+        env = curation_env(nor_data, esco_csv, tmp_path, url, shared=True)
         with serve(env, tmp_path / "streamlit.log", secrets=secrets) as app:
             yield app, url
 

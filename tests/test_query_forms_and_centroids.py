@@ -101,7 +101,7 @@ def test_pool_scores_a_concept_by_the_log_sum_exp_of_its_forms(tmp_path: Path) -
     off = _muse("muse@pool=0", tmp_path, concepts)
     off.fit(corpus)
     np.testing.assert_allclose(off.score([query])[0], raw, rtol=1e-6)
-    with pytest.raises(ValueError, match="@centroid and @pool need the concept of each"):
+    with pytest.raises(ValueError, match="@pool needs the concept of each"):
         _muse("muse@pool=0.05", tmp_path).fit(corpus)
     with pytest.raises(ValueError, match=r"@pool must be in \[0, 1\]"):
         _muse("muse@pool=1.5", tmp_path, concepts)

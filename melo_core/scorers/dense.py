@@ -146,7 +146,7 @@ class DenseScorer:
     def fit(self, corpus: Sequence[str]) -> None:
         self.corpus_vectors = self.embed(corpus, "passage")
         if self.centroid or self.pool:
-            check_concepts(self.concepts, corpus, f"{self.name}: @centroid and @pool need")
+            check_concepts(self.concepts, corpus, f"{self.name}: {'@centroid' if self.centroid else '@pool'} needs")
             self.groups, n_concepts = concept_groups(self.concepts)
         if self.centroid:
             self.centroids = concept_centroids(self.corpus_vectors, self.groups, n_concepts)
