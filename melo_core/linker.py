@@ -49,8 +49,10 @@ from melo_core.index import VectorIndex
 from melo_core.query_rules import check_rules, normalise_query
 from melo_core.scorers.base import ExtendableScorer, Scorer, ScorerContext
 from melo_core.scorers.dense import (
+    SAME_VECTOR_OPTIONS,
     DenseScorer,
     caps_rule,
+    centroid_weight,
     concept_centroids,
     pool_temperature,
     query_forms,
@@ -138,7 +140,7 @@ def vector_files(cache_dir: Path, spec: str, encoder_spec: str, rule: str, finge
     if index_kind == "exact":
         return snapshot, None
     # Keyed by the spec less the options that do not change the vectors: one index serves all.
-    same_vectors = "@".join(p for p in spec.split("@") if p.partition("=")[0] not in ("centroid", "pool", "forms"))
+    same_vectors = "@".join(p for p in spec.split("@") if p.partition("=")[0] not in SAME_VECTOR_OPTIONS)
     return snapshot, cache_dir / "indexes" / f"{_fingerprint(same_vectors, fingerprint, index_kind)}.faiss"
 
 
@@ -174,12 +176,7 @@ class _Component:
             self.encoder = encoder
             self.prepare = caps_rule(rule, query_language)
             self.forms = query_forms(options.get("forms", "asis"))
-            try:
-                self.centroid = float(options.get("centroid", "0"))
-            except ValueError:
-                raise ValueError(f"{spec!r}: @centroid must be a number in [0, 1)") from None
-            if not 0.0 <= self.centroid < 1.0:
-                raise ValueError(f"{spec!r}: centroid must be in [0, 1)")
+            self.centroid = centroid_weight(spec, options)
             self.pool = pool_temperature(spec, options)
             embedder = DenseScorer(encoder, show_progress=show_progress, prepare=self.prepare, name=spec)
             snapshot, index_path = vector_files(cache_dir, spec, encoder.spec, rule, fingerprint, index_kind)

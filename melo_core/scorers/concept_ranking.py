@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from melo_core.scorers.base import Scorer, ScorerContext, check_concepts
-from melo_core.scorers.dense import concept_groups
+from melo_core.scorers.dense import concept_groups, concept_segments
 from melo_core.scorers.registry import create_scorer, register_family
 
 PREFIX = "concepts:"
@@ -25,11 +25,9 @@ def one_form_per_concept(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """``scores`` (queries, forms) with each concept's best form kept (the first of tied ones)
     and its other forms moved below every kept form, order among them unchanged."""
     scores = np.asarray(scores, dtype=np.float64)
-    order = np.argsort(groups, kind="stable")
-    starts = np.flatnonzero(np.r_[True, groups[order][1:] != groups[order][:-1]])
+    order, starts, segment = concept_segments(groups)
     by_concept = scores[:, order]
     best = np.maximum.reduceat(by_concept, starts, axis=1)
-    segment = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(order)]))
     is_best = by_concept == best[:, segment]
     # only the first best form of a concept is kept: count best forms within each segment
     seen = np.cumsum(is_best, axis=1)

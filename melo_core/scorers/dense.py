@@ -37,7 +37,10 @@ PROGRESS_ABOVE = 2000  # texts; smaller jobs finish before a bar would help
 
 CAPS_RULES = ("calm", "paper", "keep")
 QUERY_FORMS = ("asis", "markers", "variants")
-SCORER_OPTIONS = ("caps", "centroid", "pool", "forms")
+# Options that change how scores are made from the corpus vectors, not the vectors: one snapshot
+# and one index serve every setting of them.
+SAME_VECTOR_OPTIONS = ("centroid", "pool", "forms")
+SCORER_OPTIONS = ("caps", *SAME_VECTOR_OPTIONS)
 
 
 def query_forms(rule: str) -> Callable[[str], list[str]]:
@@ -58,6 +61,17 @@ def concept_centroids(vectors: np.ndarray, groups: np.ndarray, n_concepts: int) 
     return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
 
 
+def centroid_weight(spec: str, options: dict[str, str]) -> float:
+    """The ``@centroid`` option: a weight in [0, 1)."""
+    try:
+        weight = float(options.get("centroid", "0"))
+    except ValueError:
+        raise ValueError(f"{spec!r}: @centroid must be a number in [0, 1)") from None
+    if not 0.0 <= weight < 1.0:
+        raise ValueError(f"{spec!r}: centroid must be in [0, 1), got {weight:g}")
+    return weight
+
+
 def pool_temperature(spec: str, options: dict[str, str]) -> float:
     """The ``@pool`` option: 0 (off) or a temperature in (0, 1]."""
     try:
@@ -74,10 +88,7 @@ def soft_pooled(scores: np.ndarray, concepts: np.ndarray, tau: float) -> np.ndar
     the columns given (``concepts``: the concept of each column); ``tau`` 0 returns them as they are."""
     if not tau or scores.shape[1] == 0:
         return scores
-    order = np.argsort(concepts, kind="stable")
-    sorted_concepts = np.asarray(concepts)[order]
-    starts = np.flatnonzero(np.r_[True, sorted_concepts[1:] != sorted_concepts[:-1]])
-    segment = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(order)]))
+    order, starts, segment = concept_segments(concepts)
     by_concept = scores[:, order]
     best = np.maximum.reduceat(by_concept, starts, axis=1)
     with np.errstate(invalid="ignore"):
@@ -85,6 +96,16 @@ def soft_pooled(scores: np.ndarray, concepts: np.ndarray, tau: float) -> np.ndar
     out = np.empty_like(scores)
     out[:, order] = by_concept + np.nan_to_num(bonus, nan=0.0)[:, segment]
     return out
+
+
+def concept_segments(concepts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Columns grouped by concept: (the column order that puts each concept's forms together,
+    where each concept's run starts in that order, the run of each column in that order)."""
+    order = np.argsort(concepts, kind="stable")
+    ordered = np.asarray(concepts)[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    segment = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(order)]))
+    return order, starts, segment
 
 
 def concept_groups(concepts: Sequence[str]) -> tuple[np.ndarray, int]:
@@ -206,18 +227,13 @@ def _languages(spec: str) -> frozenset[str] | None:
 def _create(spec: str, context: ScorerContext) -> DenseScorer:
     encoder_spec, options = split_scorer_options(spec)
     prepare = caps_rule(options.get("caps", "calm"), context.query_language)
-    try:
-        centroid = float(options.get("centroid", "0"))
-    except ValueError:
-        raise ValueError(f"{spec!r}: @centroid must be a number in [0, 1)") from None
-    pool = pool_temperature(spec, options)
     return DenseScorer(
         cached_encoder(encoder_spec, context.cache_dir),
         context.show_progress,
         prepare,
         name=spec,
-        centroid=centroid,
+        centroid=centroid_weight(spec, options),
         forms=options.get("forms", "asis"),
         concepts=context.concepts,
-        pool=pool,
+        pool=pool_temperature(spec, options),
     )
