@@ -19,6 +19,9 @@ Then, on the same vectors:
   (``recall``: words the title adds, such as "(Native Thai)", cost nothing), every title token to
   its nearest label token (``precision``), or their harmonic mean (``f1``), as BERTScore does; a
   concept scores its best label.
+- ``--add-encoder SPEC --add-weights W,...``: adds W times a second encoder's score (each label's
+  cosine mixed with its concept centroid's, as ``--centroid``; a concept scores its best label),
+  to the encoder's or, with ``--pipeline``, to the pipeline's fused concept scores.
 - ``--pool T,...``: the encoder's ``@pool=T`` (``melo_core.scorers.dense.soft_pooled``): a concept
   scores the log-sum-exp of its labels' scores at temperature T instead of its best label's.
 
@@ -28,6 +31,8 @@ Then, on the same vectors:
         --pipeline best --wordllama 0.05,0.1,0.2
     python benchmarks/titles_dense_probes.py --data ../shared/melo --titles ../shared/jobbert/titles.csv \
         --pipeline best --late-interaction 0.05,0.1,0.2,0.4
+    python benchmarks/titles_dense_probes.py --data ../shared/melo --titles ../shared/jobbert/titles.csv \
+        --pipeline best --add-encoder st:models/minilm-esco --add-weights 0.1,0.2,0.3,0.5
 """
 
 from __future__ import annotations
@@ -145,6 +150,8 @@ def main() -> None:
     parser.add_argument("--wordllama", type=floats, default=[], help="weights of the WordLlama similarity")
     parser.add_argument("--hubness", type=floats, default=[], help="weights of the hubness penalty")
     parser.add_argument("--late-interaction", type=floats, default=[], help="weights of the token-level match")
+    parser.add_argument("--add-encoder", help="a second encoder whose score is added (see --add-weights)")
+    parser.add_argument("--add-weights", type=floats, default=[], help="weights of the --add-encoder score")
     parser.add_argument("--pool", type=floats, default=[], help="temperatures of @pool (a concept's log-sum-exp)")
     parser.add_argument("--token-cache", help="folder that keeps the token vectors between runs")
     parser.add_argument("--late-top", type=int, default=50, help="the pipeline's first concepts it re-scores")
@@ -153,6 +160,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.pipeline and (args.hubness or args.pool):
         parser.error("--hubness and --pool probe the encoder alone; leave them out with --pipeline")
+    if bool(args.add_encoder) != bool(args.add_weights):
+        parser.error("--add-encoder and --add-weights go together")
     if args.late_interaction and not args.pipeline:
         parser.error("--late-interaction re-scores a pipeline's candidates; name it with --pipeline")
 
@@ -176,6 +185,7 @@ def main() -> None:
     variants |= {f"+ {w} x wordllama": (w, 0.0, 0.0) for w in args.wordllama}
     variants |= {f"- {a} x hubness": (0.0, a, 0.0) for a in args.hubness}
     variants |= {f"@pool={t}": (0.0, 0.0, t) for t in args.pool}
+    added = {f"+ {w} x {args.add_encoder}": w for w in args.add_weights}
     late = {f"+ {w} x late interaction ({kind})": (kind, w) for kind in ("recall", "precision", "f1")
             for w in args.late_interaction}  # fmt: skip
     if late:
@@ -184,12 +194,19 @@ def main() -> None:
         title_tokens = TokenVectors(dataset.queries, cache=keep / "titles.npz" if keep else None)
     if args.wordllama:
         wl_labels, wl_queries = wordllama_vectors(dataset.corpus), wordllama_vectors(dataset.queries)
+    if added:
+        extra = cached_encoder(args.add_encoder)
+        extra_labels = normalise_rows(extra.encode(dataset.corpus, "passage"))
+        extra_queries = normalise_rows(extra.encode(dataset.queries, "query"))
+        extra_centroids = concept_centroids(extra_labels, concept, len(concepts))[concept]
     hubs = hubness(labels, concept) if args.hubness else np.zeros(len(dataset.corpus), dtype=np.float32)
 
     def best_label(sims: np.ndarray) -> np.ndarray:
         return np.maximum.reduceat(sims[:, order], starts, axis=1)
 
-    reciprocal: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {name: [] for name in variants | late}
+    reciprocal: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {
+        name: [] for name in variants | late | added
+    }
 
     def record(name: str, scores: np.ndarray, wanted: np.ndarray) -> None:
         at_gold = scores[np.arange(len(wanted)), wanted][:, None]
@@ -208,6 +225,14 @@ def main() -> None:
             # each encoder scores a concept by its best label, then the scores add up, as in a pipeline
             scores = best_label(soft_pooled(dense - a * hubs, concept, t)) + w * static
             record(name, scores, wanted)
+        if added:
+            chunk = extra_queries[begin : begin + CHUNK]
+            second = best_label(
+                (1 - args.centroid) * (chunk @ extra_labels.T) + args.centroid * (chunk @ extra_centroids.T)
+            )
+            first = best_label(dense)
+            for name, w in added.items():
+                record(name, first + w * second, wanted)
         if late:
             fused, ends = best_label(dense), np.r_[starts[1:], len(order)]
             bonus = {kind: np.zeros_like(fused) for kind in ("recall", "precision", "f1")}
