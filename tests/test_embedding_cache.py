@@ -348,3 +348,35 @@ def test_stale_temporary_files_are_removed_on_compaction(
     os.utime(stale, (old, old))
     cache.store(SPEC, "query", ["baker"], reference["baker"][None])
     assert not stale.exists() and young.exists()
+
+
+def test_fill_cache_embeds_one_chunk_in_process_and_more_with_workers(
+    reference: dict[str, np.ndarray], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One chunk is embedded by the encoder already loaded (a worker would import its engine again,
+    seconds for torch models); more chunks go to worker processes. The cache holds the same either way."""
+    import multiprocessing
+
+    from melo_core.encoders import prefill
+
+    spawned: list[str] = []
+    real_context = multiprocessing.get_context
+
+    def watched(method: str | None = None) -> object:
+        spawned.append(str(method))
+        return real_context(method)
+
+    monkeypatch.setattr(prefill.multiprocessing, "get_context", watched)
+    progress: list[int] = []
+    one = tmp_path / "one"
+    assert prefill.fill_cache(SPEC, {"query": TITLES}, one, workers=2, on_progress=progress.append) == len(TITLES)
+    assert not spawned and progress == [len(TITLES)]
+    assert prefill.fill_cache(SPEC, {"query": TITLES}, one, workers=2) == 0  # all cached
+    monkeypatch.setattr(prefill, "CHUNK", 5)  # three chunks: workers
+    many = tmp_path / "many"
+    assert prefill.fill_cache(SPEC, {"query": TITLES}, many, workers=2) == len(TITLES)
+    assert spawned == ["spawn"]
+    for root in (one, many):
+        cached = CachedEncoder(load_encoder(SPEC), EmbeddingCache(root))
+        assert not cached.missing(TITLES, "query")
+        assert_matches(cached.encode(TITLES, "query"), TITLES, reference)

@@ -52,6 +52,12 @@ def fill_cache(
         on_total(total)
     if not jobs:
         return 0
+    if len(jobs) == 1:  # one chunk: the encoder loaded above, on every core; a worker would import its engine again
+        role, texts = jobs[0]
+        encoder.encode(texts, role)
+        if on_progress is not None:
+            on_progress(total)
+        return total
     if workers <= 1:
         _start_worker(spec, str(cache_dir))
         for job in jobs:
