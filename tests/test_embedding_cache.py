@@ -354,8 +354,12 @@ def test_fill_cache_embeds_one_chunk_in_process_and_more_with_workers(
     reference: dict[str, np.ndarray], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One chunk is embedded by the encoder already loaded (a worker would import its engine again,
-    seconds for torch models); more chunks go to worker processes. The cache holds the same either way."""
+    seconds for torch models); more chunks go to worker processes, which start even when
+    ``__main__`` is a file that fails when run again (under Streamlit, the page: spawn would run it
+    in every worker, and the pool would restart them for ever). The cache holds the same either way."""
     import multiprocessing
+    import threading
+    import types
 
     from melo_core.encoders import prefill
 
@@ -372,10 +376,21 @@ def test_fill_cache_embeds_one_chunk_in_process_and_more_with_workers(
     assert prefill.fill_cache(SPEC, {"query": TITLES}, one, workers=2, on_progress=progress.append) == len(TITLES)
     assert not spawned and progress == [len(TITLES)]
     assert prefill.fill_cache(SPEC, {"query": TITLES}, one, workers=2) == 0  # all cached
+
+    page = tmp_path / "page.py"
+    page.write_text("raise RuntimeError('a Streamlit page run again in a worker')\n", encoding="utf-8")
+    main = types.ModuleType("__main__")
+    main.__file__, main.__spec__ = str(page), None
+    monkeypatch.setitem(sys.modules, "__main__", main)
     monkeypatch.setattr(prefill, "CHUNK", 5)  # three chunks: workers
     many = tmp_path / "many"
-    assert prefill.fill_cache(SPEC, {"query": TITLES}, many, workers=2) == len(TITLES)
-    assert spawned == ["spawn"]
+    embedded: list[int] = []
+    filling = threading.Thread(target=lambda: embedded.append(prefill.fill_cache(SPEC, {"query": TITLES}, many)),
+                               daemon=True)  # fmt: skip
+    filling.start()
+    filling.join(timeout=120)  # the old pool restarted its failing workers for ever
+    assert embedded == [len(TITLES)] and spawned == ["spawn"]
+    assert sys.modules["__main__"] is main  # given back
     for root in (one, many):
         cached = CachedEncoder(load_encoder(SPEC), EmbeddingCache(root))
         assert not cached.missing(TITLES, "query")

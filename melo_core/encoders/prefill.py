@@ -8,7 +8,10 @@ interrupted run keeps every finished chunk and a re-run embeds only what is miss
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Callable, Sequence
+import sys
+import types
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from melo_core.encoders.base import EncoderSpec, Role
@@ -17,20 +20,43 @@ from melo_core.encoders.registry import load_encoder
 
 CHUNK = 2048
 _worker: CachedEncoder | None = None
+_failure: str | None = None
+
+
+def _load(spec: str, cache_dir: str) -> CachedEncoder:
+    parsed = EncoderSpec.parse(spec)
+    options = dict(parsed.options, threads="1")
+    return CachedEncoder(load_encoder(EncoderSpec(parsed.kind, parsed.argument, options)), EmbeddingCache(cache_dir))
 
 
 def _start_worker(spec: str, cache_dir: str) -> None:
-    global _worker
-    parsed = EncoderSpec.parse(spec)
-    options = dict(parsed.options, threads="1")
-    _worker = CachedEncoder(load_encoder(EncoderSpec(parsed.kind, parsed.argument, options)), EmbeddingCache(cache_dir))
+    global _worker, _failure
+    try:
+        _worker = _load(spec, cache_dir)
+    except Exception as exc:  # a pool restarts a worker whose initializer raises, for ever: fail its first job instead
+        _failure = f"{type(exc).__name__}: {exc}"
 
 
 def _embed_chunk(job: tuple[Role, list[str]]) -> int:
     role, texts = job
+    if _failure is not None:
+        raise RuntimeError(f"an embedding worker could not load its encoder: {_failure}")
     assert _worker is not None
     _worker.encode(texts, role)
     return len(texts)
+
+
+@contextmanager
+def _bare_main() -> Iterator[None]:
+    """A plain ``__main__`` while workers start: spawn runs the parent's ``__main__`` file again in
+    each child, and under Streamlit that is the page itself (the workers need nothing from it)."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
 
 
 def fill_cache(
@@ -59,14 +85,16 @@ def fill_cache(
             on_progress(total)
         return total
     if workers <= 1:
-        _start_worker(spec, str(cache_dir))
-        for job in jobs:
-            done = _embed_chunk(job)
+        single = _load(spec, str(cache_dir))
+        for role, texts in jobs:
+            single.encode(texts, role)
             if on_progress is not None:
-                on_progress(done)
+                on_progress(len(texts))
         return total
     context = multiprocessing.get_context("spawn")  # fresh processes: C engines and threads are not fork-safe
-    with context.Pool(workers, initializer=_start_worker, initargs=(spec, str(cache_dir))) as pool:
+    with _bare_main():  # the workers start here
+        pool = context.Pool(workers, initializer=_start_worker, initargs=(spec, str(cache_dir)))
+    with pool:
         for done in pool.imap_unordered(_embed_chunk, jobs):
             if on_progress is not None:
                 on_progress(done)
