@@ -201,6 +201,10 @@ def main() -> None:
         extra_centroids = concept_centroids(extra_labels, concept, len(concepts))[concept]
     hubs = hubness(labels, concept) if args.hubness else np.zeros(len(dataset.corpus), dtype=np.float32)
 
+    def mixed(chunk: np.ndarray, label_vectors: np.ndarray, label_centroids: np.ndarray) -> np.ndarray:
+        """Each label's cosine mixed with its concept centroid's, as `best` mixes them."""
+        return (1 - args.centroid) * (chunk @ label_vectors.T) + args.centroid * (chunk @ label_centroids.T)
+
     def best_label(sims: np.ndarray) -> np.ndarray:
         return np.maximum.reduceat(sims[:, order], starts, axis=1)
 
@@ -217,8 +221,7 @@ def main() -> None:
         if args.pipeline:  # -inf outside the pipeline's candidates: they stay last
             dense = pipeline.score(dataset.queries[begin : begin + CHUNK])
         else:
-            chunk = queries[begin : begin + CHUNK]
-            dense = (1 - args.centroid) * (chunk @ labels.T) + args.centroid * (chunk @ centroids.T)
+            dense = mixed(queries[begin : begin + CHUNK], labels, centroids)
         static = best_label(wl_queries[begin : begin + CHUNK] @ wl_labels.T) if args.wordllama else 0.0
         wanted = gold[begin : begin + CHUNK]
         for name, (w, a, t) in variants.items():
@@ -226,10 +229,7 @@ def main() -> None:
             scores = best_label(soft_pooled(dense - a * hubs, concept, t)) + w * static
             record(name, scores, wanted)
         if added:
-            chunk = extra_queries[begin : begin + CHUNK]
-            second = best_label(
-                (1 - args.centroid) * (chunk @ extra_labels.T) + args.centroid * (chunk @ extra_centroids.T)
-            )
+            second = best_label(mixed(extra_queries[begin : begin + CHUNK], extra_labels, extra_centroids))
             first = best_label(dense)
             for name, w in added.items():
                 record(name, first + w * second, wanted)

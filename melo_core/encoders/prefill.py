@@ -78,14 +78,10 @@ def fill_cache(
         on_total(total)
     if not jobs:
         return 0
-    if len(jobs) == 1:  # one chunk: the encoder loaded above, on every core; a worker would import its engine again
-        role, texts = jobs[0]
-        encoder.encode(texts, role)
-        if on_progress is not None:
-            on_progress(total)
-        return total
-    if workers <= 1:
-        single = _load(spec, str(cache_dir))
+    if len(jobs) == 1 or workers <= 1:
+        # one chunk: the encoder loaded above, on every core (a worker would import its engine again);
+        # one worker: a single-threaded copy in this process
+        single = encoder if len(jobs) == 1 else _load(spec, str(cache_dir))
         for role, texts in jobs:
             single.encode(texts, role)
             if on_progress is not None:
