@@ -1,0 +1,69 @@
+"""Time one run of the Crosswalk page on a large crosswalk, and each export it offers.
+
+    python benchmarks/crosswalk_page.py --data ../shared/melo --crosswalk bgr_bg
+
+A fresh SQLite store gets the ESCO union of the data folder and one crosswalk with its matches as
+decisions (`import-taxonomy`, `import-terms --with-decisions`); then the page runs through
+Streamlit's AppTest (the script as the server runs it, without a browser) a few times, as each
+decision, review or checkbox on the page reruns it, and each export is written once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from streamlit.testing.v1 import AppTest
+
+from db.exports import exported_count, skos_csv_text, sssom_text, turtle_text
+from db.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=os.environ.get("MELO_DATA", "../shared/melo"))
+    parser.add_argument("--crosswalk", default="bgr_bg", help="crosswalk code under --data (its scheme name too)")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite:///{Path(folder) / 'melo.db'}"
+        cli = [sys.executable, "-m", "melo_core"]
+        subprocess.run([*cli, "import-taxonomy", "--data", args.data, "--db", url], check=True, cwd=ROOT)
+        subprocess.run([*cli, "import-terms", "--scheme", args.crosswalk, "--crosswalk", args.crosswalk,
+                        "--with-decisions", "--data", args.data, "--db", url], check=True, cwd=ROOT)  # fmt: skip
+        with Store(url) as store:
+            decisions = exported_count(store, args.crosswalk)
+            for export in (skos_csv_text, sssom_text, turtle_text):
+                start = time.perf_counter()
+                text = export(store, args.crosswalk)
+                print(f"{export.__name__}: {time.perf_counter() - start:.2f} s, {len(text):,} characters")
+
+        os.environ.update(MELO_DB_URL=url, MELO_DATA=str(Path(args.data).resolve()))
+        os.chdir(ROOT)
+        seconds = []
+        for _ in range(args.runs):
+            app = AppTest.from_file(str(ROOT / "pages" / "3_Crosswalk.py"), default_timeout=300)
+            app.session_state["curator"] = "bench"
+            start = time.perf_counter()
+            app.run()
+            seconds.append(time.perf_counter() - start)
+            if app.exception:
+                raise SystemExit(f"the page failed: {app.exception[0].message}")
+            assert [d.label for d in app.get("download_button")] == ["SKOS CSV", "SSSOM TSV", "SKOS Turtle"]
+        print(f"Crosswalk page, {args.crosswalk} ({decisions:,} decisions): median {statistics.median(seconds):.2f} s "
+              f"per run over {args.runs} ({', '.join(f'{s:.2f}' for s in seconds)})")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
