@@ -1,7 +1,9 @@
 """How much of a scorer's MELO MRR comes from trec_eval's tie order.
 
-    python benchmarks/tie_order.py --data ../shared/melo --scorers concepts:char-tfidf-lemmas,best \
-        --out benchmarks/results/tie_order.csv
+    python benchmarks/tie_order.py --data ../shared/melo --scorers concepts:char-tfidf-lemmas,char-tfidf \
+        --out benchmarks/results/tie_order_lexical.csv
+    python benchmarks/tie_order.py --data ../shared/melo --scorers best \
+        --datasets nor_q_no_c_no,ita_q_it_c_it,aut_q_de_c_de --out benchmarks/results/tie_order_best.csv
 
 trec_eval (the MELO paper's protocol, ``eval``'s default) rounds scores to 5 decimals and breaks
 ties by corpus element id, descending: a scorer that gives a relevant and an irrelevant element the
@@ -55,7 +57,7 @@ def main() -> None:
     parser.add_argument("--scorers", default="concepts:char-tfidf-lemmas")
     parser.add_argument("--datasets", default="all")
     parser.add_argument("--limit-queries", type=int, default=0)
-    parser.add_argument("--out", default="benchmarks/results/tie_order.csv")
+    parser.add_argument("--out", required=True, help="CSV of the per-dataset rows")
     args = parser.parse_args()
 
     names = list_datasets(args.data) if args.datasets == "all" else args.datasets.split(",")
