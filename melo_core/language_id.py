@@ -1,0 +1,78 @@
+"""The language of a column of titles, so that `link --input` ranks it as the benchmarks measured it.
+
+Every MELO and job-ad number is measured with the queries' language known: it picks the pipeline
+variant (monolingual or cross-lingual), the lemmatiser, and the components coverage leaves out.
+A file linked without ``--query-lang`` had none of that. One title is too short to tell (py3langid
+names the right ESCO language for 82 % of single MELO queries), but 20 titles read together are
+right for every MELO dataset and for the job-ad titles (docs/benchmarks.md, "Query language").
+
+The language is chosen among the languages ESCO is published in: a title set is linked to ESCO,
+and look-alike languages outside it (Bosnian for Croatian, Latin or Pidgin for short English
+titles) would otherwise win.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from py3langid.langid import LanguageIdentifier
+
+# The 28 languages of ESCO v1.2 (Norwegian as "no", as ESCO and MELO write it).
+ESCO_LANGUAGES = ("ar", "bg", "cs", "da", "de", "el", "en", "es", "et", "fi", "fr", "ga", "hr", "hu", "is", "it",
+                  "lt", "lv", "mt", "nl", "no", "pl", "pt", "ro", "sk", "sl", "sv", "uk")  # fmt: skip
+CHUNK_TITLES = 20  # titles read together: right on every MELO dataset (10 already are)
+SAMPLE_TITLES = 400  # distinct titles read from the start of a file: 20 chunks
+MIN_TITLES = 5  # fewer say too little
+AGREEMENT = 0.8  # share of chunks that must name the same language; a mixed column stays unknown
+
+
+@dataclass(frozen=True)
+class Detection:
+    language: str | None  # None: too few titles, or no language agreed on
+    titles: int  # distinct titles read
+    agreement: float  # share of chunks that named the language chosen (0 when none)
+
+    def describe(self) -> str:
+        if self.language:
+            return f"{self.language} (detected from {self.titles} titles; --query-lang sets it)"
+        if self.titles < MIN_TITLES:
+            return f"unknown ({self.titles} titles are too few to tell; --query-lang sets it)"
+        return (f"unknown (the titles do not agree on one language: {self.agreement:.0%} of them read "
+                "together name the same; --query-lang sets it)")  # fmt: skip
+
+
+@cache
+def _identifier(languages: tuple[str, ...]) -> LanguageIdentifier:
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    identifier = LanguageIdentifier.from_model_file(MODEL_FILE)
+    identifier.set_languages([x for x in languages if x in identifier.nb_classes])
+    return identifier
+
+
+def detect_language(titles: Iterable[str], languages: Iterable[str] = ESCO_LANGUAGES) -> Detection:
+    """The language that at least ``AGREEMENT`` of the chunks of ``CHUNK_TITLES`` distinct titles
+    name, among ``languages``; reads the first ``SAMPLE_TITLES`` distinct non-empty titles."""
+    distinct: dict[str, None] = {}
+    for title in titles:
+        text = " ".join(str(title).split())
+        if text:
+            distinct.setdefault(text, None)
+            if len(distinct) >= SAMPLE_TITLES:
+                break
+    sample = list(distinct)
+    if len(sample) < MIN_TITLES:
+        return Detection(None, len(sample), 0.0)
+    identifier = _identifier(tuple(sorted({x.lower() for x in languages})))
+    chunks = [sample[i : i + CHUNK_TITLES] for i in range(0, len(sample), CHUNK_TITLES)]
+    if len(chunks) > 1 and len(chunks[-1]) < MIN_TITLES:
+        chunks[-2].extend(chunks.pop())  # a short last chunk would be a noisy vote
+    votes = Counter(identifier.classify(" \n ".join(chunk))[0] for chunk in chunks)
+    language, count = votes.most_common(1)[0]
+    agreement = count / len(chunks)
+    return Detection(language if agreement >= AGREEMENT else None, len(sample), agreement)

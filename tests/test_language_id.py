@@ -1,0 +1,80 @@
+"""The language of a file of titles (melo_core.language_id): detected from its first titles on
+real MELO queries and job-ad titles, and `link --input` ranking with it when --query-lang is not given."""
+
+from __future__ import annotations
+
+import csv
+import random
+from pathlib import Path
+
+import pytest
+
+from db.testing import run_cli
+from melo_core.bulk import sample_titles
+from melo_core.language_id import detect_language
+
+TITLES_CSV = Path(__file__).resolve().parent.parent.parent / "shared" / "jobbert" / "titles.csv"
+
+
+def queries(datasets_dir: Path, name: str) -> list[str]:
+    lines = (datasets_dir / name / "queries.tsv").read_text(encoding="utf-8").splitlines()
+    return [line.split("\t", 1)[1] for line in lines]
+
+
+def write_titles(path: Path, titles: list[str]) -> Path:
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["title"])
+        writer.writerows([t] for t in titles)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("dataset", "language"),
+    # The closest pairs: Danish/Norwegian/Swedish, Croatian/Slovenian (and Bosnian, outside ESCO).
+    [("dnk_q_da_c_en", "da"), ("nor_q_no_c_en", "no"), ("swe_q_sv_c_en", "sv"), ("hrv_q_hr_c_en", "hr"),
+     ("svn_q_sl_c_en", "sl"), ("usa_q_en_c_en", "en"), ("bgr_q_bg_c_en", "bg"), ("bel_q_nl_c_en", "nl")],
+)  # fmt: skip
+def test_a_column_of_national_titles_gets_its_language(datasets_dir: Path, dataset: str, language: str) -> None:
+    detection = detect_language(queries(datasets_dir, dataset))
+    assert detection.language == language, detection
+    assert detection.agreement >= 0.8
+
+
+def test_job_ad_titles_are_english() -> None:
+    if not TITLES_CSV.is_file():
+        pytest.skip(f"{TITLES_CSV} not found")
+    with TITLES_CSV.open(encoding="utf-8-sig", newline="") as handle:
+        titles = [row["vacancyTitle"] for row in csv.DictReader(handle)]
+    for start in range(0, 4000, 400):  # ten files of 400 titles
+        assert detect_language(titles[start : start + 400]).language == "en"
+
+
+def test_too_few_titles_or_two_languages_half_and_half_stay_unknown(datasets_dir: Path) -> None:
+    few = detect_language(["Koch", "Köchin", "", "Koch"])
+    assert few.language is None and few.titles == 2
+    assert "too few" in few.describe()
+    french, dutch = queries(datasets_dir, "bel_q_fr_c_en"), queries(datasets_dir, "bel_q_nl_c_en")
+    mixed = french[:200] + dutch[:200]
+    random.Random(1).shuffle(mixed)
+    detection = detect_language(mixed)
+    assert detection.language is None and detection.agreement < 0.8
+    assert "do not agree" in detection.describe()
+
+
+def test_link_input_ranks_a_file_in_its_detected_language(nor_data: Path, datasets_dir: Path, tmp_path: Path) -> None:
+    """The detected language picks the variant, as --query-lang does: Norwegian titles against the
+    Norwegian labels are monolingual, English ones cross-lingual; a given --query-lang wins."""
+    norwegian = write_titles(tmp_path / "no.csv", queries(datasets_dir, "nor_q_no_c_no")[:60])
+    english = write_titles(tmp_path / "en.csv", queries(datasets_dir, "usa_q_en_c_en")[:60])
+    assert sample_titles(norwegian, "title", rows=10) == queries(datasets_dir, "nor_q_no_c_no")[:10]
+    common = ("--data", str(nor_data), "--column", "title", "--langs", "no", "--pipeline", "lexical", "--top", "2")
+    for path, language, variant in ((norwegian, "no", "monolingual"), (english, "en", "cross-lingual")):
+        code, _, stderr = run_cli("link", "--input", str(path), "--out", str(tmp_path / f"{language}.out.csv"), *common)
+        assert code == 0, stderr
+        assert f"query language: {language} (detected from 60 titles" in stderr
+        assert f"pipeline lexical ({variant} variant" in stderr
+    code, _, stderr = run_cli("link", "--input", str(english), "--out", str(tmp_path / "given.csv"),
+                              "--query-lang", "no", *common)  # fmt: skip
+    assert code == 0, stderr
+    assert "detected" not in stderr and "pipeline lexical (monolingual variant" in stderr
