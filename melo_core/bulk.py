@@ -246,9 +246,9 @@ def _missing_column(path: str | Path, column: str, found: Sequence[str]) -> Melo
     return MeloInputError(f"missing column {column}; found {', '.join(found) or 'no header'}", path, 1)
 
 
-def sample_titles(path: str | Path, column: str, fmt: str | None = None, rows: int = 5000) -> list[str]:
+def sample_titles(path: str | Path, column: str, fmt: str | None = None, rows: int = 5000) -> list[str] | None:
     """The first ``rows`` cells of ``column``: of the file, or of the first file (by name) of a
-    folder the Ray engine reads; [] when the input is not on this machine (a URL)."""
+    folder the Ray engine reads; None when the input is not on this machine (a URL)."""
     path = Path(path)
     if path.is_dir():
         files = sorted(f for f in path.iterdir() if f.is_file() and not f.name.startswith(("_", ".")))
@@ -256,7 +256,7 @@ def sample_titles(path: str | Path, column: str, fmt: str | None = None, rows: i
             return []
         path = files[0]
     elif not path.exists():
-        return []
+        return None
     _, table = next(iter(InputBatches(path, column, rows, fmt)), (0, pa.table({"title": pa.array([], pa.string())})))
     return table.column("title").to_pylist()
 

@@ -290,9 +290,13 @@ def cmd_link(args: argparse.Namespace) -> int:
                              "OUT/_rejects into a new folder)")  # fmt: skip
     if args.input and not args.query_lang:
         # The benchmarks know each query's language; a file gets its own from its first titles.
-        detection = detect_language(sample_titles(args.input, args.column, args.input_format))
-        args.query_lang = detection.language
-        say(f"query language: {detection.describe()}")
+        sample = sample_titles(args.input, args.column, args.input_format)
+        if sample is None:
+            say("query language: unknown (the input is not on this machine; --query-lang sets it)")
+        else:
+            detection = detect_language(sample)
+            args.query_lang = detection.language
+            say(f"query language: {detection.describe()}")
     taxonomy = cached_taxonomy_from_melo(args.data)
     languages = _split(args.langs) if args.langs else None
     settings = _settings_for(args, taxonomy, languages)

@@ -68,6 +68,7 @@ def test_link_input_ranks_a_file_in_its_detected_language(nor_data: Path, datase
     norwegian = write_titles(tmp_path / "no.csv", queries(datasets_dir, "nor_q_no_c_no")[:60])
     english = write_titles(tmp_path / "en.csv", queries(datasets_dir, "usa_q_en_c_en")[:60])
     assert sample_titles(norwegian, "title", rows=10) == queries(datasets_dir, "nor_q_no_c_no")[:10]
+    assert sample_titles("s3://feeds/2026-11/", "title") is None  # not on this machine: not read
     common = ("--data", str(nor_data), "--column", "title", "--langs", "no", "--pipeline", "lexical", "--top", "2")
     for path, language, variant in ((norwegian, "no", "monolingual"), (english, "en", "cross-lingual")):
         code, _, stderr = run_cli("link", "--input", str(path), "--out", str(tmp_path / f"{language}.out.csv"), *common)
