@@ -298,7 +298,11 @@ def cmd_link(args: argparse.Namespace) -> int:
             args.query_lang = detection.language
             say(f"query language: {detection.describe()}")
     taxonomy = cached_taxonomy_from_melo(args.data)
-    languages = _split(args.langs) if args.langs else None
+    languages = _link_languages(args.langs, args.query_lang, taxonomy)
+    if not args.langs:
+        why = ("the query language and English" if languages else
+               "the query language unknown" if not args.query_lang else "neither has labels here")  # fmt: skip
+        say(f"label languages: {', '.join(languages) if languages else 'all'} ({why}; --langs sets them)")
     settings = _settings_for(args, taxonomy, languages)
     if args.input and args.engine == "ray":
         say(f"linking with {settings.scorer or 'pipeline ' + str(settings.pipeline)} on Ray "
@@ -319,6 +323,21 @@ def cmd_link(args: argparse.Namespace) -> int:
         print(f"{c.rank:>3}  {round(c.score, 6):.4f}  {c.label}  [{c.matched_language}: {c.matched_label}]  "
               f"{c.concept_uri}")  # fmt: skip
     return 0
+
+
+def _link_languages(langs: str | None, query_language: str | None, taxonomy: Taxonomy) -> list[str] | None:
+    """The label languages `link` ranks: --langs ("all": every language of the taxonomy), else the
+    query's language and English, as the Link page does (None, all of them, when the query's
+    language is unknown). Every label language more is a chance for a look-alike label: job-ad
+    titles ranked over all 21 languages lose 0.011 MRR (docs/benchmarks.md, "Query language")."""
+    if langs == "all":
+        return None
+    if langs:
+        return _split(langs)
+    if not query_language:
+        return None
+    chosen = [x for x in dict.fromkeys([query_language, "en"]) if x in taxonomy.languages]
+    return chosen or None  # a taxonomy with neither: all its languages
 
 
 def _say_summary(say: Callable[[str], None], summary: Summary, out: str) -> None:
@@ -639,7 +658,8 @@ def build_parser() -> argparse.ArgumentParser:
     ln.add_argument("--no-query-cache", action="store_true",
                     help="do not store the titles' embeddings in the cache (one-off feeds; measuring)")  # fmt: skip
     ln.add_argument("--num-gpus", type=float, default=0.0, help="ray engine: GPUs per linking actor")
-    ln.add_argument("--langs", help="comma-separated ESCO label languages (default: all 21 of the MELO union)")
+    ln.add_argument("--langs", help="comma-separated ESCO label languages, or 'all' (default: the query language "
+                    "and English; all when the query language is unknown)")  # fmt: skip
     ln.add_argument("--aggregation", choices=AGGREGATIONS, default="max", help="concept score from its labels' scores")
     ln.add_argument("--index", choices=INDEX_KINDS, default="hnsw", help="faiss index of dense scorers")
     ln.add_argument("--quiet", action="store_true", help="no progress or status messages")

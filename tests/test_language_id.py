@@ -12,6 +12,7 @@ import pytest
 from db.testing import run_cli
 from melo_core.bulk import sample_titles
 from melo_core.language_id import detect_language
+from tests.conftest import linked_slice
 
 TITLES_CSV = Path(__file__).resolve().parent.parent.parent / "shared" / "jobbert" / "titles.csv"
 
@@ -79,3 +80,26 @@ def test_link_input_ranks_a_file_in_its_detected_language(nor_data: Path, datase
                               "--query-lang", "no", *common)  # fmt: skip
     assert code == 0, stderr
     assert "detected" not in stderr and "pipeline lexical (monolingual variant" in stderr
+
+
+def test_link_ranks_the_labels_of_the_query_language_and_english_by_default(
+    melo_data: Path, datasets_dir: Path, tmp_path: Path
+) -> None:
+    """Without --langs, `link` ranks the query language's labels and English ones (as the Link page
+    does); all languages only while the query language is unknown, or with --langs all."""
+    data = linked_slice(tmp_path / "data", melo_data, ("processed/melo/nor_q_no_c_no", "processed/melo/nor_q_no_c_en"))
+    norwegian = write_titles(tmp_path / "no.csv", queries(datasets_dir, "nor_q_no_c_no")[:40])
+    common = ("--data", str(data), "--pipeline", "lexical", "--top", "1")
+    code, _, stderr = run_cli("link", "--input", str(norwegian), "--column", "title", "--out", str(tmp_path / "a.csv"),
+                              *common)  # fmt: skip
+    assert code == 0, stderr
+    assert "label languages: no, en (the query language and English; --langs sets them)" in stderr
+    code, stdout, stderr = run_cli("link", "--query", "lege", *common)
+    assert code == 0, stderr
+    assert "label languages: all (the query language unknown" in stderr and stdout.strip()
+    code, _, stderr = run_cli("link", "--query", "lege", "--query-lang", "en", *common)
+    assert code == 0, stderr
+    assert "label languages: en (the query language and English" in stderr
+    code, _, stderr = run_cli("link", "--query", "lege", "--query-lang", "no", "--langs", "all", *common)
+    assert code == 0, stderr
+    assert "label languages" not in stderr and "monolingual variant" in stderr
