@@ -27,11 +27,12 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pyarrow.dataset as pads
+import pyarrow.csv as pacsv
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from melo_core import config
+from melo_core.bulk import read_output
 from melo_core.datasets import load_dataset, resolve_dataset
 from melo_core.metrics import accuracy_at_k, mrr
 from melo_core.titles import DEFAULT_TITLE_COLUMN, DEFAULT_URI_COLUMN, read_titles
@@ -50,10 +51,7 @@ def dataset_gold(data: str, name: str) -> list[tuple[str, set[str]]]:
 def gold_ranks(gold: list[tuple[str, set[str]]], links: Path) -> np.ndarray:
     """Per row with a text and a concept, the rank of its first concept in `link`'s output (inf
     when absent); rows without either are left out, as `eval --titles` leaves them."""
-    csv_shards = links.suffix == ".csv" or any(links.glob("part-*.csv"))
-    table = pads.dataset(links, format="csv" if csv_shards else "parquet").to_table(
-        columns=["row", "rank", "concept_uri"]
-    )
+    table = read_output(links) if links.is_dir() else pacsv.read_csv(links)
     rank_of: dict[tuple[int, str], int] = {}
     for row, rank, uri in zip(*(table.column(c).to_pylist() for c in ("row", "rank", "concept_uri")), strict=True):
         rank_of[(int(row), uri)] = min(int(rank), rank_of.get((int(row), uri), math.inf))

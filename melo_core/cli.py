@@ -336,7 +336,8 @@ def _link_languages(langs: str | None, query_language: str | None, taxonomy: Tax
         return _split(langs)
     if not query_language:
         return None
-    chosen = [x for x in dict.fromkeys([query_language, "en"]) if x in taxonomy.languages]
+    present = set(taxonomy.languages)
+    chosen = [x for x in dict.fromkeys([query_language, "en"]) if x in present]
     return chosen or None  # a taxonomy with neither: all its languages
 
 
