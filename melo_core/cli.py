@@ -66,6 +66,7 @@ from melo_core.scorers.known_mentions import MENTION_RELATIONS
 from melo_core.taxonomy import (
     Taxonomy,
     cached_taxonomy_from_melo,
+    reader_languages,
     taxonomy_from_datasets,
     taxonomy_from_esco_csv,
     taxonomy_from_melo,
@@ -326,19 +327,14 @@ def cmd_link(args: argparse.Namespace) -> int:
 
 
 def _link_languages(langs: str | None, query_language: str | None, taxonomy: Taxonomy) -> list[str] | None:
-    """The label languages `link` ranks: --langs ("all": every language of the taxonomy), else the
-    query's language and English, as the Link page does (None, all of them, when the query's
-    language is unknown). Every label language more is a chance for a look-alike label: job-ad
-    titles ranked over all 21 languages lose 0.011 MRR (docs/benchmarks.md, "Query language")."""
+    """The label languages `link` and `prepare` use: --langs ("all": every language of the
+    taxonomy), else the query's language and English, as the Link page does (None, all of them,
+    when the query's language is unknown or the taxonomy has neither)."""
     if langs == "all":
         return None
     if langs:
         return _split(langs)
-    if not query_language:
-        return None
-    present = set(taxonomy.languages)
-    chosen = [x for x in dict.fromkeys([query_language, "en"]) if x in present]
-    return chosen or None  # a taxonomy with neither: all its languages
+    return list(reader_languages(query_language, taxonomy.languages)) or None
 
 
 def _say_summary(say: Callable[[str], None], summary: Summary, out: str) -> None:
@@ -467,7 +463,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     its first suggestion is fast; resumable: an interrupted run keeps what it finished."""
     definition = load_pipeline(args.pipeline)
     taxonomy = cached_taxonomy_from_melo(args.data)
-    languages = _split(args.langs) if args.langs else None
+    languages = _link_languages(args.langs, args.query_lang, taxonomy)  # what `link` will then rank
     state = Path(args.progress_file) if args.progress_file else None
     with tqdm(total=1000, desc=f"preparing {definition.name}", disable=args.quiet, file=sys.stderr,
               bar_format="{l_bar}{bar}| {postfix}") as bar:  # fmt: skip
@@ -714,7 +710,11 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument(
         "--pipeline", default=DEFAULT_PIPELINE, help=f"pipeline name or PATH.toml (default {DEFAULT_PIPELINE})"
     )
-    pr.add_argument("--langs", help="ESCO label languages (default: all of the MELO union)")
+    pr.add_argument(
+        "--langs",
+        help="ESCO label languages, or all (default: as `link`, the --query-lang language "
+        "and English; all of the MELO union without --query-lang)",
+    )
     pr.add_argument("--query-lang", help="language of the queries to come (fits its lemmatiser too)")
     pr.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: one per core)")
     pr.add_argument("--hold-out-country", help="leave this country's crosswalks out of the known mentions")

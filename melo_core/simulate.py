@@ -33,7 +33,7 @@ from melo_core.errors import MeloInputError
 from melo_core.linker import Linker
 from melo_core.pipeline import Pipeline, PipelineDefinition, crosswalk_mentions_of
 from melo_core.scorers.hybrid import POOL
-from melo_core.taxonomy import Taxonomy
+from melo_core.taxonomy import Taxonomy, reader_languages
 
 DEPTH = 100
 CHECKPOINTS = (0.0, 0.25, 0.5, 0.75)
@@ -122,13 +122,14 @@ def gold_terms(crosswalk: Crosswalk, taxonomy: Taxonomy, loosest: str | None = N
 
 
 def simulation_languages(crosswalk: Crosswalk, taxonomy: Taxonomy, languages: Sequence[str] | None) -> tuple[str, ...]:  # fmt: skip
-    """ESCO label languages to search: the given ones, else the crosswalk's language plus English
-    (a curator reads both; all 21 languages only add near-duplicate noise and time)."""
+    """ESCO label languages to search: the given ones, else those `link` ranks for the crosswalk's
+    language (its own and English)."""
     if languages:
         wanted = tuple(dict.fromkeys(languages))
+        present = tuple(lang for lang in wanted if lang in taxonomy.languages)
     else:
         wanted = tuple(dict.fromkeys(lang for lang in (crosswalk.language, "en") if lang))
-    present = tuple(lang for lang in wanted if lang in taxonomy.languages)
+        present = reader_languages(crosswalk.language or "en", taxonomy.languages)
     if not present:
         raise MeloInputError(
             f"the taxonomy has no labels in {', '.join(wanted) or 'the crosswalk language'} "

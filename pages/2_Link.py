@@ -24,6 +24,7 @@ from melo_core.pipeline import (
     load_pipeline,
     pipeline_names,
 )
+from melo_core.taxonomy import reader_languages
 from ui import auth
 from ui import common as ui
 from ui.navigation import app_navigation
@@ -85,7 +86,7 @@ with st.sidebar:
     # The scheme's language and English by default: what a curator reads, and what is prepared first.
     label_languages = st.text_input(
         "Search ESCO labels in (comma-separated; empty: all languages)",
-        value=",".join(dict.fromkeys([scheme.language or "en", "en"])),
+        value=",".join(reader_languages(scheme.language or "en", ui.taxonomy().languages)),
         key=f"link_label_languages_{scheme.name}",
     )
 languages = ui.curator_languages(tuple(dict.fromkeys(["en", scheme.language or "en"])))

@@ -12,6 +12,7 @@ import pytest
 from db.testing import run_cli
 from melo_core.bulk import sample_titles
 from melo_core.language_id import detect_language
+from melo_core.taxonomy import reader_languages
 from tests.conftest import linked_slice
 
 TITLES_CSV = Path(__file__).resolve().parent.parent.parent / "shared" / "jobbert" / "titles.csv"
@@ -103,3 +104,27 @@ def test_link_ranks_the_labels_of_the_query_language_and_english_by_default(
     code, _, stderr = run_cli("link", "--query", "lege", "--query-lang", "no", "--langs", "all", *common)
     assert code == 0, stderr
     assert "label languages" not in stderr and "monolingual variant" in stderr
+
+
+def test_prepare_readies_the_label_languages_link_will_rank(melo_data: Path, tmp_path: Path) -> None:
+    """`prepare --query-lang L` without --langs prepares what `link` then ranks by default: L and
+    English (not all 21 languages); without --query-lang, or with --langs all, every language."""
+    data = linked_slice(tmp_path / "data", melo_data, ("processed/melo/nor_q_no_c_no", "processed/melo/nor_q_no_c_en"))
+    common = ("prepare", "--data", str(data), "--pipeline", "lexical", "--quiet")
+    code, stdout, stderr = run_cli(*common, "--query-lang", "no")
+    assert code == 0, stderr
+    assert "lexical: ready over no, en" in stdout
+    code, stdout, stderr = run_cli(*common, "--query-lang", "no", "--langs", "all")
+    assert code == 0, stderr
+    assert "lexical: ready over all languages" in stdout
+    code, stdout, stderr = run_cli(*common)
+    assert code == 0, stderr
+    assert "lexical: ready over all languages" in stdout
+
+
+def test_reader_languages_are_the_query_language_and_english_the_taxonomy_has() -> None:
+    assert reader_languages("no", ["en", "no", "de"]) == ("no", "en")
+    assert reader_languages("en", ["en", "no"]) == ("en",)
+    assert reader_languages("el", ["en", "no"]) == ("en",)
+    assert reader_languages("no", ["de"]) == ()
+    assert reader_languages(None, ["en", "no"]) == ()
