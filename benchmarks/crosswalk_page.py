@@ -4,15 +4,14 @@
 
 A fresh SQLite store gets the ESCO union of the data folder and one crosswalk with its matches as
 decisions (`import-taxonomy`, `import-terms --with-decisions`); then the page runs through
-Streamlit's AppTest (the script as the server runs it, without a browser) a few times, as each
-decision, review or checkbox on the page reruns it, and each export is written once.
+Streamlit's AppTest (the script as the server runs it, without a browser): first, then rerun as
+each checkbox, selection, review or decision on the page reruns it, and each export is written once.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=os.environ.get("MELO_DATA", "../shared/melo"))
     parser.add_argument("--crosswalk", default="bgr_bg", help="crosswalk code under --data (its scheme name too)")
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=3, help="reruns with nothing changed")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as folder:
@@ -51,18 +50,29 @@ def main() -> None:
 
         os.environ.update(MELO_DB_URL=url, MELO_DATA=str(Path(args.data).resolve()))
         os.chdir(ROOT)
-        seconds = []
+        app = AppTest.from_file(str(ROOT / "pages" / "3_Crosswalk.py"), default_timeout=300)
+        app.session_state["curator"] = "bench"
+        print(f"Crosswalk page, {args.crosswalk} ({decisions:,} decisions), one run of the page:")
+        timed(app, "first run (writes the three downloads)")
         for _ in range(args.runs):
-            app = AppTest.from_file(str(ROOT / "pages" / "3_Crosswalk.py"), default_timeout=300)
-            app.session_state["curator"] = "bench"
-            start = time.perf_counter()
-            app.run()
-            seconds.append(time.perf_counter() - start)
-            if app.exception:
-                raise SystemExit(f"the page failed: {app.exception[0].message}")
-            assert [d.label for d in app.get("download_button")] == ["SKOS CSV", "SSSOM TSV", "SKOS Turtle"]
-        print(f"Crosswalk page, {args.crosswalk} ({decisions:,} decisions): median {statistics.median(seconds):.2f} s "
-              f"per run over {args.runs} ({', '.join(f'{s:.2f}' for s in seconds)})")  # fmt: skip
+            timed(app, "rerun, nothing changed (a filter, a comment, a selection)")
+        with Store(url) as store:
+            decision = store.crosswalk(args.crosswalk)[0]
+            store.review([decision.id], "rita", "confirmed")
+        timed(app, "rerun after a review (the confirmed-only downloads not asked for)")
+        with Store(url) as store:
+            store.decide(decision.term_id, decision.concept_uri, "closeMatch", "bench")
+        timed(app, "rerun after a decision (writes the downloads again)")
+
+
+def timed(app: AppTest, what: str) -> None:
+    start = time.perf_counter()
+    app.run()
+    seconds = time.perf_counter() - start
+    if app.exception:
+        raise SystemExit(f"the page failed: {app.exception[0].message}")
+    assert [d.label for d in app.get("download_button")] == ["SKOS CSV", "SSSOM TSV", "SKOS Turtle"]
+    print(f"  {what}: {seconds:.2f} s")
 
 
 if __name__ == "__main__":

@@ -115,12 +115,16 @@ def test_accept_a_candidate_then_see_it_on_the_crosswalk_page(started: str) -> N
     assert list(rows["code"]) == [first[0].code]
     assert list(rows["relation"]) == ["exactMatch"] and list(rows["curator"]) == ["alice"]
     assert [d.label for d in crosswalk.get("download_button")] == ["SKOS CSV", "SSSOM TSV", "SKOS Turtle"]
+    files = [d.proto.url for d in crosswalk.get("download_button")]  # named by their content
 
     # Change it, then revoke it: new decisions, the history stays.
     crosswalk.selectbox(key="cw_new_relation").select("broadMatch")
     button(crosswalk, "Change").click().run()
     assert not crosswalk.exception
     assert list(crosswalk.dataframe[0].value["relation"]) == ["broadMatch"]
+    # The downloads kept between reruns are written again once the crosswalk changed.
+    changed = [d.proto.url for d in crosswalk.get("download_button")]
+    assert all(new != old for new, old in zip(changed, files, strict=True)), (files, changed)
     button(crosswalk, "Revoke").click().run()
     assert not crosswalk.exception
     assert crosswalk.dataframe[0].value.empty

@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from db.exports import export_fingerprint, turtle_text
 from db.formats import neutralise, unneutralise
 from db.imports import import_taxonomy
 from db.store import Store
 from db.testing import empty_store_url, run_cli, run_cli_ok, snapshot
 from melo_core.datasets import load_dataset
+from melo_core.errors import MeloInputError
 from melo_core.taxonomy import taxonomy_from_datasets
 from tests.conftest import BACKENDS_UNDER_TEST
 
@@ -234,3 +236,47 @@ def test_export_of_an_unknown_scheme_is_rejected(curated: str, tmp_path: Path) -
     code, _, err = cli("export", "--scheme", "nope", "--format", "sssom", "--out", str(tmp_path / "x"), "--db", curated)
     assert code == 2 and err.strip().splitlines() == ["error: no source scheme 'nope' in the store (schemes: nor_no)"]
     assert not (tmp_path / "x").exists()
+
+
+def test_export_fingerprint_changes_exactly_when_an_export_would(
+    melo_data: Path, datasets_dir: Path, tmp_path: Path
+) -> None:
+    """The Crosswalk page keeps its downloads while the fingerprint holds: a comment leaves every
+    export as it was; a review changes only the confirmed-only one; a decision and a term
+    re-imported with a new label change them all."""
+    url = f"sqlite:///{tmp_path / 'melo.db'}"
+    with Store(url) as store:
+        taxonomy = taxonomy_from_datasets([load_dataset(datasets_dir / "nor_q_no_c_no")])
+        import_taxonomy(store, taxonomy, "esco", "nor-slice")
+    ok("import-terms", "--scheme", "nor_no", "--crosswalk", "nor_no", "--data", str(melo_data), "--with-decisions",
+       "--db", url)  # fmt: skip
+
+    def state(store: Store) -> tuple[str, str, str, str]:
+        return (export_fingerprint(store, "nor_no"), turtle_text(store, "nor_no"),
+                export_fingerprint(store, "nor_no", confirmed_only=True),
+                turtle_text(store, "nor_no", confirmed_only=True))  # fmt: skip
+
+    with Store(url) as store:
+        first = store.terms("nor_no")[0]
+        decision = store.current(first.id)[0]
+        start = state(store)
+        store.add_comment(decision.id, "rita", "checked against the 2023 edition")
+        assert state(store) == start
+
+        store.review([decision.id], "rita", "confirmed")
+        reviewed = state(store)
+        assert reviewed[:2] == start[:2]
+        assert reviewed[2] != start[2] and reviewed[3] != start[3]
+
+        store.decide(first.id, taxonomy.concepts[3].uri, "closeMatch", "bob")
+        decided = state(store)
+        assert decided[0] != reviewed[0] and decided[1] != reviewed[1]
+
+    relabelled = tmp_path / "relabelled.csv"
+    relabelled.write_text(f"code,label\n{first.code},{first.label} (revised)\n", encoding="utf-8")
+    ok("import-terms", "--scheme", "nor_no", "--csv", str(relabelled), "--db", url)
+    with Store(url) as store:
+        revised = state(store)
+        assert revised[0] != decided[0] and revised[1] != decided[1] and "(revised)" in revised[1]
+        with pytest.raises(MeloInputError, match="no source scheme 'nope'"):
+            export_fingerprint(store, "nope")
