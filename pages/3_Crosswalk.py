@@ -279,10 +279,15 @@ def export_text(_store: Store, url: str, scheme: str, label: str, negatives: boo
     return WRITERS[label](_store, scheme, negatives=negatives, confirmed_only=confirmed_only)
 
 
-held = exported_count(store, scheme_name, negatives=negatives, confirmed_only=confirmed_only)
+@st.cache_data(max_entries=12, show_spinner=False)
+def export_count(_store: Store, url: str, scheme: str, negatives: bool, confirmed_only: bool, fingerprint: str) -> int:
+    return exported_count(_store, scheme, negatives=negatives, confirmed_only=confirmed_only)
+
+
+fingerprint = export_fingerprint(store, scheme_name, confirmed_only)
+held = export_count(store, store.url, scheme_name, negatives, confirmed_only, fingerprint)
 st.caption(f"The downloads hold {held} decision{'' if held == 1 else 's'}"
            f"{' confirmed by a reviewer' if confirmed_only else ''}{', rejections included' if negatives else ''}.")  # fmt: skip
-fingerprint = export_fingerprint(store, scheme_name, confirmed_only)
 for column, (label, _, suffix, mime, key) in zip(st.columns([1, 1, 1, 2]), downloads, strict=False):
     text = export_text(store, store.url, scheme_name, label, negatives, confirmed_only, fingerprint)
     column.download_button(label, text, file_name=f"{scheme_name}.{suffix}", mime=mime, key=key)
