@@ -5,6 +5,7 @@ and download SKOS CSV, SSSOM or SKOS Turtle (everything, or only confirmed mappi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, time, timedelta
 
 import pandas as pd
@@ -265,18 +266,17 @@ downloads = (
     ("SSSOM TSV", sssom_text, "sssom.tsv", "text/tab-separated-values", "cw_download_sssom"),
     ("SKOS Turtle", turtle_text, "ttl", "text/turtle", "cw_download_turtle"),
 )
-WRITERS = {label: text_of for label, text_of, *_ in downloads}
 
 
 # Every click on this page reruns it, and a crosswalk of 7,551 decisions takes about 9 s to write
 # in the three formats (Turtle most of it). The files are kept until what they are written from
 # changes (export_fingerprint): a comment, a filter or a review (unless only confirmed mappings
-# are asked for) writes nothing again. Eager, not
-# written on click: a deferred download is revoked by the next rerun (docs/benchmarks.md).
+# are asked for) writes nothing again. Eager, not written on click: a deferred download is revoked
+# by the next rerun (docs/benchmarks.md). The label keys the writer, which is not hashed.
 @st.cache_data(max_entries=12, show_spinner="Writing the downloads…")
-def export_text(_store: Store, url: str, scheme: str, label: str, negatives: bool, confirmed_only: bool,
-                fingerprint: str) -> str:  # fmt: skip
-    return WRITERS[label](_store, scheme, negatives=negatives, confirmed_only=confirmed_only)
+def export_text(_store: Store, _text_of: Callable[..., str], url: str, scheme: str, label: str, negatives: bool,
+                confirmed_only: bool, fingerprint: str) -> str:  # fmt: skip
+    return _text_of(_store, scheme, negatives=negatives, confirmed_only=confirmed_only)
 
 
 @st.cache_data(max_entries=12, show_spinner=False)
@@ -288,6 +288,6 @@ fingerprint = export_fingerprint(store, scheme_name, confirmed_only)
 held = export_count(store, store.url, scheme_name, negatives, confirmed_only, fingerprint)
 st.caption(f"The downloads hold {held} decision{'' if held == 1 else 's'}"
            f"{' confirmed by a reviewer' if confirmed_only else ''}{', rejections included' if negatives else ''}.")  # fmt: skip
-for column, (label, _, suffix, mime, key) in zip(st.columns([1, 1, 1, 2]), downloads, strict=False):
-    text = export_text(store, store.url, scheme_name, label, negatives, confirmed_only, fingerprint)
+for column, (label, text_of, suffix, mime, key) in zip(st.columns([1, 1, 1, 2]), downloads, strict=False):
+    text = export_text(store, text_of, store.url, scheme_name, label, negatives, confirmed_only, fingerprint)
     column.download_button(label, text, file_name=f"{scheme_name}.{suffix}", mime=mime, key=key)
