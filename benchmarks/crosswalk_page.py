@@ -5,7 +5,8 @@
 A fresh SQLite store gets the ESCO union of the data folder and one crosswalk with its matches as
 decisions (`import-taxonomy`, `import-terms --with-decisions`); then the page runs through
 Streamlit's AppTest (the script as the server runs it, without a browser): first, then rerun as
-each checkbox, selection, review or decision on the page reruns it, and each export is written once.
+each checkbox, selection, review or decision on the page reruns it, before and after a user asks
+for SKOS Turtle (written on request), and each export is written once.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def main() -> None:
         app = AppTest.from_file(str(ROOT / "pages" / "3_Crosswalk.py"), default_timeout=300)
         app.session_state["curator"] = "bench"
         print(f"Crosswalk page, {args.crosswalk} ({decisions:,} decisions), one run of the page:")
-        timed(app, "first run (writes the three downloads)")
+        timed(app, "first run (writes SKOS CSV and SSSOM TSV)")
         for _ in range(args.runs):
             timed(app, "rerun, nothing changed (a filter, a comment, a selection)")
         with Store(url) as store:
@@ -62,16 +63,23 @@ def main() -> None:
         timed(app, "rerun after a review (the confirmed-only downloads not asked for)")
         with Store(url) as store:
             store.decide(decision.term_id, decision.concept_uri, "closeMatch", "bench")
-        timed(app, "rerun after a decision (writes the downloads again)")
+        timed(app, "rerun after a decision (writes SKOS CSV and SSSOM TSV again)")
+        app.button(key="cw_write_turtle").click()
+        timed(app, "Write SKOS Turtle clicked (writes it)", turtle=True)
+        timed(app, "rerun, nothing changed, Turtle asked for", turtle=True)
+        with Store(url) as store:
+            store.decide(decision.term_id, decision.concept_uri, "exactMatch", "bench")
+        timed(app, "rerun after a decision, Turtle asked for (writes the three again)", turtle=True)
 
 
-def timed(app: AppTest, what: str) -> None:
+def timed(app: AppTest, what: str, turtle: bool = False) -> None:
     start = time.perf_counter()
     app.run()
     seconds = time.perf_counter() - start
     if app.exception:
         raise SystemExit(f"the page failed: {app.exception[0].message}")
-    assert [d.label for d in app.get("download_button")] == ["SKOS CSV", "SSSOM TSV", "SKOS Turtle"]
+    served = ["SKOS CSV", "SSSOM TSV", *(["SKOS Turtle"] if turtle else [])]
+    assert [d.label for d in app.get("download_button")] == served
     print(f"  {what}: {seconds:.2f} s")
 
 

@@ -1,6 +1,6 @@
 """End to end in a real browser: `streamlit run app.py`, headless Chromium (Debian's, driven by
 Playwright), accept a suggestion on the Link page with the mouse and one with the keyboard,
-download the SKOS CSV on the Crosswalk page; on a shared app (MELO_AUTH=on) a curator signs in
+download the SKOS CSV on the Crosswalk page, then ask for SKOS Turtle and download it; on a shared app (MELO_AUTH=on) a curator signs in
 and decides, a reviewer signs in, confirms it in the review queue and downloads the confirmed
 mappings; with OpenID Connect, users sign in and out through a real provider (oidc-provider-mock).
 
@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rdflib import Graph
+from rdflib.namespace import SKOS
 
 from db.quickstart import start_curation
 from db.store import Store
@@ -236,6 +238,14 @@ def test_accept_a_suggestion_and_download_the_skos_csv(page: Any, app_url: str, 
     assert len(accepted) == 1 and "Offiserer fra fenrik" in accepted[0] and ",Alice," in accepted[0]
     by_key = [r for r in rows if ",skos:narrowMatch," in r]
     assert len(by_key) == 1 and ",Alice," in by_key[0] and "Offiserer fra fenrik" not in by_key[0]
+
+    # SKOS Turtle is written once asked for; then it downloads like the others.
+    page.get_by_role("button", name="Write SKOS Turtle").click()
+    with page.expect_download() as download_info:
+        page.get_by_role("button", name="SKOS Turtle", exact=True).click()
+    graph = Graph().parse(Path(download_info.value.path()), format="turtle")
+    assert len(list(graph.triples((None, SKOS.exactMatch, None)))) == 1
+    assert len(list(graph.triples((None, SKOS.narrowMatch, None)))) == 1
 
 
 def sign_in(page: Any, username: str, password: str) -> None:

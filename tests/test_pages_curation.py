@@ -114,7 +114,12 @@ def test_accept_a_candidate_then_see_it_on_the_crosswalk_page(started: str) -> N
     rows = crosswalk.dataframe[0].value
     assert list(rows["code"]) == [first[0].code]
     assert list(rows["relation"]) == ["exactMatch"] and list(rows["curator"]) == ["alice"]
+    assert [d.label for d in crosswalk.get("download_button")] == ["SKOS CSV", "SSSOM TSV"]
+    # SKOS Turtle is written once asked for, then kept up to date with the others.
+    button(crosswalk, "Write SKOS Turtle").click().run()
+    assert not crosswalk.exception
     assert [d.label for d in crosswalk.get("download_button")] == ["SKOS CSV", "SSSOM TSV", "SKOS Turtle"]
+    assert "Write SKOS Turtle" not in [b.label for b in crosswalk.button]
     files = [d.proto.url for d in crosswalk.get("download_button")]  # named by their content
 
     # Change it, then revoke it: new decisions, the history stays.
