@@ -3,9 +3,10 @@
 # checkout) against unknown (OLD: a checkout before detection, e.g. `git worktree add /tmp/old-link
 # 2318aad`), both sharing this checkout's cache and models; scored by benchmarks/link_titles.py.
 #   benchmarks/query_language.sh OLD PIPELINE OUT.csv DATASET...
+# OLD `-` runs the detected side alone (the unknown side is the old checkout's and does not change).
 # Each dataset is linked over its corpus languages with its country held out of the known mentions.
 set -euo pipefail
-old=$(realpath "$1"); pipeline=$2; out=$(realpath "$3"); shift 3
+old=$1; [ "$old" = - ] || old=$(realpath "$old"); pipeline=$2; out=$(realpath "$3"); shift 3
 root=$(cd "$(dirname "$0")/.." && pwd)
 export MELO_DATA=$(realpath "${MELO_DATA:-$root/../shared/melo}")
 work=$(mktemp -d)
@@ -13,7 +14,8 @@ for dataset in "$@"; do
   country=${dataset%%_*}; langs=${dataset##*_c_}
   python "$root/benchmarks/link_titles.py" --dataset "$dataset" --write-input "$work/$dataset.csv" > /dev/null
   (cd "$root" && python -m melo_core prepare --pipeline "$pipeline" --langs "$langs" --quiet > /dev/null)
-  for side in detected:"$root" unknown:"$old"; do
+  sides=(detected:"$root"); [ "$old" = - ] || sides+=(unknown:"$old")
+  for side in "${sides[@]}"; do
     name=${side%%:*}; checkout=${side#*:}
     (cd "$checkout" && MELO_CACHE="$root/cache" MELO_MODELS="$root/models" python -m melo_core link --quiet \
       --input "$work/$dataset.csv" --column query --langs "$langs" --hold-out-country "$country" \
