@@ -5,8 +5,8 @@
 A fresh SQLite store gets the ESCO union of the data folder and one crosswalk with its matches as
 decisions (`import-taxonomy`, `import-terms --with-decisions`); then the page runs through
 Streamlit's AppTest (the script as the server runs it, without a browser): first, then rerun as
-each checkbox, selection, review or decision on the page reruns it, before and after a user asks
-for SKOS Turtle (written on request), and each export is written once.
+each checkbox, selection, comment, review or decision on the page reruns it, before and after a
+user asks for SKOS Turtle (written on request), and each export is written once.
 """
 
 from __future__ import annotations
@@ -56,9 +56,12 @@ def main() -> None:
         print(f"Crosswalk page, {args.crosswalk} ({decisions:,} decisions), one run of the page:")
         timed(app, "first run (writes SKOS CSV and SSSOM TSV)")
         for _ in range(args.runs):
-            timed(app, "rerun, nothing changed (a filter, a comment, a selection)")
+            timed(app, "rerun, nothing changed (a selection, a checkbox)")
         with Store(url) as store:
             decision = store.crosswalk(args.crosswalk)[0]
+            store.add_comment(decision.id, "rita", "checked against the national classification")
+        timed(app, "rerun after a comment (reads the review queue again)")
+        with Store(url) as store:
             store.review([decision.id], "rita", "confirmed")
         timed(app, "rerun after a review (the confirmed-only downloads not asked for)")
         with Store(url) as store:

@@ -24,7 +24,6 @@ SSSOM and Turtle read their rows from ``mappings`` (one place to filter what is 
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import logging
 import re
@@ -36,10 +35,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 import yaml
-from sqlalchemy import func, select
 
 from db.formats import RELATION_OF_OUTCOME, SKOS_COLUMNS, SKOS_NAMESPACE, format_time, neutralise
-from db.models import MATCH_OUTCOMES, REJECTED, DecisionRow, ReviewRow, SchemeRow, TermRow
+from db.models import MATCH_OUTCOMES, REJECTED
 from db.store import Decision, Store
 from melo_core.errors import MeloInputError
 from melo_core.output import open_output
@@ -91,27 +89,9 @@ def exported_count(store: Store, scheme: str, negatives: bool = False, confirmed
 
 
 def export_fingerprint(store: Store, scheme: str, confirmed_only: bool = False) -> str:
-    """What a scheme's exports are written from, in a few cheap queries: equal fingerprints, equal
-    files, so a view may keep a file until the fingerprint changes. Decisions and reviews are
-    append-only: their count and latest id (the count too, as a transaction may commit a lower id
-    after a higher one). Terms are edited in place by a re-import: a digest of what the exports
-    read of them. The scheme's own row names its settings and target taxonomy (never edited)."""
-    with store.read() as s:
-        row = s.scalar(select(SchemeRow).where(SchemeRow.name == scheme))
-        if row is None:
-            raise store.unknown_scheme(scheme)
-        decisions = s.execute(select(func.count(DecisionRow.id), func.max(DecisionRow.id))).one()
-        reviews = s.execute(select(func.count(ReviewRow.id), func.max(ReviewRow.id))).one() if confirmed_only else ()
-        terms = hashlib.blake2b(digest_size=16)
-        query = (
-            select(TermRow.id, TermRow.code, TermRow.uri, TermRow.label, TermRow.language)
-            .where(TermRow.scheme_id == row.id)
-            .order_by(TermRow.id)
-        )
-        for term in s.execute(query):
-            terms.update(repr(tuple(term)).encode())
-        settings = (row.id, row.name, row.language, row.base_uri, row.taxonomy_id)
-    return repr((settings, tuple(decisions), tuple(reviews), terms.hexdigest()))
+    """What a scheme's exports are written from (``Store.fingerprint``): equal fingerprints, equal
+    files. Reviews count only for the confirmed-only exports; comments never do."""
+    return store.fingerprint(scheme, reviews=confirmed_only)
 
 
 def skos_csv_text(store: Store, scheme: str, negatives: bool = False, confirmed_only: bool = False) -> str:

@@ -226,6 +226,40 @@ def test_crosswalk_page_kappa_and_warnings(started: str) -> None:
     assert list(app.dataframe[0].value["code"]) == [terms[0].code]
 
 
+def test_crosswalk_page_shows_what_others_did_since_its_last_run(started: str) -> None:
+    """The page keeps what it read until the store changes: another curator's decision, comment
+    or review (another process, as on a team's server) shows on the next rerun."""
+    with Store(started) as store:
+        terms = store.queue("nor_no", limit=2)
+        uri = store.find_concepts("lege", limit=1)[0].uri
+        first = store.decide(terms[0].id, uri, "exactMatch", "alice")
+    app = page(CROSSWALK).run()
+    assert not app.exception
+    assert len(app.dataframe[0].value) == 1
+    assert any(c.value == "None." for c in app.caption)  # no consistency warning yet
+    assert list(app.dataframe[1].value["comments"]) == [0]
+    assert len(app.run().dataframe[0].value) == 1  # a rerun with nothing changed reads the same
+
+    with Store(started) as store:
+        store.add_comment(first.id, "bob", "is this the hospital doctor?")
+    assert list(app.run().dataframe[1].value["comments"]) == [1]
+
+    with Store(started) as store:
+        store.decide(terms[0].id, store.find_concepts("lege", limit=2)[1].uri, "exactMatch", "bob")
+    app.run()
+    assert len(app.dataframe[0].value) == 2
+    assert "several-exact" in set(app.dataframe[1].value["kind"])  # the warnings table comes first now
+    assert len(app.dataframe[2].value) == 2
+
+    with Store(started) as store:
+        store.review([first.id], "rita", "rejected")
+    app.radio(key="cw_review_status").set_value("rejected").run()
+    assert list(app.dataframe[2].value["reviewer"]) == ["rita"]
+    with Store(started) as store:
+        store.review([first.id], "rita", "confirmed")
+    assert app.run().dataframe[2].value.empty
+
+
 def test_a_hybrid_scorer_shows_each_scorers_score_and_rank(started: str) -> None:
     app = page(LINK)
     app.session_state["link_advanced"] = True

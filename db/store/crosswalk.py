@@ -6,10 +6,21 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from hashlib import blake2b
 
 from sqlalchemy import func, select
 
-from db.models import MATCH_OUTCOMES, OUTCOMES, REJECTED, UNDECIDED, DecisionRow, SchemeRow, TermRow
+from db.models import (
+    MATCH_OUTCOMES,
+    OUTCOMES,
+    REJECTED,
+    UNDECIDED,
+    CommentRow,
+    DecisionRow,
+    ReviewRow,
+    SchemeRow,
+    TermRow,
+)
 from db.store.base import StoreBase, chunks
 from db.store.decisions import replay
 from db.store.records import LABEL_FIELD, Agreement, ConsistencyWarning, Decision, HourCount
@@ -73,6 +84,40 @@ class CrosswalkQueries(StoreBase):
                 fields[LABEL_FIELD] = labels[label_language or language].get(row.concept_uri)
             result.append(Decision(*fields))
         return result
+
+    def fingerprint(self, scheme: str, reviews: bool = False, comments: bool = False) -> str:
+        """What a scheme's crosswalk is read from, in a few cheap queries: equal fingerprints, equal
+        reads, so a view may keep what it read until the fingerprint changes. Decisions, reviews
+        and comments are append-only: their count and latest id (the count too, as a transaction
+        may commit a lower id after a higher one); ``reviews`` and ``comments`` add theirs. Terms
+        are edited in place by a re-import: a digest of what is read of them. The scheme's own row
+        names its settings and target taxonomy (never edited)."""
+        with self.read() as s:
+            row = s.scalar(select(SchemeRow).where(SchemeRow.name == scheme))
+            if row is None:
+                raise self.unknown_scheme(scheme)
+
+            def appended(table: type[DecisionRow] | type[ReviewRow] | type[CommentRow]) -> tuple[int, int | None]:
+                count, latest = s.execute(select(func.count(table.id), func.max(table.id))).one()
+                return count, latest
+
+            terms = blake2b(digest_size=16)
+            query = (
+                select(TermRow.id, TermRow.code, TermRow.uri, TermRow.label, TermRow.language)
+                .where(TermRow.scheme_id == row.id)
+                .order_by(TermRow.id)
+            )
+            for term in s.execute(query):
+                terms.update(repr(tuple(term)).encode())
+            settings = (row.id, row.name, row.language, row.base_uri, row.taxonomy_id)
+            state = (
+                settings,
+                appended(DecisionRow),
+                appended(ReviewRow) if reviews else (),
+                appended(CommentRow) if comments else (),
+                terms.hexdigest(),
+            )
+        return repr(state)
 
     def warnings(self, scheme: str | None = None, many: int = 3) -> list[ConsistencyWarning]:
         """Consistency warnings on the current crosswalk: a term with several exactMatch; a
