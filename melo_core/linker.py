@@ -431,6 +431,10 @@ class Linker:
         # The component whose mention is shown as the matched label: the heaviest of a fusion.
         self._shown = int(np.argmax(self.hybrid.weights)) if self.hybrid else 0
         self.mentions: list[Mention] = []
+        # The Link page sets the same mentions on every rerun (one more after a decision): the
+        # last ones given, and the Mention each became (None: dropped), spare the work.
+        self._mentions_given: list[tuple[str, str, str | None]] = []
+        self._mention_of: dict[tuple[str, str, str | None], Mention | None] = {}
         self._mention_index: _MentionIndex | None = None
         self._concept_position = {c.uri: i for i, c in enumerate(taxonomy.concepts)}
         self._prior = np.zeros(len(taxonomy.concepts))  # per concept: log(1 + its known mentions)
@@ -447,13 +451,26 @@ class Linker:
 
         Kept once per (form, concept): duplicates, empty forms and concepts not in the taxonomy
         are dropped. Dense components encode only mentions they have not seen."""
+        given = list(mentions)
+        if given == self._mentions_given:
+            return 0, 0
         before = {(m.form, m.concept_uri) for m in self.mentions}
         kept: dict[tuple[str, str], Mention] = {}
-        for text, uri, language in mentions:
-            form = mention_form(text)
-            if form and uri in self._concept_position and (form, uri) not in kept:
-                kept[(form, uri)] = Mention(" ".join(text.split()), uri, language or "", form)
-        self.mentions = list(kept.values())
+        mention_of: dict[tuple[str, str, str | None], Mention | None] = {}
+        for item in given:
+            if item in mention_of:
+                continue
+            if item in self._mention_of:
+                mention = self._mention_of[item]
+            else:
+                text, uri, language = item
+                form = mention_form(text)
+                ok = form and uri in self._concept_position
+                mention = Mention(" ".join(text.split()), uri, language or "", form) if ok else None
+            mention_of[item] = mention
+            if mention is not None and (mention.form, mention.concept_uri) not in kept:
+                kept[(mention.form, mention.concept_uri)] = mention
+        self.mentions, self._mentions_given, self._mention_of = list(kept.values()), given, mention_of
         self._index_mentions()
         return len(kept.keys() - before), len(before - kept.keys())
 

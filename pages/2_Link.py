@@ -240,7 +240,7 @@ def serving_pipeline(wanted: str) -> tuple[str, bool]:
         if status.error:
             st.error(f"Preparing {wanted} failed: {status.error}")
         elif status.done or (status.serving and not serves):
-            ui.readiness.clear()
+            ui.forget_readiness()
             st.rerun()  # the whole page: the chosen pipeline now serves (or serves more)
         else:
             st.progress(status.fraction, text=f"Preparing {wanted}: {status.message}")

@@ -140,6 +140,25 @@ def test_duplicates_unknown_concepts_and_empty_mentions_are_ignored(taxonomy: Ta
     assert ranking(linker, NEAR) == before
 
 
+def test_the_same_mentions_set_again_as_the_link_page_does_on_each_rerun(taxonomy: Taxonomy, cache: Path) -> None:
+    """The Link page sets every known mention on each rerun, one more after a decision: the
+    same list changes nothing; a changed one is followed exactly, reused mentions included."""
+    linker = Linker(taxonomy, "char-tfidf", cache_dir=cache)
+    before = ranking(linker, NEAR)
+    uri, other = target(taxonomy), target(taxonomy, 300)
+    given = [(ALIAS, uri, "no"), (f"{ALIAS} (h/f/x)", uri, "no"), ("Fiskevakt", other, None), ("  ", uri, "no")]
+    assert linker.set_mentions(given) == (2, 0)
+    lifted = ranking(linker, NEAR)
+    assert lifted != before
+    assert linker.set_mentions(list(given)) == (0, 0) and ranking(linker, NEAR) == lifted
+    assert linker.set_mentions(given[1:]) == (0, 0)  # ALIAS again from its gendered twin
+    assert linker.set_mentions(given[2:]) == (0, 1) and [m.text for m in linker.mentions] == ["Fiskevakt"]
+    assert linker.set_mentions(given) == (1, 0) and ranking(linker, NEAR) == lifted
+    moved = [*given[:2], ("Fiskevakt", uri, None), given[3]]  # as long, one concept changed
+    assert linker.set_mentions(moved) == (1, 1) and {m.concept_uri for m in linker.mentions} == {uri}
+    assert linker.set_mentions([]) == (0, 2) and ranking(linker, NEAR) == before
+
+
 def test_gender_markers_are_left_out_of_mention_forms() -> None:
     assert mention_form("Technicien de scène polyvalent (h/f/x)") == "Technicien de scène polyvalent"
     assert mention_form("Bäcker (m/w/d) Filiale") == "Bäcker Filiale"
