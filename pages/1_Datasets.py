@@ -24,7 +24,7 @@ except MeloInputError as exc:
 
 kinds = st.multiselect("Kind", ["monolingual", "cross-lingual", "multilingual"], default=[])
 shown = table[table["kind"].isin(kinds)] if kinds else table
-st.dataframe(shown, hide_index=True, use_container_width=True)
+st.dataframe(shown, hide_index=True, width="stretch")
 
 name = st.selectbox("Look inside a dataset", shown["dataset"].tolist())
 if name:
@@ -40,4 +40,4 @@ if name:
         for qid, text in zip(dataset.query_ids[:200], dataset.queries[:200], strict=True)
     ]
     st.caption(f"First {len(sample)} of {len(dataset.query_ids)} queries")
-    st.dataframe(pd.DataFrame(sample), hide_index=True, use_container_width=True)
+    st.dataframe(pd.DataFrame(sample), hide_index=True, width="stretch")
