@@ -488,23 +488,33 @@ class Linker:
         return removed
 
     def _index_mentions(self) -> None:
-        positions = np.fromiter((self._concept_position[m.concept_uri] for m in self.mentions), dtype=np.int64,
-                                count=len(self.mentions))  # fmt: skip
-        counts = np.bincount(positions, minlength=len(self.taxonomy.concepts))
-        self._prior = np.log1p(counts)
-        if not self.mentions:
+        mentions = self.mentions
+        concept_of = np.fromiter((self._concept_position[m.concept_uri] for m in mentions), dtype=np.int64,
+                                 count=len(mentions))  # fmt: skip
+        self._prior = np.log1p(np.bincount(concept_of, minlength=len(self.taxonomy.concepts)))
+        forms = [m.form for m in mentions]
+        if not mentions:
             self._mention_index = None
         else:
-            ordered = sorted(self.mentions, key=lambda m: (self._concept_position[m.concept_uri], m.form))
-            positions = np.array([self._concept_position[m.concept_uri] for m in ordered], dtype=np.int64)
+            # Ordered by (concept, form); distinct forms numbered by first appearance in that order.
+            # In numpy: sorting 128,000 mentions by a Python key took 0.4 s after each decision.
+            distinct = sorted(set(forms))
+            rank_of = {form: rank for rank, form in enumerate(distinct)}
+            form_rank = np.fromiter((rank_of[form] for form in forms), dtype=np.int64, count=len(forms))
+            order = np.lexsort((form_rank, concept_of))
+            ordered = [mentions[i] for i in order]
+            positions, ranks = concept_of[order], form_rank[order]
             starts = np.flatnonzero(np.r_[True, positions[1:] != positions[:-1]])
             slot_of_concept = np.full(len(self.taxonomy.concepts), -1, dtype=np.int64)
             slot_of_concept[positions[starts]] = np.arange(len(starts))
-            position = {text: i for i, text in enumerate(dict.fromkeys(m.form for m in ordered))}
-            self._mention_index = _MentionIndex(ordered, list(position), np.array([position[m.form] for m in ordered]),
+            seen, first = np.unique(ranks, return_index=True)
+            by_appearance = seen[np.argsort(first)]
+            text_of_rank = np.empty(len(distinct), dtype=np.int64)
+            text_of_rank[by_appearance] = np.arange(len(by_appearance))
+            self._mention_index = _MentionIndex(ordered, [distinct[r] for r in by_appearance], text_of_rank[ranks],
                                                 starts, slot_of_concept[self.form_concept])  # fmt: skip
         for component in self.components:
-            component.forget_mentions(m.form for m in self.mentions)
+            component.forget_mentions(forms)
 
     # -- linking -----------------------------------------------------------------------------------
 

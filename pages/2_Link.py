@@ -210,7 +210,7 @@ def serving_pipeline(wanted: str) -> tuple[str, bool]:
     the rest are embedded in the background; else it is prepared in the background (progress bar
     and ETA) while the first ready fallback serves, labelled as such."""
     definition = load_pipeline(wanted)
-    mention_texts = tuple(sorted({t for t, _, _ in ui.crosswalk_known_mentions(definition, scheme.name)}))
+    mention_texts = ui.crosswalk_mention_texts(definition, scheme.name)
     needs = ui.readiness(wanted, search_languages, mention_texts)
     # Known mentions only another variant's encoders lack do not hold this scheme's terms back.
     waits_on = for_query(needs, definition, scheme.language, search_languages or ui.taxonomy().languages)

@@ -15,7 +15,7 @@ from db.aliases import accepted_aliases
 from db.imports import import_terms, read_terms_csv
 from db.store import Store
 from db.testing import run_cli
-from melo_core.crosswalk import load_crosswalk
+from melo_core.crosswalk import crosswalk_decisions, load_crosswalk
 from melo_core.linker import Linker, mention_form
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.simulate import simulate
@@ -157,6 +157,26 @@ def test_the_same_mentions_set_again_as_the_link_page_does_on_each_rerun(taxonom
     moved = [*given[:2], ("Fiskevakt", uri, None), given[3]]  # as long, one concept changed
     assert linker.set_mentions(moved) == (1, 1) and {m.concept_uri for m in linker.mentions} == {uri}
     assert linker.set_mentions([]) == (0, 2) and ranking(linker, NEAR) == before
+
+
+def test_mentions_are_indexed_by_concept_then_form(taxonomy: Taxonomy, nor_data: Path, cache: Path) -> None:
+    """The mention index groups the mentions by concept (taxonomy order), each concept's by form,
+    and numbers the distinct forms by first appearance: a form shared by two concepts is scored
+    once. Real mentions: the nor_no crosswalk, given in its own (unsorted) order."""
+    linker = Linker(taxonomy, "char-tfidf", cache_dir=cache)
+    pairs = crosswalk_decisions(nor_data, "nor_no", relations=("exactMatch", "narrowMatch", "broadMatch", "closeMatch"))
+    shared = (pairs[0][0], pairs[-1][1], "no")  # the first title again, for another concept
+    linker.set_mentions([*reversed(pairs), shared])
+    index = linker._mention_index
+    assert index is not None
+    position = {c.uri: i for i, c in enumerate(taxonomy.concepts)}
+    expected = sorted(linker.mentions, key=lambda m: (position[m.concept_uri], m.form))
+    assert index.mentions == expected
+    assert index.texts == list(dict.fromkeys(m.form for m in expected))
+    assert [index.texts[i] for i in index.text_of] == [m.form for m in expected]
+    groups = [expected[a:b] for a, b in zip(index.starts, [*index.starts[1:], len(expected)], strict=True)]
+    assert all(len({m.concept_uri for m in group}) == 1 for group in groups)
+    assert len(groups) == len({m.concept_uri for m in expected})
 
 
 def test_gender_markers_are_left_out_of_mention_forms() -> None:

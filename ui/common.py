@@ -121,9 +121,15 @@ def spec_linker(scorer: str, languages: tuple[str, ...] | None, display_language
                         query_language)  # fmt: skip
 
 
-@st.cache_data(show_spinner=False)
-def crosswalk_mentions(data_dir: str, relations: tuple[str, ...], hold_out_country: str | None) -> list[tuple]:
-    return crosswalk_mentions_of(data_dir, relations, hold_out_country)
+# Shared, not copied: every rerun of the Link page reads them twice (122,000 tuples; the copies
+# st.cache_data unpickled took 0.06-0.08 s a rerun). Callers never change them.
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _crosswalk_mentions(data_dir: str, cache_dir: str, relations: tuple[str, ...],
+                        hold_out_country: str | None) -> tuple[list[tuple[str, str, str | None]], tuple[str, ...]]:  # fmt: skip
+    """(the crosswalks' mentions of the union's concepts, their distinct texts in order)."""
+    known = _taxonomy(data_dir, cache_dir)
+    mentions = [m for m in crosswalk_mentions_of(data_dir, relations, hold_out_country) if m[1] in known]
+    return mentions, tuple(sorted({text for text, _, _ in mentions}))
 
 
 def scheme_country(scheme: str) -> str | None:
@@ -134,10 +140,16 @@ def scheme_country(scheme: str) -> str | None:
 
 def crosswalk_known_mentions(definition: PipelineDefinition, scheme: str) -> list[tuple[str, str, str | None]]:
     """The data folder's national crosswalks as known mentions for linking ``scheme`` (those of
-    the scheme's own country left out, where the scheme is one): what `prepare` embeds."""
-    mentions = crosswalk_mentions(str(config.data_dir()), definition.mention_relations, scheme_country(scheme))
-    known = taxonomy()
-    return [m for m in mentions if m[1] in known]
+    the scheme's own country left out, where the scheme is one): what `prepare` embeds. Shared:
+    read, never change."""
+    return _crosswalk_mentions(str(config.data_dir()), str(config.cache_dir()), definition.mention_relations,
+                               scheme_country(scheme))[0]  # fmt: skip
+
+
+def crosswalk_mention_texts(definition: PipelineDefinition, scheme: str) -> tuple[str, ...]:
+    """The distinct texts of ``crosswalk_known_mentions``, sorted: what readiness asks to be embedded."""
+    return _crosswalk_mentions(str(config.data_dir()), str(config.cache_dir()), definition.mention_relations,
+                               scheme_country(scheme))[1]  # fmt: skip
 
 
 def known_mentions(store: Store, definition: PipelineDefinition, scheme: str) -> list[tuple[str, str, str | None]]:
