@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,10 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from streamlit.testing.v1 import AppTest
 
+from benchmarks.page_store import ROOT, store_with_crosswalk
 from db.exports import exported_count, skos_csv_text, sssom_text, turtle_text
 from db.store import Store
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:
@@ -37,11 +35,7 @@ def main() -> None:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as folder:
-        url = f"sqlite:///{Path(folder) / 'melo.db'}"
-        cli = [sys.executable, "-m", "melo_core"]
-        subprocess.run([*cli, "import-taxonomy", "--data", args.data, "--db", url], check=True, cwd=ROOT)
-        subprocess.run([*cli, "import-terms", "--scheme", args.crosswalk, "--crosswalk", args.crosswalk,
-                        "--with-decisions", "--data", args.data, "--db", url], check=True, cwd=ROOT)  # fmt: skip
+        url = store_with_crosswalk(folder, args.data, args.crosswalk)
         with Store(url) as store:
             decisions = exported_count(store, args.crosswalk)
             for export in (skos_csv_text, sssom_text, turtle_text):

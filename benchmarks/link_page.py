@@ -18,7 +18,6 @@ import argparse
 import cProfile
 import os
 import pstats
-import subprocess
 import sys
 import tempfile
 import threading
@@ -29,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from streamlit.testing.v1 import AppTest
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.page_store import ROOT, store_with_crosswalk
 
 
 def main() -> None:
@@ -42,14 +41,8 @@ def main() -> None:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as folder:
-        url = f"sqlite:///{Path(folder) / 'melo.db'}"
-        cli = [sys.executable, "-m", "melo_core"]
-        subprocess.run([*cli, "import-taxonomy", "--data", args.data, "--db", url], check=True, cwd=ROOT)
-        decided, todo = f"{args.crosswalk}-decided", args.crosswalk  # todo named as the crosswalk: its country held out
-        subprocess.run([*cli, "import-terms", "--scheme", decided, "--crosswalk", args.crosswalk,
-                        "--with-decisions", "--data", args.data, "--db", url], check=True, cwd=ROOT)  # fmt: skip
-        subprocess.run([*cli, "import-terms", "--scheme", todo, "--crosswalk", args.crosswalk, "--data", args.data,
-                        "--db", url], check=True, cwd=ROOT)  # fmt: skip
+        todo = args.crosswalk  # named as the crosswalk: its country held out of the known mentions
+        url = store_with_crosswalk(folder, args.data, args.crosswalk, f"{args.crosswalk}-decided", todo)
 
         os.environ.update(MELO_DB_URL=url, MELO_DATA=str(Path(args.data).resolve()), MELO_PREPARE="manual")
         os.chdir(ROOT)
