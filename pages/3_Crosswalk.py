@@ -318,7 +318,8 @@ def ask_for_turtle() -> None:
     st.session_state["cw_turtle_asked"] = True
 
 
-fingerprint = export_fingerprint(store, scheme_name, confirmed_only)
+# Without confirmed_only the downloads are written from what the table is: `decided`, read above.
+fingerprint = export_fingerprint(store, scheme_name, confirmed_only) if confirmed_only else decided
 held = export_count(store, store.url, scheme_name, negatives, confirmed_only, fingerprint)
 st.caption(f"The downloads hold {held} decision{'' if held == 1 else 's'}"
            f"{' confirmed by a reviewer' if confirmed_only else ''}{', rejections included' if negatives else ''}.")  # fmt: skip
