@@ -142,14 +142,17 @@ def crosswalk_known_mentions(definition: PipelineDefinition, scheme: str) -> lis
     """The data folder's national crosswalks as known mentions for linking ``scheme`` (those of
     the scheme's own country left out, where the scheme is one): what `prepare` embeds. Shared:
     read, never change."""
-    return _crosswalk_mentions(str(config.data_dir()), str(config.cache_dir()), definition.mention_relations,
-                               scheme_country(scheme))[0]  # fmt: skip
+    return _crosswalks_for(definition, scheme)[0]
 
 
 def crosswalk_mention_texts(definition: PipelineDefinition, scheme: str) -> tuple[str, ...]:
     """The distinct texts of ``crosswalk_known_mentions``, sorted: what readiness asks to be embedded."""
+    return _crosswalks_for(definition, scheme)[1]
+
+
+def _crosswalks_for(definition: PipelineDefinition, scheme: str) -> tuple[list[tuple[str, str, str | None]], tuple[str, ...]]:  # fmt: skip
     return _crosswalk_mentions(str(config.data_dir()), str(config.cache_dir()), definition.mention_relations,
-                               scheme_country(scheme))[1]  # fmt: skip
+                               scheme_country(scheme))  # fmt: skip
 
 
 def known_mentions(store: Store, definition: PipelineDefinition, scheme: str) -> list[tuple[str, str, str | None]]:
