@@ -161,8 +161,8 @@ def test_the_same_mentions_set_again_as_the_link_page_does_on_each_rerun(taxonom
 
 def test_mentions_are_indexed_by_concept_then_form(taxonomy: Taxonomy, nor_data: Path, cache: Path) -> None:
     """The mention index groups the mentions by concept (taxonomy order), each concept's by form,
-    and numbers the distinct forms by first appearance: a form shared by two concepts is scored
-    once. Real mentions: the nor_no crosswalk, given in its own (unsorted) order."""
+    and numbers the distinct forms by first appearance in the order given: a form shared by two
+    concepts is scored once. Real mentions: the nor_no crosswalk, given in its own (unsorted) order."""
     linker = Linker(taxonomy, "char-tfidf", cache_dir=cache)
     pairs = crosswalk_decisions(nor_data, "nor_no", relations=("exactMatch", "narrowMatch", "broadMatch", "closeMatch"))
     shared = (pairs[0][0], pairs[-1][1], "no")  # the first title again, for another concept
@@ -172,11 +172,54 @@ def test_mentions_are_indexed_by_concept_then_form(taxonomy: Taxonomy, nor_data:
     position = {c.uri: i for i, c in enumerate(taxonomy.concepts)}
     expected = sorted(linker.mentions, key=lambda m: (position[m.concept_uri], m.form))
     assert index.mentions == expected
-    assert index.texts == list(dict.fromkeys(m.form for m in expected))
+    assert index.texts == list(dict.fromkeys(m.form for m in linker.mentions))
     assert [index.texts[i] for i in index.text_of] == [m.form for m in expected]
     groups = [expected[a:b] for a, b in zip(index.starts, [*index.starts[1:], len(expected)], strict=True)]
     assert all(len({m.concept_uri for m in group}) == 1 for group in groups)
     assert len(groups) == len({m.concept_uri for m in expected})
+
+
+@pytest.mark.parametrize("scorer", ["char-tfidf", "wsum:0.5*char-tfidf+0.5*muse"])
+def test_a_few_mentions_given_after_the_others_are_indexed_as_if_given_at_once(
+    taxonomy: Taxonomy, nor_data: Path, cache: Path, scorer: str
+) -> None:
+    """The Link page after a decision: the same mentions and one more. The linker inserts the new
+    ones into its index and extends what its components hold per form (sparse rows, vectors)
+    instead of rebuilding them: the result must be what a linker given them all at once has."""
+    relations = ("exactMatch", "narrowMatch", "broadMatch", "closeMatch")
+    pairs = crosswalk_decisions(nor_data, "nor_no", relations=relations)[::15]  # 201, 167 distinct titles
+    mentioned = {uri for _, uri, _ in pairs}
+    small_taxonomy = Taxonomy(c for c in taxonomy.concepts if c.uri in mentioned or c.number % 20 == 0)
+    earlier, later = pairs[:-6], pairs[-6:]
+    # A known form sorted before the others, for another concept; a repeat.
+    later += [(min(t for t, _, _ in earlier), later[0][1], "no"), earlier[1]]
+    queries = [NEAR, *(t for t, _, _ in later[:4])]
+
+    def indexed(linker: Linker) -> tuple[object, ...]:
+        index = linker._mention_index
+        assert index is not None
+        arrays = [getattr(index, name).tolist() for name in ("text_of", "concept_of", "starts", "form_slot")]
+        return index.mentions, index.texts, arrays, [ranking(linker, q) for q in queries]
+
+    def given_at_once(mentions: list[tuple[str, str, str | None]]) -> tuple[object, ...]:
+        linker = Linker(small_taxonomy, scorer, cache_dir=cache)
+        linker.set_mentions(mentions)
+        return indexed(linker)
+
+    linker = Linker(small_taxonomy, scorer, cache_dir=cache)
+    linker.set_mentions(earlier)
+    before = indexed(linker)  # the components now hold the earlier forms
+    for one in later:  # as on the Link page: a decision, then the next term linked
+        assert linker.set_mentions([*linker._mentions_given, one]) == (0 if one is later[-1] else 1, 0)
+        ranking(linker, NEAR)
+    after = indexed(linker)
+    assert after == given_at_once([*earlier, *later])
+    assert len(after[1]) > len(before[1]) and after[3] != before[3]  # type: ignore[arg-type]
+    moved = [*earlier[1:], *later, earlier[0], (ALIAS, later[0][1], "no")]  # longer, not the same ones and more
+    linker.set_mentions(moved)
+    assert indexed(linker) == given_at_once(moved)
+    linker.set_mentions(earlier)
+    assert indexed(linker) == before
 
 
 def test_gender_markers_are_left_out_of_mention_forms() -> None:

@@ -46,12 +46,25 @@ def memo_columns(
     The linker scores every query against all its known mentions; re-transforming or even
     re-stacking a hundred thousand of them per query would cost more than scoring the query
     against the whole taxonomy. The matrix of the last ``texts`` object is kept as a whole
-    (callers pass the same list while the mentions stay the same, and never change it in place)."""
+    (callers pass the same list while the mentions stay the same, and never change it in place),
+    and extended when the next texts are the same ones and more."""
     last = memo.get(LAST)
     if last is not None and last[0] is texts:
         return last[1]
     if len(memo) > MEMO_LIMIT:
         memo.clear()
+        last = None
+    if last is not None and 0 < len(last[0]) < len(texts) and texts[: len(last[0])] == last[0]:
+        # The last texts and a few more (the Link page after a decision): restacking them all took 0.15 s.
+        columns = sparse.hstack([last[1], _stacked(memo, texts[len(last[0]) :], transform, width)], format="csr")
+    else:
+        columns = _stacked(memo, texts, transform, width)
+    memo[LAST] = (texts, columns)
+    return columns
+
+
+def _stacked(memo: dict[str, Any], texts: Sequence[str], transform: Callable[[list[str]], sparse.spmatrix],
+             width: int) -> sparse.csr_matrix:  # fmt: skip
     missing = [t for t in dict.fromkeys(texts) if t not in memo]
     if missing:
         matrix = sparse.csr_matrix(transform(missing))
@@ -63,6 +76,4 @@ def memo_columns(
     np.cumsum([len(p[0]) for p in parts], out=indptr[1:])
     indices = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int32)
     data = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
-    columns = sparse.csr_matrix((data, indices, indptr), shape=(len(parts), width)).T.tocsr()
-    memo[LAST] = (texts, columns)
-    return columns
+    return sparse.csr_matrix((data, indices, indptr), shape=(len(parts), width)).T.tocsr()
