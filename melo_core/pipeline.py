@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 import tomllib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -597,6 +599,7 @@ class Pipeline:
         self._unembedded: dict[str, set[str]] = {}  # encoder spec -> mention forms it has not embedded yet
         # per query language: what definition.serving_variant gives (coverage reads model cards)
         self._serving: dict[str | None, tuple[str, Variant, tuple[Component, ...]]] = {}
+        self._held = threading.RLock()  # see holding_mentions
 
     @property
     def name(self) -> str:
@@ -696,6 +699,16 @@ class Pipeline:
         for key, linker in self._linkers.items():
             if self._served[key].mention_weight:
                 linker.set_mentions(self._embedded_for(self._served[key]))
+
+    @contextmanager
+    def holding_mentions(self, mentions: Iterable[tuple[str, str, str | None]],
+                         embedded_only: bool = False) -> Iterator[Pipeline]:  # fmt: skip
+        """``set_mentions``, then the pipeline held with them until the block ends: another thread
+        sharing it (another session of the app, maybe on another scheme) waits instead of setting
+        its own mentions in between, or while these are being set."""
+        with self._held:
+            self.set_mentions(mentions, embedded_only)
+            yield self
 
     def link(self, queries: Sequence[str], top_k: int = 10, query_language: str | None = None,
              pool: int = POOL) -> list[list[Candidate]]:  # fmt: skip

@@ -253,23 +253,27 @@ try:
     if spec:
         linker = ui.spec_linker(spec, search_languages, languages, scheme.language)
         produced_by, suggestion_source = f"scorer spec `{spec}` (no known mentions)", spec
+        candidates = linker.link([term.label], top_k=10)[0]
     else:
         serving, complete = serving_pipeline(pipeline_name)
         pipeline = ui.pipeline(serving, search_languages, languages)
         # Known mentions: other crosswalks' titles and the store's current decisions, so each
         # decision helps the next terms at once; only changes since the last run are encoded.
-        # While `prepare` embeds the crosswalks' titles, those not embedded yet wait.
-        pipeline.set_mentions(ui.known_mentions(store, pipeline.definition, scheme.name), embedded_only=not complete)
-        linker = pipeline.linker(scheme.language)
+        # While `prepare` embeds the crosswalks' titles, those not embedded yet wait. Held while
+        # linking: another session sharing the pipeline may be on another scheme.
+        mentions = ui.known_mentions(store, pipeline.definition, scheme.name)
+        with pipeline.holding_mentions(mentions, embedded_only=not complete):
+            linker = pipeline.linker(scheme.language)
+            waiting = pipeline.pending_mentions(scheme.language)
+            known = len(linker.mentions)
+            candidates = linker.link([term.label], top_k=10)[0]
         fallback_note = "" if serving == pipeline_name else f" — serving while **{pipeline_name}** is prepared"
-        waiting = pipeline.pending_mentions(scheme.language)
         pending = f", {waiting:,} more being embedded" if waiting else ""
         left_out = pipeline.left_out(scheme.language)  # coverage = "declared": what cannot read the language
         produced_by = (f"pipeline **{serving}** ({pipeline.variant_kind(scheme.language).replace('_', '-')} variant, "
-                       f"{len(linker.mentions):,} known mentions{pending}{'; ' + left_out if left_out else ''})"
+                       f"{known:,} known mentions{pending}{'; ' + left_out if left_out else ''})"
                        f"{fallback_note}")  # fmt: skip
         suggestion_source = serving
-    candidates = linker.link([term.label], top_k=10)[0]
 except (MeloInputError, ValueError, KeyError, OSError) as exc:
     st.error(f"{spec or pipeline_name}: {exc}")
     st.stop()

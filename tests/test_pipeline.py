@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import csv
 import os
+import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -340,6 +342,38 @@ def test_one_language_may_come_as_a_bare_string(env: Path) -> None:
     [top] = pipeline.link(["Nattevakt"], top_k=1, query_language="no")[0]
     concept = taxonomy.by_uri[top.concept_uri]
     assert top.label == concept.preferred_label(["en"]) != concept.preferred_label(["de"])
+
+
+def test_sessions_sharing_a_pipeline_each_link_with_their_own_mentions(env: Path) -> None:
+    """The app keeps one pipeline per process and languages: two curators on different schemes set
+    different known mentions on it. Each holds it while it links (``holding_mentions``), so neither
+    ranks with the other's. Threads switch every microsecond here, to make a race likely."""
+    taxonomy = cached_taxonomy_from_melo(env)
+    pipeline = Pipeline("lexical", taxonomy, "no", index_kind="exact", show_progress=False)
+    term = "Nattevakt ved fiskeoppdrett på kysten"
+    failures: list[object] = []
+
+    def curate(uri: str) -> None:
+        try:
+            for _ in range(400):
+                with pipeline.holding_mentions([(term, uri, "no")]):
+                    [top] = pipeline.link([term], top_k=1, query_language="no")[0]
+                if top.concept_uri != uri:
+                    failures.append(top.concept_uri)
+        except Exception as exc:  # reported by the assertion below
+            failures.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=curate, args=(taxonomy.concepts[i].uri,)) for i in (10, 20)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert failures == []
 
 
 # -- the Link page: best by default, prepared in the background ------------------------------------------
