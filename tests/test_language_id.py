@@ -1,5 +1,6 @@
 """The language of a file of titles (melo_core.language_id): detected from its first titles on
-real MELO queries and job-ad titles, and `link --input` ranking with it when --query-lang is not given."""
+real MELO queries and job-ad titles, and `link --input` ranking with it when --query-lang is not given;
+of one title (`link --query`) only when py3langid is sure of it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from db.testing import run_cli
 from melo_core.bulk import sample_titles
-from melo_core.language_id import detect_language
+from melo_core.language_id import TITLE_CONFIDENCE, detect_language, detect_title_language
 from melo_core.taxonomy import reader_languages
 from tests.conftest import linked_slice
 
@@ -64,6 +65,34 @@ def test_too_few_titles_or_two_languages_half_and_half_stay_unknown(datasets_dir
     assert "do not agree" in detection.describe()
 
 
+def test_one_title_gets_a_language_only_when_py3langid_is_sure_of_it(datasets_dir: Path) -> None:
+    """Single national titles: many are named, and those rightly; short ones stay unknown."""
+    datasets = {"dnk_q_da_c_en": "da", "nor_q_no_c_en": "no", "swe_q_sv_c_en": "sv", "hrv_q_hr_c_en": "hr",
+                "svn_q_sl_c_en": "sl", "deu_q_de_c_de": "de", "bgr_q_bg_c_en": "bg", "bel_q_nl_c_en": "nl"}  # fmt: skip
+    named = right = total = 0
+    for dataset, language in datasets.items():
+        for title in queries(datasets_dir, dataset)[:150]:
+            detection = detect_title_language(title)
+            total += 1
+            if detection.language:
+                assert detection.confidence is not None and detection.confidence >= TITLE_CONFIDENCE
+                named, right = named + 1, right + (detection.language == language)
+    assert named >= 0.25 * total and right >= 0.98 * named, (total, named, right)
+    short = detect_title_language("lege")
+    assert short.language is None and "below 90%" in short.describe()
+    german = detect_title_language("Krankenschwester in der Intensivpflege")
+    assert german.language == "de" and "detected from the title" in german.describe()
+
+
+def test_job_ad_titles_named_one_by_one_are_english() -> None:
+    if not TITLES_CSV.is_file():
+        pytest.skip(f"{TITLES_CSV} not found")
+    with TITLES_CSV.open(encoding="utf-8-sig", newline="") as handle:
+        titles = [row["vacancyTitle"] for row in csv.DictReader(handle)][:2000]
+    named = [d.language for d in map(detect_title_language, titles) if d.language]
+    assert named and named.count("en") >= 0.98 * len(named)
+
+
 def test_link_input_ranks_a_file_in_its_detected_language(nor_data: Path, datasets_dir: Path, tmp_path: Path) -> None:
     """The detected language picks the variant, as --query-lang does: Norwegian titles against the
     Norwegian labels are monolingual, English ones cross-lingual; a given --query-lang wins."""
@@ -97,7 +126,12 @@ def test_link_ranks_the_labels_of_the_query_language_and_english_by_default(
     assert "label languages: no, en (the query language and English; --langs sets them)" in stderr
     code, stdout, stderr = run_cli("link", "--query", "lege", *common)
     assert code == 0, stderr
+    assert "query language: unknown (one title" in stderr
     assert "label languages: all (the query language unknown" in stderr and stdout.strip()
+    code, stdout, stderr = run_cli("link", "--query", "Kontrolloperatører innen metallproduksjon", *common)
+    assert code == 0, stderr
+    assert "query language: no (detected from the title" in stderr
+    assert "label languages: no, en (the query language and English" in stderr and stdout.strip()
     code, _, stderr = run_cli("link", "--query", "lege", "--query-lang", "en", *common)
     assert code == 0, stderr
     assert "label languages: en (the query language and English" in stderr
