@@ -74,7 +74,7 @@ def review_items(_store: Store, url: str, scheme: str, status: str | None, state
 
 
 decided = store.fingerprint(scheme_name)
-discussed = store.fingerprint(scheme_name, reviews=True, comments=True)
+discussed = decided + store.discussion_fingerprint()  # the scheme's terms digested once
 mappings = current_mappings(
     store,
     store.url,

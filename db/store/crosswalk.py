@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from hashlib import blake2b
 
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from db.models import (
     MATCH_OUTCOMES,
@@ -85,22 +86,16 @@ class CrosswalkQueries(StoreBase):
             result.append(Decision(*fields))
         return result
 
-    def fingerprint(self, scheme: str, reviews: bool = False, comments: bool = False) -> str:
+    def fingerprint(self, scheme: str, reviews: bool = False) -> str:
         """What a scheme's crosswalk is read from, in a few cheap queries: equal fingerprints, equal
-        reads, so a view may keep what it read until the fingerprint changes. Decisions, reviews
-        and comments are append-only: their count and latest id (the count too, as a transaction
-        may commit a lower id after a higher one); ``reviews`` and ``comments`` add theirs. Terms
-        are edited in place by a re-import: a digest of what is read of them. The scheme's own row
-        names its settings and target taxonomy (never edited)."""
+        reads, so a view may keep what it read until the fingerprint changes. Decisions (and, with
+        ``reviews``, reviews) are append-only: their count and latest id. Terms are edited in place
+        by a re-import: a digest of what is read of them. The scheme's own row names its settings
+        and target taxonomy (never edited)."""
         with self.read() as s:
             row = s.scalar(select(SchemeRow).where(SchemeRow.name == scheme))
             if row is None:
                 raise self.unknown_scheme(scheme)
-
-            def appended(table: type[DecisionRow] | type[ReviewRow] | type[CommentRow]) -> tuple[int, int | None]:
-                count, latest = s.execute(select(func.count(table.id), func.max(table.id))).one()
-                return count, latest
-
             terms = blake2b(digest_size=16)
             query = (
                 select(TermRow.id, TermRow.code, TermRow.uri, TermRow.label, TermRow.language)
@@ -110,14 +105,14 @@ class CrosswalkQueries(StoreBase):
             for term in s.execute(query):
                 terms.update(repr(tuple(term)).encode())
             settings = (row.id, row.name, row.language, row.base_uri, row.taxonomy_id)
-            state = (
-                settings,
-                appended(DecisionRow),
-                appended(ReviewRow) if reviews else (),
-                appended(CommentRow) if comments else (),
-                terms.hexdigest(),
-            )
+            state = (settings, _appended(s, DecisionRow), _appended(s, ReviewRow) if reviews else (), terms.hexdigest())
         return repr(state)
+
+    def discussion_fingerprint(self) -> str:
+        """Reviews and comments (of every scheme): with a scheme's ``fingerprint``, what its review
+        queue is read from. Kept apart so a view holding both digests the scheme's terms once."""
+        with self.read() as s:
+            return repr((_appended(s, ReviewRow), _appended(s, CommentRow)))
 
     def warnings(self, scheme: str | None = None, many: int = 3) -> list[ConsistencyWarning]:
         """Consistency warnings on the current crosswalk: a term with several exactMatch; a
@@ -253,3 +248,12 @@ class CrosswalkQueries(StoreBase):
                 hour = decided_at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
                 counts[(hour, who)] += 1
         return [HourCount(hour, who, n) for (hour, who), n in sorted(counts.items())]
+
+
+def _appended(
+    session: Session, table: type[DecisionRow] | type[ReviewRow] | type[CommentRow]
+) -> tuple[int, int | None]:
+    """An append-only table's count and latest id: the count too, as a transaction may commit a
+    lower id after a higher one."""
+    count, latest = session.execute(select(func.count(table.id), func.max(table.id))).one()
+    return count, latest
