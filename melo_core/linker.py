@@ -246,7 +246,7 @@ class _Component:
         if done is texts:
             return buffer[: len(texts)]
         if not (len(texts) >= len(done) and texts[: len(done)] == done):
-            done, buffer = [], np.zeros((0, self.vectors.shape[1]), dtype=np.float32)  # never written over: in use
+            done = []  # other forms: a new buffer (the old one may still be read)
         rows = self._vectors_of(texts[len(done) :])
         if not done:
             buffer = rows
