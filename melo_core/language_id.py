@@ -57,8 +57,12 @@ class Detection:
                 "together name the same; --query-lang sets it)")  # fmt: skip
 
 
+def _identifier(languages: Iterable[str], probabilities: bool = False) -> LanguageIdentifier:
+    return _cached_identifier(tuple(sorted({x.lower() for x in languages})), probabilities)
+
+
 @cache
-def _identifier(languages: tuple[str, ...], probabilities: bool = False) -> LanguageIdentifier:
+def _cached_identifier(languages: tuple[str, ...], probabilities: bool) -> LanguageIdentifier:
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
     identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=probabilities)
@@ -79,7 +83,7 @@ def detect_language(titles: Iterable[str], languages: Iterable[str] = ESCO_LANGU
     sample = list(distinct)
     if len(sample) < MIN_TITLES:
         return Detection(None, len(sample), 0.0)
-    identifier = _identifier(tuple(sorted({x.lower() for x in languages})))
+    identifier = _identifier(languages)
     chunks = [sample[i : i + CHUNK_TITLES] for i in range(0, len(sample), CHUNK_TITLES)]
     if len(chunks) > 1 and len(chunks[-1]) < MIN_TITLES:
         chunks[-2].extend(chunks.pop())  # a short last chunk would be a noisy vote
@@ -95,6 +99,6 @@ def detect_title_language(title: str, languages: Iterable[str] = ESCO_LANGUAGES)
     text = " ".join(title.split())
     if not text:
         return Detection(None, 0, 0.0, 0.0)
-    language, probability = _identifier(tuple(sorted({x.lower() for x in languages})), True).classify(text)
+    language, probability = _identifier(languages, True).classify(text)
     confident = probability >= TITLE_CONFIDENCE
     return Detection(language if confident else None, 1, 1.0 if confident else 0.0, float(probability))
