@@ -8,7 +8,7 @@ for the next terms, as a curator's own decisions are (scheme `CROSSWALK-decided`
 works through the same terms imported again with nothing decided, as scheme `CROSSWALK` (so its
 country's crosswalks are held out of the known mentions, as `prepare --hold-out-country` does). The page then runs through Streamlit's AppTest
 (the script as the server runs it, without a browser): first, then rerun with nothing changed, then
-as a decision (Exact on the first candidate) and a skip rerun it. The pipeline must be ready
+as a decision (Exact on the first candidate), a skip and an undo rerun it. The pipeline must be ready
 (`prepare --pipeline NAME --langs LANG,en --hold-out-country COUNTRY`); the cache is the project's (`MELO_CACHE`).
 """
 
@@ -60,6 +60,9 @@ def main() -> None:
         for _ in range(args.runs):
             app.button(key="link_skip").click()
             timed(app, "Skip (shows the next term)")
+        for _ in range(args.runs):
+            app.button(key="link_undo").click()
+            timed(app, "Undo my last (takes the decision back, shows its term)")
         if args.profile:  # a decision, the costliest rerun
             next(b for b in app.button if b.label == "Exact").click()
             pstats.Stats(profiled(app)).sort_stats("cumulative").print_stats(args.profile)

@@ -239,11 +239,14 @@ class _Component:
 
     def _mention_matrix(self, mentions: MentionIndex) -> np.ndarray:
         """The vectors of the mentions' forms, in ``mentions.texts`` order. Kept in a buffer with
-        room to grow: after a decision the forms are the same plus a few at the end (restacking
-        the vectors of 100,000 forms took 0.1 s per encoder)."""
+        room to grow: after a decision the forms are the same plus a few at the end, after an undo
+        the same less a few (restacking the vectors of 100,000 forms took 0.1 s per encoder)."""
         texts = mentions.texts
         done, buffer = self._mention_rows
         if done is texts:
+            return buffer[: len(texts)]
+        if len(texts) < len(done) and done[: len(texts)] == texts:  # fewer: an undo (the rows past are reused)
+            self._mention_rows = (texts, buffer)
             return buffer[: len(texts)]
         if not (len(texts) >= len(done) and texts[: len(done)] == done):
             done = []  # other forms: a new buffer (the old one may still be read)
@@ -431,6 +434,9 @@ class Linker:
         self._mentions_given: list[tuple[str, str, str | None]] = []
         self._mention_of: dict[tuple[str, str, str | None], Mention | None] = {}
         self._kept: dict[tuple[str, str], Mention] = {}  # the mentions by (form, concept)
+        # Per item given: (len(_mention_of), len(_kept)) after it. Both dicts grow in item order,
+        # so an undo (the last items taken back) pops their ends back to these sizes.
+        self._sizes_after: list[tuple[int, int]] = []
         self._mention_index: MentionIndex | None = None
         self._concept_position = {c.uri: i for i, c in enumerate(taxonomy.concepts)}
         self._prior = np.zeros(len(taxonomy.concepts))  # per concept: log(1 + its known mentions)
@@ -452,41 +458,58 @@ class Linker:
             return 0, 0
         last = self._mentions_given
         if len(given) > len(last) and given[: len(last)] == last:  # a few more: the Link page after a decision
-            new = self._keep(given[len(last) :], self._kept, self._mention_of, self._mention_of)
+            new = self._keep(given[len(last) :], self._kept, self._mention_of, self._mention_of, self._sizes_after)
             self._mentions_given = given
             if new:
                 self.mentions = [*self.mentions, *new]
-                self._index_mentions(new)
+                self._index_mentions(appended=new)
             return len(new), 0
+        if given and len(given) < len(last) and last[: len(given)] == given:  # the last few taken back: an undo
+            items, kept = self._sizes_after[len(given) - 1]
+            removed = self.mentions[kept:]
+            if len(removed) <= APPEND_LIMIT:
+                while len(self._mention_of) > items:
+                    self._mention_of.popitem()
+                while len(self._kept) > kept:
+                    self._kept.popitem()
+                del self._sizes_after[len(given) :]
+                self.mentions, self._mentions_given = self.mentions[:kept], given
+                if removed:
+                    self._index_mentions(removed=removed)
+                return 0, len(removed)
         before = self._kept.keys()
-        kept: dict[tuple[str, str], Mention] = {}
+        kept_now: dict[tuple[str, str], Mention] = {}
         mention_of: dict[tuple[str, str, str | None], Mention | None] = {}
-        self._keep(given, kept, self._mention_of, mention_of)
-        added, removed = len(kept.keys() - before), len(before - kept.keys())
-        self.mentions, self._kept, self._mentions_given, self._mention_of = list(kept.values()), kept, given, mention_of
+        sizes: list[tuple[int, int]] = []
+        self._keep(given, kept_now, self._mention_of, mention_of, sizes)
+        added, removed_count = len(kept_now.keys() - before), len(before - kept_now.keys())
+        self.mentions, self._kept, self._mentions_given = list(kept_now.values()), kept_now, given
+        self._mention_of, self._sizes_after = mention_of, sizes
         self._index_mentions()
-        return added, removed
+        return added, removed_count
 
     def _keep(self, items: Iterable[tuple[str, str, str | None]], kept: dict[tuple[str, str], Mention],
               made: dict[tuple[str, str, str | None], Mention | None],
-              mention_of: dict[tuple[str, str, str | None], Mention | None]) -> list[Mention]:  # fmt: skip
+              mention_of: dict[tuple[str, str, str | None], Mention | None],
+              sizes: list[tuple[int, int]]) -> list[Mention]:  # fmt: skip
         """Adds to ``kept`` the mentions of ``items`` not in it yet (returned), reusing those ``made``
-        before; ``mention_of`` records what each item became (None: dropped)."""
+        before; ``mention_of`` records what each item became (None: dropped), ``sizes`` both
+        dicts' sizes after each item."""
         new = []
         for item in items:
-            if item in mention_of:
-                continue
-            if item in made:
-                mention = made[item]
-            else:
-                text, uri, language = item
-                form = mention_form(text)
-                ok = form and uri in self._concept_position
-                mention = Mention(" ".join(text.split()), uri, language or "", form) if ok else None
-            mention_of[item] = mention
-            if mention is not None and (mention.form, mention.concept_uri) not in kept:
-                kept[(mention.form, mention.concept_uri)] = mention
-                new.append(mention)
+            if item not in mention_of:
+                if item in made:
+                    mention = made[item]
+                else:
+                    text, uri, language = item
+                    form = mention_form(text)
+                    ok = form and uri in self._concept_position
+                    mention = Mention(" ".join(text.split()), uri, language or "", form) if ok else None
+                mention_of[item] = mention
+                if mention is not None and (mention.form, mention.concept_uri) not in kept:
+                    kept[(mention.form, mention.concept_uri)] = mention
+                    new.append(mention)
+            sizes.append((len(mention_of), len(kept)))
         return new
 
     def add_mentions(self, mentions: Iterable[tuple[str, str, str | None]]) -> int:
@@ -501,11 +524,14 @@ class Linker:
         _, removed = self.set_mentions(kept)
         return removed
 
-    def _index_mentions(self, appended: Sequence[Mention] | None = None) -> None:
-        """Index the mentions again: only ``appended`` inserted when given (and few), else all."""
+    def _index_mentions(self, appended: Sequence[Mention] = (), removed: Sequence[Mention] = ()) -> None:
+        """Index the mentions again: only the few ``appended`` inserted, or the last ``removed``
+        taken out, when given; else all."""
         index = self._mention_index
-        if appended is not None and index is not None and len(appended) <= APPEND_LIMIT:
+        if appended and index is not None and len(appended) <= APPEND_LIMIT:
             index = index.appended(appended, self._concept_position, self.form_concept)
+        elif removed and index is not None and self.mentions:
+            index = index.without_last(removed, self._concept_position, self.form_concept)
         else:
             index = (
                 MentionIndex.build(self.mentions, self._concept_position, self.form_concept) if self.mentions else None

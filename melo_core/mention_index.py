@@ -4,7 +4,8 @@ The Link page gives the linker every known mention again after each decision, on
 before. Rebuilding the index of 128,000 mentions then took 0.15-0.3 s, and the components restacked
 what they hold per distinct form (vectors, sparse rows). So the distinct forms are numbered by
 first appearance in the order the mentions were given: appending mentions only appends forms,
-and ``MentionIndex.appended`` inserts the few new mentions instead of sorting them all again.
+and ``MentionIndex.appended`` inserts the few new mentions instead of sorting them all again;
+taking the last few back (an undo) only shortens them (``MentionIndex.without_last``).
 """
 
 from __future__ import annotations
@@ -73,6 +74,25 @@ class MentionIndex:
             mentions.insert(at, mention)
             text_of = np.insert(text_of, at, position[mention.form])
             concept_of = np.insert(concept_of, at, concept)
+        return self._grouped(mentions, texts, position, text_of, concept_of, concept_position, form_concept)
+
+    def without_last(self, removed: Sequence[Mention], concept_position: Mapping[str, int],
+                     form_concept: np.ndarray) -> MentionIndex:  # fmt: skip
+        """This index without ``removed``, the mentions given last (an undo): the same as building
+        it from the others. Their forms come first in ``texts``, so it only shortens."""
+        mentions, text_of, concept_of = list(self.mentions), self.text_of, self.concept_of
+        for mention in removed:
+            concept = concept_position[mention.concept_uri]
+            low, high = np.searchsorted(concept_of, [concept, concept + 1])
+            at = bisect.bisect_left(mentions, mention.form, int(low), int(high), key=lambda m: m.form)
+            if at == high or mentions[at] != mention:
+                raise ValueError(f"not in the index: {mention}")
+            del mentions[at]
+            text_of, concept_of = np.delete(text_of, at), np.delete(concept_of, at)
+        texts = self.texts[: int(text_of.max()) + 1 if len(text_of) else 0]
+        position = dict(self._text_position)
+        for text in self.texts[len(texts) :]:
+            del position[text]
         return self._grouped(mentions, texts, position, text_of, concept_of, concept_position, form_concept)
 
     @classmethod

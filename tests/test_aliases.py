@@ -183,9 +183,10 @@ def test_mentions_are_indexed_by_concept_then_form(taxonomy: Taxonomy, nor_data:
 def test_a_few_mentions_given_after_the_others_are_indexed_as_if_given_at_once(
     taxonomy: Taxonomy, nor_data: Path, cache: Path, scorer: str
 ) -> None:
-    """The Link page after a decision: the same mentions and one more. The linker inserts the new
-    ones into its index and extends what its components hold per form (sparse rows, vectors)
-    instead of rebuilding them: the result must be what a linker given them all at once has."""
+    """The Link page after a decision: the same mentions and one more (after an undo: one fewer).
+    The linker inserts the new ones into its index (takes the last out) and extends (cuts) what
+    its components hold per form (sparse rows, vectors) instead of rebuilding them: the result
+    must be what a linker given them all at once has."""
     relations = ("exactMatch", "narrowMatch", "broadMatch", "closeMatch")
     pairs = crosswalk_decisions(nor_data, "nor_no", relations=relations)[::15]  # 201, 167 distinct titles
     mentioned = {uri for _, uri, _ in pairs}
@@ -215,6 +216,20 @@ def test_a_few_mentions_given_after_the_others_are_indexed_as_if_given_at_once(
     after = indexed(linker)
     assert after == given_at_once([*earlier, *later])
     assert len(after[1]) > len(before[1]) and after[3] != before[3]  # type: ignore[arg-type]
+    # Undos: the last decisions taken back, one or two at a time. The repeat and the form already
+    # known remove no form; the index shortens, and the components cut what they hold.
+    for cut in (1, 2, 1):
+        given = linker._mentions_given[:-cut]
+        linker.set_mentions(given)
+        assert indexed(linker) == given_at_once(given)
+    linker.set_mentions([*linker._mentions_given, *later[-4:]])  # decided again after the undos
+    assert indexed(linker) == after
+    linker.set_mentions(linker._mentions_given[:-2])
+    linker.set_mentions([*linker._mentions_given, earlier[2], (ALIAS, later[1][1], "no")])  # other decisions
+    linker.set_mentions(linker._mentions_given[:-1])
+    assert indexed(linker) == given_at_once(linker._mentions_given)
+    linker.set_mentions(earlier)  # every later one taken back
+    assert indexed(linker) == before
     moved = [*earlier[1:], *later, earlier[0], (ALIAS, later[0][1], "no")]  # longer, not the same ones and more
     linker.set_mentions(moved)
     assert indexed(linker) == given_at_once(moved)

@@ -47,7 +47,7 @@ def memo_columns(
     re-stacking a hundred thousand of them per query would cost more than scoring the query
     against the whole taxonomy. The matrix of the last ``texts`` object is kept as a whole
     (callers pass the same list while the mentions stay the same, and never change it in place),
-    and extended when the next texts are the same ones and more."""
+    and extended (or cut) when the next texts are the same ones and more (or fewer)."""
     last = memo.get(LAST)
     if last is not None and last[0] is texts:
         return last[1]
@@ -57,6 +57,8 @@ def memo_columns(
     if last is not None and 0 < len(last[0]) < len(texts) and texts[: len(last[0])] == last[0]:
         # The last texts and a few more (the Link page after a decision): restacking them all took 0.15 s.
         columns = sparse.hstack([last[1], _stacked(memo, texts[len(last[0]) :], transform, width)], format="csr")
+    elif last is not None and 0 < len(texts) < len(last[0]) and last[0][: len(texts)] == texts:  # fewer: an undo
+        columns = last[1][:, : len(texts)]
     else:
         columns = _stacked(memo, texts, transform, width)
     memo[LAST] = (texts, columns)
