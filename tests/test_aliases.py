@@ -225,9 +225,14 @@ def test_a_few_mentions_given_after_the_others_are_indexed_as_if_given_at_once(
     linker.set_mentions([*linker._mentions_given, *later[-4:]])  # decided again after the undos
     assert indexed(linker) == after
     linker.set_mentions(linker._mentions_given[:-2])
-    linker.set_mentions([*linker._mentions_given, earlier[2], (ALIAS, later[1][1], "no")])  # other decisions
-    linker.set_mentions(linker._mentions_given[:-1])
-    assert indexed(linker) == given_at_once(linker._mentions_given)
+    # Other decisions: a repeat, a concept not in the taxonomy (dropped), a known mention in
+    # another language (no new mention), a new one.
+    other = [earlier[2], ("Fisker", "http://example.org/no-such-concept", "no"), (*later[0][:2], "en"),
+             (ALIAS, later[1][1], "no")]  # fmt: skip
+    assert linker.set_mentions([*linker._mentions_given, *other]) == (1, 0)
+    for cut in (1, 2):
+        linker.set_mentions(linker._mentions_given[:-cut])
+        assert indexed(linker) == given_at_once(linker._mentions_given)
     linker.set_mentions(earlier)  # every later one taken back
     assert indexed(linker) == before
     moved = [*earlier[1:], *later, earlier[0], (ALIAS, later[0][1], "no")]  # longer, not the same ones and more
