@@ -47,7 +47,7 @@ from melo_core.descriptions import DEFAULT_ENCODER, DescriptionSimilarity
 from melo_core.disk_cache import load_pickle, save_pickle
 from melo_core.encoders import cached_encoder, is_encoder_spec
 from melo_core.index import VectorIndex
-from melo_core.mention_index import APPEND_LIMIT, Mention, MentionIndex
+from melo_core.mention_index import APPEND_LIMIT, Mention, MentionIndex, starts_with
 from melo_core.query_rules import check_rules, normalise_query
 from melo_core.scorers.base import ExtendableScorer, Scorer, ScorerContext
 from melo_core.scorers.dense import (
@@ -246,10 +246,10 @@ class _Component:
         done, buffer = self._mention_rows
         if done is texts:
             return buffer[: len(texts)]
-        if len(texts) < len(done) and done[: len(texts)] == texts:  # fewer: an undo (the rows past are reused)
+        if starts_with(done, texts):  # the same or fewer: an undo (the rows past are reused)
             self._mention_rows = (texts, buffer)
             return buffer[: len(texts)]
-        if not (len(texts) >= len(done) and texts[: len(done)] == done):
+        if not starts_with(texts, done):
             done = []  # other forms: a new buffer (the old one may still be read)
         rows = self._vectors_of(texts[len(done) :])
         if not done:
@@ -459,14 +459,14 @@ class Linker:
         if given == self._mentions_given:
             return 0, 0
         last = self._mentions_given
-        if len(given) > len(last) and given[: len(last)] == last:  # a few more: the Link page after a decision
+        if starts_with(given, last):  # a few more: the Link page after a decision
             new = self._keep(given[len(last) :], self._kept, self._mention_of, self._mention_of, self._sizes_after)
             self._mentions_given = given
             if new:
                 self.mentions = [*self.mentions, *new]
                 self._index_mentions(appended=new)
             return len(new), 0
-        if given and len(given) < len(last) and last[: len(given)] == given:  # the last few taken back: an undo
+        if given and starts_with(last, given):  # the last few taken back: an undo
             items, kept = self._sizes_after[2 * len(given) - 2 : 2 * len(given)]
             removed = self.mentions[kept:]
             if len(removed) <= APPEND_LIMIT:

@@ -19,6 +19,12 @@ import numpy as np
 APPEND_LIMIT = 64  # more new mentions than this: one sort of them all beats inserting each
 
 
+def starts_with(items: Sequence[object], head: Sequence[object]) -> bool:
+    """Whether ``items`` begins with ``head`` (or is it): the mentions or forms of before, and
+    more (a decision) or fewer (an undo) at the end."""
+    return len(head) <= len(items) and items[: len(head)] == head
+
+
 @dataclass(frozen=True)
 class Mention:
     """A term already linked to a concept: a crosswalk title or a curator's accepted decision."""
@@ -69,8 +75,7 @@ class MentionIndex:
                 position[mention.form] = len(texts)
                 texts.append(mention.form)
             concept = concept_position[mention.concept_uri]
-            low, high = np.searchsorted(concept_of, [concept, concept + 1])
-            at = bisect.bisect_left(mentions, mention.form, int(low), int(high), key=lambda m: m.form)
+            at, _ = _place(mentions, concept_of, concept, mention.form)
             mentions.insert(at, mention)
             text_of = np.insert(text_of, at, position[mention.form])
             concept_of = np.insert(concept_of, at, concept)
@@ -79,13 +84,11 @@ class MentionIndex:
     def without_last(self, removed: Sequence[Mention], concept_position: Mapping[str, int],
                      form_concept: np.ndarray) -> MentionIndex:  # fmt: skip
         """This index without ``removed``, the mentions given last (an undo): the same as building
-        it from the others. Their forms come first in ``texts``, so it only shortens."""
+        it from the others. Forms used by no other mention come last in ``texts``, so it only shortens."""
         mentions, text_of, concept_of = list(self.mentions), self.text_of, self.concept_of
         for mention in removed:
-            concept = concept_position[mention.concept_uri]
-            low, high = np.searchsorted(concept_of, [concept, concept + 1])
-            at = bisect.bisect_left(mentions, mention.form, int(low), int(high), key=lambda m: m.form)
-            if at == high or mentions[at] != mention:
+            at, end = _place(mentions, concept_of, concept_position[mention.concept_uri], mention.form)
+            if at == end or mentions[at] != mention:
                 raise ValueError(f"not in the index: {mention}")
             del mentions[at]
             text_of, concept_of = np.delete(text_of, at), np.delete(concept_of, at)
@@ -106,3 +109,10 @@ class MentionIndex:
     def concept_counts(self, n_concepts: int) -> np.ndarray:
         """Per concept (taxonomy position): how many of the mentions it has."""
         return np.bincount(self.concept_of, minlength=n_concepts)
+
+
+def _place(mentions: list[Mention], concept_of: np.ndarray, concept: int, form: str) -> tuple[int, int]:
+    """Where ``form`` is or goes among the mentions of ``concept`` (grouped by concept, then form),
+    and the end of that group."""
+    low, high = np.searchsorted(concept_of, [concept, concept + 1])
+    return bisect.bisect_left(mentions, form, int(low), int(high), key=lambda m: m.form), int(high)

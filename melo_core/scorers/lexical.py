@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
+from melo_core.mention_index import starts_with
 from melo_core.scorers.base import ScorerContext
 from melo_core.text import TextPrep, folding_applies, lemmatiser_languages
 
@@ -54,11 +55,11 @@ def memo_columns(
     if len(memo) > MEMO_LIMIT:
         memo.clear()
         last = None
-    if last is not None and 0 < len(last[0]) < len(texts) and texts[: len(last[0])] == last[0]:
+    if last is not None and texts and starts_with(last[0], texts):  # the same or fewer: an undo
+        columns = last[1][:, : len(texts)]
+    elif last is not None and last[0] and starts_with(texts, last[0]):
         # The last texts and a few more (the Link page after a decision): restacking them all took 0.15 s.
         columns = sparse.hstack([last[1], _stacked(memo, texts[len(last[0]) :], transform, width)], format="csr")
-    elif last is not None and 0 < len(texts) < len(last[0]) and last[0][: len(texts)] == texts:  # fewer: an undo
-        columns = last[1][:, : len(texts)]
     else:
         columns = _stacked(memo, texts, transform, width)
     memo[LAST] = (texts, columns)
