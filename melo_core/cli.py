@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
@@ -751,10 +752,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(parser.epilog, file=sys.stderr)
         raise
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a reader gone (`| head`) shows here, not as a traceback at exit
+        return code
     except MeloInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        if not _stdout_reader_gone():
+            raise  # another pipe (a worker's): a failure to see
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+        return 141  # as a tool killed by SIGPIPE
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it."""
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), or no real stdout
+        return False
+    return any(events & select.POLLERR for _, events in poll.poll(0))

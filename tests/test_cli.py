@@ -56,6 +56,18 @@ def test_scorers_lists_pipelines_scorers_and_encoders_with_the_default_named() -
     assert "a pipeline (best, fast, lexical)" in help_text and "e5-esco" in help_text
 
 
+def test_a_reader_that_stops_early_ends_the_command_quietly() -> None:
+    """`python -m melo_core scorers | head -1`: the pipe's reader is gone before the output is
+    written; the command says nothing on stderr and exits as a tool killed by SIGPIPE."""
+    process = subprocess.Popen([sys.executable, "-m", "melo_core", "scorers"], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})  # fmt: skip
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # long before the interpreter has imported the project
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=600) == 141
+    assert stderr == ""
+
+
 def test_eval_char_tfidf_reproduces_published_mrr(melo_data: Path, tmp_path: Path) -> None:
     out = tmp_path / "run.csv"
     result = cli(
