@@ -339,7 +339,12 @@ def _link_languages(langs: str | None, query_language: str | None, taxonomy: Tax
     if langs == "all":
         return None
     if langs:
-        return _split(langs)
+        wanted = [lang.lower() for lang in _split(langs)]  # ESCO's codes are lower case
+        missing = [lang for lang in wanted if lang not in taxonomy.languages]
+        if missing:  # before any readiness check, which would count 0 of 0 labels
+            raise MeloInputError(f"--langs: the taxonomy has no labels in {', '.join(missing)} "
+                                 f"(it has {', '.join(taxonomy.languages)})")  # fmt: skip
+        return wanted
     return list(reader_languages(query_language, taxonomy.languages)) or None
 
 

@@ -127,6 +127,15 @@ def test_link_command_errors(small_data: Path, tmp_path: Path) -> None:
     query = run_link("--data", str(small_data), "--query", "lege", "--top", "2", cache=tmp_path / "cache")
     assert query.returncode == 0, query.stderr
     assert len(query.stdout.strip().splitlines()) == 2
+    # a label language the taxonomy lacks is named before anything is checked or built
+    unknown = run_link("--data", str(small_data), "--query", "lege", "--langs", "no,xx", cache=tmp_path / "cache")
+    assert unknown.returncode == 2 and unknown.stderr.strip().splitlines()[-1].startswith(
+        "error: --langs: the taxonomy has no labels in xx (it has "
+    )
+    assert "not ready" not in unknown.stderr
+    upper, lower = (run_link("--data", str(small_data), "--scorer", "char-tfidf", "--query", "lege", "--langs", code,
+                             "--top", "3", cache=tmp_path / "cache") for code in ("NO", "no"))  # fmt: skip
+    assert upper.returncode == lower.returncode == 0 and upper.stdout == lower.stdout and lower.stdout.strip()
 
 
 def test_candidates_carry_isco_groups_from_the_esco_export(small_data: Path, esco_csv: Path, tmp_path: Path) -> None:
