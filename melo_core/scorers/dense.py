@@ -27,7 +27,14 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from melo_core.encoders import CachedEncoder, EncoderSpec, cached_encoder, encoder_languages, is_encoder_spec
+from melo_core.encoders import (
+    CachedEncoder,
+    EncoderSpec,
+    cached_encoder,
+    encoder_kinds,
+    encoder_languages,
+    is_encoder_spec,
+)
 from melo_core.scorers.base import ScorerContext, check_concepts
 from melo_core.scorers.registry import register_family
 from melo_core.text import calm_capitals, drop_gender_markers, title_variants
@@ -222,8 +229,12 @@ def _languages(spec: str) -> frozenset[str] | None:
     return encoder_languages(split_scorer_options(spec)[0])
 
 
-@register_family(_accepts, "an encoder spec: an encoder or st:MODEL, with options (@template=paper, @caps=paper, "
-                 "@centroid=0.4, @pool=0.03, @forms=variants, ...)", languages=_languages)  # fmt: skip
+def _help() -> str:
+    kinds = ", ".join(kind if kind != "st" else "st:MODEL" for kind in encoder_kinds())
+    return f"an encoder spec: {kinds} (options @template=paper, @caps=paper, @centroid=0.4, @pool=0.03, @forms=variants, ...)"
+
+
+@register_family(_accepts, _help, languages=_languages)
 def _create(spec: str, context: ScorerContext) -> DenseScorer:
     encoder_spec, options = split_scorer_options(spec)
     prepare = caps_rule(options.get("caps", "calm"), context.query_language)

@@ -14,8 +14,9 @@ SpecFactory = Callable[[str, ScorerContext], Scorer]
 LanguagesOf = Callable[[str], "frozenset[str] | None"]  # spec -> the languages it reads (None: any)
 _FACTORIES: dict[str, Factory] = {}
 _LANGUAGES: dict[str, LanguagesOf] = {}
+HelpText = str | Callable[[], str]  # a callable when what it names is registered later (encoder kinds)
 # Families of scorers named by a spec string (encoders, fusions): (accepts(spec), factory, help, languages).
-_SPEC_FAMILIES: list[tuple[Callable[[str], bool], SpecFactory, str, LanguagesOf | None]] = []
+_SPEC_FAMILIES: list[tuple[Callable[[str], bool], SpecFactory, HelpText, LanguagesOf | None]] = []
 
 
 def register(name: str, languages: LanguagesOf | None = None) -> Callable[[Factory], Factory]:
@@ -30,7 +31,7 @@ def register(name: str, languages: LanguagesOf | None = None) -> Callable[[Facto
     return decorate
 
 
-def register_family(accepts: Callable[[str], bool], help_text: str,
+def register_family(accepts: Callable[[str], bool], help_text: HelpText,
                     languages: LanguagesOf | None = None) -> Callable[[SpecFactory], SpecFactory]:  # fmt: skip
     """Register scorers named by a spec (e.g. every encoder spec is a dense scorer)."""
 
@@ -58,7 +59,7 @@ def scorer_names() -> list[str]:
 
 
 def scorer_families() -> list[str]:
-    return [help_text for _, _, help_text, _ in _SPEC_FAMILIES]
+    return [text if isinstance(text, str) else text() for _, _, text, _ in _SPEC_FAMILIES]
 
 
 def is_scorer_spec(spec: str) -> bool:
