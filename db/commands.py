@@ -288,7 +288,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     terms.add_argument("--scheme", required=True, help="source scheme name (created if new), e.g. nor_no")
     given = terms.add_mutually_exclusive_group(required=True)
-    given.add_argument("--csv", help="CSV with a header: code,label[,description][,lang]")
+    given.add_argument(
+        "--csv",
+        help="CSV with a header: code,label[,description][,lang] (commas, or semicolons as spreadsheets save them)",
+    )
     given.add_argument("--crosswalk", help="crosswalk code (e.g. nor_no, looked up under --data) or a JSON file")
     given.add_argument("--skos-csv", help="a SKOS CSV written by `export --format skos-csv`")
     terms.add_argument(

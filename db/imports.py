@@ -47,7 +47,7 @@ from db.store import IMPORT_CURATOR_PREFIX, Store, search_text
 from melo_core.crosswalk import load_crosswalk
 from melo_core.errors import MeloInputError
 from melo_core.taxonomy import Taxonomy
-from melo_core.tsv import read_csv_records, read_text
+from melo_core.tsv import read_csv_records, read_text, sniff_delimiter
 
 TERM_CSV_COLUMNS = ("code", "label", "description", "lang")
 # Mirrors melo_core.crosswalk: the relations of the standardised crosswalk JSON, and its aliases.
@@ -159,7 +159,7 @@ def read_terms_csv(path: str | Path) -> TermFile:
 
 def _csv_header(path: Path) -> list[str]:
     text = read_text(path)
-    header = next(csv.reader(io.StringIO(text, newline="")), [])
+    header = next(csv.reader(io.StringIO(text, newline=""), delimiter=sniff_delimiter(text)), [])
     duplicates = sorted({name for name in header if header.count(name) > 1})
     if duplicates:
         raise MeloInputError(f"column {duplicates[0]!r}: appears twice in the header", path, 1)

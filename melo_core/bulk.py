@@ -40,6 +40,7 @@ from tqdm import tqdm
 
 from melo_core.errors import MeloInputError
 from melo_core.output import open_output, replaced_file
+from melo_core.tsv import sniff_delimiter
 
 if TYPE_CHECKING:
     from melo_core.linker import Linker
@@ -224,10 +225,28 @@ def input_format(path: str | Path, given: str | None = None) -> str:
     return fmt
 
 
-def csv_options(fmt: str, column: str | None) -> tuple[pacsv.ReadOptions, pacsv.ParseOptions, pacsv.ConvertOptions]:
+def input_delimiter(path: str | Path, fmt: str) -> str:
+    """The delimiter of a text input: a tab for TSV; for CSV, the one its header line uses
+    (``sniff_delimiter``: comma, semicolon or tab) in the file, or in the first file of a folder;
+    a comma for an input that is not on this machine."""
+    if fmt == "tsv":
+        return "\t"
+    path = Path(path)
+    if path.is_dir():
+        path = next(iter(sorted(f for f in path.iterdir() if f.is_file() and not f.name.startswith(("_", ".")))), path)
+    try:
+        with pa.input_stream(str(path), compression="detect") as stream:
+            head = stream.read(1 << 16)
+    except (OSError, pa.ArrowException):
+        return ","  # a URL, or unreadable: the reader says why
+    return sniff_delimiter(head.decode("utf-8", errors="replace"))
+
+
+def csv_options(fmt: str, column: str | None,
+                delimiter: str = ",") -> tuple[pacsv.ReadOptions, pacsv.ParseOptions, pacsv.ConvertOptions]:  # fmt: skip
     """The pyarrow CSV options both engines read with: every cell a string, empty cells empty."""
     read = pacsv.ReadOptions(block_size=READ_BLOCK_BYTES)
-    parse = pacsv.ParseOptions(delimiter="\t" if fmt == "tsv" else ",", quote_char=False if fmt == "tsv" else '"',
+    parse = pacsv.ParseOptions(delimiter="\t" if fmt == "tsv" else delimiter, quote_char=False if fmt == "tsv" else '"',
                                newlines_in_values=fmt != "tsv")  # fmt: skip
     convert = pacsv.ConvertOptions(include_columns=[column] if column else None,
                                    column_types={column: pa.string()} if column else None,
@@ -292,14 +311,15 @@ class InputBatches:
                     raise _missing_column(self.path, self.column, names)
                 self.total_rows = parquet.metadata.num_rows
                 return parquet.iter_batches(batch_size=self.batch_size, columns=[self.column])
+            delimiter = input_delimiter(self.path, self.format)
             self._stream = pa.input_stream(str(self.path), compression="detect")
-            read, parse, convert = csv_options(self.format, None)
+            read, parse, convert = csv_options(self.format, None, delimiter)
             header = pacsv.open_csv(self._stream, read_options=read, parse_options=parse,
                                     convert_options=convert).schema.names  # fmt: skip
             if self.column not in header:
                 raise _missing_column(self.path, self.column, header)
             self._stream = pa.input_stream(str(self.path), compression="detect")
-            read, parse, convert = csv_options(self.format, self.column)
+            read, parse, convert = csv_options(self.format, self.column, delimiter)
             return iter(pacsv.open_csv(self._stream, read_options=read, parse_options=parse, convert_options=convert))
         except OSError as exc:
             raise MeloInputError(f"cannot read file ({exc.strerror or exc})", self.path) from None
@@ -551,7 +571,7 @@ def run_ray(path: str, column: str, settings: LinkSettings, out: str, fmt: str =
         if fmt_in == "parquet":
             dataset = ray.data.read_parquet(path, columns=[column])
         else:
-            read, parse, convert = csv_options(fmt_in, None)
+            read, parse, convert = csv_options(fmt_in, None, input_delimiter(path, fmt_in))
             dataset = ray.data.read_csv(path, read_options=read, parse_options=parse, convert_options=convert)
         names = dataset.schema().names
     except (OSError, pa.ArrowException, ValueError) as exc:

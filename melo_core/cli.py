@@ -653,7 +653,10 @@ def build_parser() -> argparse.ArgumentParser:
     ln.add_argument("--no-mentions", action="store_true", help="no known mentions from crosswalks")
     ln.add_argument("--top", type=int, default=10, help="concepts per query (default 10)")
     ln.add_argument("--query", help="one occupation name")
-    ln.add_argument("--input", help="CSV, TSV or Parquet file with a header (the ray engine: also a folder or URI)")
+    ln.add_argument(
+        "--input",
+        help="CSV (comma or semicolon, as its header shows), TSV or Parquet file with a header (the ray engine: also a folder or URI)",
+    )
     ln.add_argument("--input-format", choices=("csv", "tsv", "parquet"), help="default: from the file name")
     ln.add_argument("--column", help="the column holding the names")
     ln.add_argument("--out", help="FILE.csv (- for stdout): row,rank,concept_uri,label,score,...; or a FOLDER: one "

@@ -19,6 +19,7 @@ from melo_core.builder import LabelCorpus
 from melo_core.datasets import MeloDataset
 from melo_core.errors import MeloInputError
 from melo_core.taxonomy import Taxonomy, language_codes
+from melo_core.tsv import sniff_delimiter
 
 # Dataset names of title sets start with this; MELO names start with a country.
 TITLES_PREFIX = "titles_"
@@ -54,7 +55,9 @@ def read_titles(path: str | Path, title_column: str = DEFAULT_TITLE_COLUMN,
         raise MeloInputError("titles file not found", path)
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:
-            reader = csv.DictReader(handle)
+            delimiter = sniff_delimiter(handle.readline())
+            handle.seek(0)
+            reader = csv.DictReader(handle, delimiter=delimiter)
             header = reader.fieldnames or []
             missing = [c for c in (title_column, uri_column) if c not in header]
             if missing:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -33,6 +34,17 @@ def read_text(path: Path) -> str:
     return text.removeprefix("\ufeff")
 
 
+CSV_DELIMITERS = (",", ";", "\t")
+
+
+def sniff_delimiter(header: str) -> str:
+    """A CSV's delimiter from its header line: the most frequent of comma, semicolon and tab
+    outside quoted names (spreadsheets in many European locales save CSV with ';'); a comma when
+    none occurs or on a tie."""
+    bare = re.sub(r'"[^"]*"', "", header.split("\n", 1)[0])
+    return max(CSV_DELIMITERS, key=bare.count)  # the first, a comma, on a tie
+
+
 def read_tsv(path: Path, n_fields: int) -> Iterator[tuple[int, list[str]]]:
     """Yield (line number, fields) of a headerless TSV with exactly ``n_fields`` per line.
 
@@ -49,12 +61,13 @@ def read_tsv(path: Path, n_fields: int) -> Iterator[tuple[int, list[str]]]:
 
 
 def read_csv_records(path: Path, required: list[str]) -> Iterator[tuple[int, dict[str, str]]]:
-    """Yield (line number, row) of a CSV with a header containing ``required`` columns.
+    """Yield (line number, row) of a CSV with a header containing ``required`` columns, separated
+    by commas, semicolons or tabs (``sniff_delimiter``).
 
     The line number is that of the record's first physical line (cells may span lines).
     """
     text = read_text(path)
-    reader = csv.DictReader(io.StringIO(text, newline=""))
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=sniff_delimiter(text))
     header = reader.fieldnames or []
     missing = [name for name in required if name not in header]
     if missing:

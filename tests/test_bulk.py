@@ -9,6 +9,7 @@ Real data: the Norwegian MELO corpus (nor_q_no_c_no) as the taxonomy, its 96 que
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import os
 import signal
@@ -23,7 +24,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from db.testing import run_cli
-from melo_core.bulk import MAX_TITLE_CHARS, BatchLinker, InputBatches, LinkSettings, read_output, run_local
+from melo_core.bulk import (
+    MAX_TITLE_CHARS,
+    BatchLinker,
+    InputBatches,
+    LinkSettings,
+    input_delimiter,
+    read_output,
+    run_local,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -94,6 +103,27 @@ def test_streams_batches_smaller_than_the_input_and_links_each_distinct_title_on
     by_title = {t: c for t, c in zip(titles[:2], engine.linker.link(titles[:2], top_k=3), strict=True)}
     first = [r for r in rows_of(table) if r[0] == 1]
     assert [(r[2], r[4]) for r in first] == [(c.concept_uri, round(c.score, 6)) for c in by_title[titles[1]]]
+
+
+def test_a_semicolon_separated_csv_links_as_the_comma_separated_one(
+    nor_data: Path, titles: list[str], tmp_path: Path
+) -> None:
+    """Spreadsheets in many European locales save CSV with ';'; the header line tells (here of a
+    gzipped file, with a title holding both separators)."""
+    chosen = [*titles[:20], "baker; konditor, sjef"]
+    comma = write_titles(tmp_path / "comma.csv", chosen)
+    semicolon = tmp_path / "sheet" / "semicolon.csv.gz"
+    semicolon.parent.mkdir()
+    with gzip.open(semicolon, "wt", encoding="utf-8", newline="") as handle:
+        csv.writer(handle, delimiter=";").writerows([["code", "title"], *([i, t] for i, t in enumerate(chosen))])
+    assert input_delimiter(semicolon, "csv") == input_delimiter(semicolon.parent, "csv") == ";"  # a file; a folder
+    assert input_delimiter(comma, "csv") == "," and input_delimiter(comma, "tsv") == "\t"
+    linked = []
+    for source in (comma, semicolon):
+        code, _, err = run_cli(*link_args(nor_data, source, tmp_path / f"{source.name}.links.csv"))
+        assert code == 0, err
+        linked.append((tmp_path / f"{source.name}.links.csv").read_text(encoding="utf-8"))
+    assert linked[0] == linked[1] and len(linked[0].splitlines()) == 1 + 3 * len(chosen)
 
 
 def test_a_killed_run_resumes_and_every_row_is_written_exactly_once(

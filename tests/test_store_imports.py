@@ -139,6 +139,12 @@ def test_import_terms_csv_is_idempotent_and_updates_changed_terms(store_url: str
         term = store.term("titles", "A 2")
         assert term is not None
         assert (term.uri, term.label, term.language) == ("urn:melo:scheme:titles:A%202", "Data scientist", "en")
+    # the same terms from a spreadsheet saved with ';' (many European locales) change nothing
+    path.write_text('code;label;description;lang\nA1;Baker;Bakes;nb\n"A 2";Data scientist;;en\nA3;Nurse;Cares;\n',
+                    encoding="utf-8")  # fmt: skip
+    assert "0 terms added, 0 updated, 3 unchanged" in ok(
+        "import-terms", "--scheme", "titles", "--csv", str(path), "--db", store_url
+    )
     path.write_text("code,label\nA1,Master baker\n", encoding="utf-8")
     assert "0 terms added, 1 updated, 0 unchanged" in ok(
         "import-terms", "--scheme", "titles", "--csv", str(path), "--db", store_url

@@ -23,10 +23,13 @@ def taxonomy(melo_data: Path) -> Taxonomy:
 
 
 def write_titles(
-    path: Path, rows: list[tuple[str, str]], header: tuple[str, str] = ("vacancyTitle", "conceptUri")
+    path: Path,
+    rows: list[tuple[str, str]],
+    header: tuple[str, str] = ("vacancyTitle", "conceptUri"),
+    delimiter: str = ",",
 ) -> Path:
-    with path.open("w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle)
+    with path.open("w", encoding="utf-8-sig" if delimiter == ";" else "utf-8", newline="") as handle:
+        writer = csv.writer(handle, delimiter=delimiter)
         writer.writerow(["", *header])
         writer.writerows((i, *row) for i, row in enumerate(rows))
     return path
@@ -54,6 +57,10 @@ def test_titles_become_a_dataset_over_the_chosen_languages(taxonomy: Taxonomy, t
     assert all("_en_" in e for e in dataset.corpus_ids)
     german, _ = titles_dataset(path, taxonomy, ["de", "en"])
     assert len(german.corpus) > len(dataset.corpus)
+    # a spreadsheet's CSV (';', with a byte-order mark) gives the same dataset
+    spreadsheet = write_titles(tmp_path / "sheet.csv", [*labels, ("", labels[0][1]), ("Baker", "http://example.org/gone")],
+                               delimiter=";")  # fmt: skip
+    assert titles_dataset(spreadsheet, taxonomy, ["en"])[0].queries == dataset.queries
     # one language may come as a bare string: "en", not the languages "e" and "n"
     bare, _ = titles_dataset(path, taxonomy, "en")
     assert bare.corpus_ids == dataset.corpus_ids
