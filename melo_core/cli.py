@@ -352,8 +352,9 @@ def _say_summary(say: Callable[[str], None], summary: Summary, out: str) -> None
     rate = summary.rows / summary.seconds if summary.seconds else 0.0
     resumed = f", {summary.skipped_batches} batch(es) already written" if summary.skipped_batches else ""
     rejected = f"; {summary.rejected} rejected (empty or longer than {MAX_TITLE_CHARS} characters)"
+    shown = f"{rate:.0f}" if rate >= 10 else f"{rate:.2g}"  # 2 rows in 7 s is 0.29 rows/s, not 0
     say(f"linked {summary.rows - summary.rejected} of {summary.rows} row(s){rejected}{resumed} in "
-        f"{summary.seconds:.1f} s ({rate:.0f} rows/s) to {out}")  # fmt: skip
+        f"{summary.seconds:.1f} s ({shown} rows/s) to {out}")  # fmt: skip
 
 
 def _settings_for(args: argparse.Namespace, taxonomy: Taxonomy, languages: list[str] | None) -> LinkSettings:
