@@ -212,7 +212,10 @@ def cmd_users(args: argparse.Namespace) -> int:
 
     if args.action == "list":
         with Store(args.db) as store:
-            for account in store.accounts():
+            accounts = store.accounts()
+            if not accounts:  # on stderr: stdout stays one account per line for scripts
+                print("no accounts yet: add one with `python -m melo_core users add NAME`", file=sys.stderr)
+            for account in accounts:
                 state = "disabled" if account.disabled else "enabled"
                 how = "password" if account.local else "OpenID Connect"
                 print(f"{account.username}\t{account.role}\t{state}\t{how}")

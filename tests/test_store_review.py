@@ -246,6 +246,8 @@ def test_cli_export_confirmed_only_of_an_unknown_scheme(store_url: str, tmp_path
 def test_cli_users_add_disable_and_bad_input(
     store_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    code, out, stderr = run_cli("users", "list", "--db", store_url)
+    assert (code, out) == (0, "") and "no accounts yet" in stderr  # stdout stays one account per line
     monkeypatch.setattr("sys.stdin", io.StringIO("a-good-secret\n"))
     out = run_cli_ok("users", "add", "rita", "--role", "reviewer", "--password-stdin", "--db", store_url)
     assert "added reviewer rita" in out and "a-good-secret" not in out
