@@ -6,9 +6,9 @@ from __future__ import annotations
 import streamlit as st
 
 from melo_core import config
-from melo_core.catalogue import KINDS, CatalogueEntry, scorer_catalogue
 from melo_core.datasets import dataset_overview
 from melo_core.errors import MeloInputError
+from ui.common import catalogue_markdown
 
 st.set_page_config(page_title="MELO Studio", page_icon="🔗", layout="wide")
 
@@ -26,18 +26,6 @@ PAGES = (
 @st.cache_data(show_spinner="Reading the benchmark folder…")
 def overview(data_dir: str) -> list[dict[str, object]]:
     return dataset_overview(data_dir)
-
-
-def catalogue_markdown() -> str:
-    """One line per kind of what `--scorers` accepts, the default pipeline said."""
-    entries = scorer_catalogue()
-
-    def shown(entry: CatalogueEntry) -> str:
-        return f"`{entry.name}`" + (" (the default of `link` and the Link page)" if entry.default else "")
-
-    return "\n".join(
-        f"- **{kind.capitalize()}s:** " + ", ".join(shown(e) for e in entries if e.kind == kind) for kind in KINDS
-    )
 
 
 def home() -> None:
@@ -81,10 +69,10 @@ def home() -> None:
 
     st.subheader("Run the same evaluation from the command line")
     st.code(
-        f"python -m melo_core eval --data {data_dir} --datasets nor_q_no_c_no --scorers best,char-tfidf --out results.csv",
+        f"python -m melo_core eval --data {data_dir} --datasets nor_q_no_c_no --scorers char-tfidf,bm25 --out results.csv",
         language="bash",
     )
-    st.markdown(catalogue_markdown() + "\n\n`python -m melo_core scorers` says what each is.")
+    st.markdown(catalogue_markdown())
     st.page_link("pages/1_Datasets.py", label="Browse the datasets", icon="📚")
     st.page_link("pages/2_Link.py", label="Link terms to ESCO (curation)", icon="🔗")
     st.page_link("pages/3_Crosswalk.py", label="Review and export the crosswalk", icon="🗺️")

@@ -24,7 +24,7 @@ from melo_core.taxonomy import cached_taxonomy_from_melo
 from melo_core.titles import is_titles_dataset, titles_dataset
 from ui import analysis as ui
 from ui import auth
-from ui.common import ensure_built_models
+from ui.common import catalogue_markdown, ensure_built_models
 from ui.common import store as open_store
 from ui.navigation import app_navigation
 
@@ -42,7 +42,8 @@ DEFAULT_PUBLISHED = ("openai", "me5", "muse_cnn", "char_tf_idf", "edit_distance"
 with st.expander("Add runs: evaluate a scorer, or load the published baselines"):
     left, right = st.columns(2)
     chosen_sets = left.multiselect("Datasets", list(datasets["dataset"]), key="bench_run_datasets")
-    specs = right.text_input("Scorers (comma-separated specs)", value="char-tfidf", key="bench_run_scorers")
+    specs = right.text_input("Scorers (comma-separated specs)", value="char-tfidf", key="bench_run_scorers",
+                             help=catalogue_markdown())  # fmt: skip
     limit = left.number_input("Only the first N queries of each (0: all)", 0, 100_000, 0, key="bench_run_limit")
 
     def evaluate_runs(scorers: str, names: list[str], extra: list[MeloDataset] | None = None) -> None:
@@ -71,7 +72,8 @@ with st.expander("Add runs: evaluate a scorer, or load the published baselines")
     titles_path = left.text_input("Titles CSV (path on the server)", value=str(DEFAULT_TITLES) if DEFAULT_TITLES.is_file()
                                   else "", key="bench_titles_path")  # fmt: skip
     title_langs = middle.text_input("Label languages", value="en", key="bench_titles_langs")
-    title_specs = right.text_input("Pipelines or scorers", value="best", key="bench_titles_scorers")
+    title_specs = right.text_input("Pipelines or scorers", value="best", key="bench_titles_scorers",
+                                   help=catalogue_markdown())  # fmt: skip
     if st.button("Evaluate the titles and store", key="bench_titles_go", disabled=not titles_path.strip()):
         try:
             titles, report = titles_dataset(titles_path.strip(), cached_taxonomy_from_melo(config.data_dir()),

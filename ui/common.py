@@ -18,6 +18,7 @@ from db.aliases import accepted_aliases
 from db.quickstart import start_curation
 from db.store import Actor, Store
 from melo_core import config
+from melo_core.catalogue import KINDS, CatalogueEntry, scorer_catalogue
 from melo_core.crosswalk import crosswalk_country, list_crosswalks
 from melo_core.encoders import EncoderSpec
 from melo_core.encoders.registry import BuiltModel, built_model
@@ -321,3 +322,14 @@ def first_run(store: Store) -> None:
         st.success(f"{report.taxonomy.summary()}; {report.terms.summary()}")
         st.rerun()
     st.stop()
+
+
+def catalogue_markdown() -> str:
+    """One line per kind of what `--scorers` accepts, the default pipeline said, and how to combine them."""
+    entries = scorer_catalogue()
+
+    def shown(entry: CatalogueEntry) -> str:
+        return f"`{entry.name}`" + (" (the default of `link` and the Link page)" if entry.default else "")
+
+    kinds = [f"- **{kind.capitalize()}s:** " + ", ".join(shown(e) for e in entries if e.kind == kind) for kind in KINDS]
+    return "\n".join([*kinds, "- **Fusions:** `wsum:0.3*A+0.7*B`, `rrf:A+B`; `python -m melo_core scorers` says more."])
