@@ -40,7 +40,7 @@ from tqdm import tqdm
 
 from melo_core.errors import MeloInputError
 from melo_core.output import open_output, replaced_file
-from melo_core.tsv import sniff_delimiter
+from melo_core.tsv import UTF8_HINT, sniff_delimiter
 
 if TYPE_CHECKING:
     from melo_core.linker import Linker
@@ -258,6 +258,8 @@ def _arrow_error(exc: Exception, path: str | Path, fmt: str) -> MeloInputError:
     message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if "straddling" in message or "straddles" in message:
         message = f"a row is longer than the {READ_BLOCK_BYTES >> 20} MiB read block"
+    elif "invalid UTF8" in message:
+        message = f"not UTF-8 text; {UTF8_HINT}"
     return MeloInputError(f"cannot read as {fmt.upper()} ({message})", path)
 
 

@@ -19,7 +19,7 @@ from melo_core.builder import LabelCorpus
 from melo_core.datasets import MeloDataset
 from melo_core.errors import MeloInputError
 from melo_core.taxonomy import Taxonomy, language_codes
-from melo_core.tsv import sniff_delimiter
+from melo_core.tsv import UTF8_HINT, sniff_delimiter
 
 # Dataset names of title sets start with this; MELO names start with a country.
 TITLES_PREFIX = "titles_"
@@ -66,7 +66,7 @@ def read_titles(path: str | Path, title_column: str = DEFAULT_TITLE_COLUMN,
                                      "and --uri-column", path)  # fmt: skip
             return [((row[title_column] or "").strip(), (row[uri_column] or "").strip()) for row in reader]
     except UnicodeDecodeError as exc:
-        raise MeloInputError(f"not UTF-8 text: {exc}", path) from None
+        raise MeloInputError(f"not UTF-8 text ({UTF8_HINT}): {exc}", path) from None
     except csv.Error as exc:
         raise MeloInputError(f"not a readable CSV file: {exc}", path) from None
 

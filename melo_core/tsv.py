@@ -15,6 +15,8 @@ from pathlib import Path
 from melo_core.errors import MeloInputError
 from melo_core.output import open_output
 
+UTF8_HINT = "the file must be UTF-8: a spreadsheet saves it as 'CSV UTF-8'"
+
 
 def read_text(path: Path) -> str:
     """Read a UTF-8 file; an undecodable byte is reported with its line number."""
@@ -28,9 +30,7 @@ def read_text(path: Path) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise MeloInputError(
-            f"byte 0x{data[exc.start]:02x} is not valid UTF-8 (the file must be UTF-8)", path, line
-        ) from None
+        raise MeloInputError(f"byte 0x{data[exc.start]:02x} is not valid UTF-8 ({UTF8_HINT})", path, line) from None
     return text.removeprefix("\ufeff")
 
 
