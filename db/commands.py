@@ -277,7 +277,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--data, since the MELO corpora do not record which ESCO release they come from; for --esco-csv "
         "the vX.Y.Z in the folder name, else esco-csv). Give the real ESCO version when you know it",
     )
-    it.add_argument("--langs", help="comma-separated label languages to keep (default: all)")
+    it.add_argument("--langs", type=str.lower, help="comma-separated label languages to keep (default: all)")
     it.add_argument("--db", help=DB_HELP)
     it.add_argument("--quiet", action="store_true", help="no progress bar")
     it.set_defaults(func=cmd_import_taxonomy)

