@@ -279,6 +279,10 @@ def cmd_link(args: argparse.Namespace) -> int:
     batches through Ray Data (a local Ray, or the cluster at --address)."""
     if bool(args.query) == bool(args.input):
         raise MeloInputError("give either --query TEXT or --input FILE --column NAME --out FILE.csv|FOLDER")
+    if args.query is not None and not args.query.strip():  # as a file's empty rows are rejected
+        raise MeloInputError("--query is empty")
+    if args.query is not None and len(args.query.strip()) > MAX_TITLE_CHARS:
+        raise MeloInputError(f"--query is longer than {MAX_TITLE_CHARS} characters ({len(args.query.strip()):,})")
     _pipeline_or_spec(args)
     if args.input and (not args.column or not args.out):
         raise MeloInputError("--input needs --column NAME and --out FILE.csv or FOLDER")

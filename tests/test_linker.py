@@ -124,6 +124,9 @@ def test_link_command_errors(small_data: Path, tmp_path: Path) -> None:
     assert f"{source}:1:" in result.stderr and "title" in result.stderr
     both = run_link("--data", str(small_data), "--query", "lege", "--input", str(source), cache=tmp_path / "cache")
     assert both.returncode == 2 and "either --query" in both.stderr
+    for query, message in (("   ", "error: --query is empty"), ("lege " * 300, "error: --query is longer than 1000")):
+        refused = run_link("--data", str(small_data), "--query", query, cache=tmp_path / "cache")
+        assert refused.returncode == 2 and refused.stderr.strip().startswith(message), refused.stderr
     query = run_link("--data", str(small_data), "--query", "lege", "--top", "2", cache=tmp_path / "cache")
     assert query.returncode == 0, query.stderr
     assert len(query.stdout.strip().splitlines()) == 2
