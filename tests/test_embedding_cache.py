@@ -311,6 +311,41 @@ def test_compaction_sees_shards_written_by_another_process_meanwhile(
     assert_matches(vectors, [*TITLES[:3], "carpenter"], reference)
 
 
+def test_a_reader_whose_shards_were_merged_away_reads_the_merged_one(
+    reference: dict[str, np.ndarray], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Vectors stay in the shard files until asked for; another process may merge those files
+    away in between (here: after this reader has read the keys, before it reads the rows)."""
+    monkeypatch.setattr(cache_module, "COMPACT_ABOVE", 2)
+    writer = EmbeddingCache(tmp_path)
+    for title in TITLES[:2]:
+        writer.store(SPEC, "query", [title], reference[title][None])
+    reader = EmbeddingCache(tmp_path)
+    vectors, missing = reader.lookup(SPEC, "query", TITLES[:2])
+    assert missing == [] and vectors is not None
+    assert_matches(vectors, TITLES[:2], reference)
+    before = sorted(p.name for p in space_folder(tmp_path).glob("shard-*.npz"))
+    writer.store(SPEC, "query", [TITLES[2]], reference[TITLES[2]][None])  # third shard: merged into one
+    assert not set(before) & {p.name for p in space_folder(tmp_path).glob("shard-*.npz")}
+    vectors, missing = reader.lookup(SPEC, "query", TITLES[:3])
+    assert missing == [] and vectors is not None
+    assert_matches(vectors, TITLES[:3], reference)
+
+
+def test_a_shard_written_another_way_is_read_whole(reference: dict[str, np.ndarray], tmp_path: Path) -> None:
+    """Rows are read in place only from an uncompressed C-order float32 block, as np.savez
+    writes it; a compressed shard (another tool's) is read into memory as before."""
+    folder = space_folder(tmp_path)
+    EmbeddingCache(tmp_path).store(SPEC, "query", ["nurse"], reference["nurse"][None])
+    keys = np.frombuffer(b"".join(cache_module.text_key(t) for t in ("baker", "teacher")), dtype=np.uint8)
+    np.savez_compressed(folder / "shard-00000000000000000001-1-compress.npz", keys=keys.reshape(-1, cache_module.KEY_BYTES),
+                        vectors=np.stack([reference["baker"], reference["teacher"]]))  # fmt: skip
+    vectors, missing = EmbeddingCache(tmp_path).lookup(SPEC, "query", ["teacher", "nurse", "baker", "Lehrer"])
+    assert missing == [3] and vectors is not None
+    assert_matches(vectors[:3], ["teacher", "nurse", "baker"], reference)
+    assert not vectors[3].any()
+
+
 def test_compaction_survives_a_temporary_file_renamed_meanwhile(
     muse: Encoder, reference: dict[str, np.ndarray], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
