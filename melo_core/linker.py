@@ -190,6 +190,8 @@ class _Component:
                     save_pickle(state, scorer)
             if not isinstance(scorer, ExtendableScorer):
                 raise ValueError(f"scorer {spec!r} cannot be part of the linker (it has no score_against)")
+            if persist:  # where its known mentions' matrix is kept for the next process
+                scorer.memo_folder = state.with_suffix(".mentions")  # type: ignore[attr-defined]
             self.scorer: Scorer = scorer
 
     def _snapshot(self, embedder: DenseScorer, texts: list[str], snapshot: Path, persist: bool,

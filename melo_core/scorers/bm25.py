@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 from scipy import sparse
@@ -31,6 +32,7 @@ class BM25Scorer:
         self._idf = np.zeros(0)
         self._average_length = 1.0
         self._text_rows: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # score_against's memo
+        self.memo_folder: Path | None = None  # where score_against keeps whole matrices (the linker's cache)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -100,7 +102,7 @@ class BM25Scorer:
         if self._weights_t is None:
             raise RuntimeError("fit() the scorer on a corpus first")
         columns = memo_columns(self.__dict__.setdefault("_text_rows", {}), texts, self._document_rows,
-                               len(self._vocabulary))  # fmt: skip
+                               len(self._vocabulary), self.__dict__.get("memo_folder"))  # fmt: skip
         return np.asarray((self._query_matrix(queries) @ columns).toarray(), dtype=np.float64)
 
 

@@ -3,7 +3,10 @@ extra texts' sparse rows behind their ``score_against``."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,6 +17,7 @@ from melo_core.scorers.base import ScorerContext
 from melo_core.text import TextPrep, folding_applies, lemmatiser_languages
 
 MEMO_LIMIT = 200_000  # texts; past this the memo starts over rather than grow without bound
+KEEP_ON_DISK = 2  # the newest matrices per scorer folder (the crosswalks' mentions; a Link page session's)
 
 
 def paper_text_prep(context: ScorerContext, lemmatize: bool) -> TextPrep:
@@ -41,6 +45,7 @@ def memo_columns(
     texts: Sequence[str],
     transform: Callable[[list[str]], sparse.spmatrix],
     width: int,
+    folder: Path | None = None,
 ) -> sparse.csr_matrix:
     """Corpus-side sparse columns of ``texts``, shape (width, len(texts)), each text transformed once.
 
@@ -48,7 +53,10 @@ def memo_columns(
     re-stacking a hundred thousand of them per query would cost more than scoring the query
     against the whole taxonomy. The matrix of the last ``texts`` object is kept as a whole
     (callers pass the same list while the mentions stay the same, and never change it in place),
-    and extended (or cut) when the next texts are the same ones and more (or fewer)."""
+    and extended (or cut) when the next texts are the same ones and more (or fewer). With
+    ``folder``, a matrix built whole is kept there too, keyed by the texts: a new process linking
+    with the same known mentions reads it instead of transforming them again (70,707 mentions:
+    4.5 s of lemmatising and counting n-grams, against 0.2 s)."""
     last = memo.get(LAST)
     if last is not None and last[0] is texts:
         return last[1]
@@ -61,8 +69,38 @@ def memo_columns(
         # The last texts and a few more (the Link page after a decision): restacking them all took 0.15 s.
         columns = sparse.hstack([last[1], _stacked(memo, texts[len(last[0]) :], transform, width)], format="csr")
     else:
-        columns = _stacked(memo, texts, transform, width)
+        columns = _on_disk(memo, texts, transform, width, folder) if folder else _stacked(memo, texts, transform, width)
     memo[LAST] = (texts, columns)
+    return columns
+
+
+def _on_disk(memo: dict[str, Any], texts: Sequence[str], transform: Callable[[list[str]], sparse.spmatrix],
+             width: int, folder: Path) -> sparse.csr_matrix:  # fmt: skip
+    """``_stacked``, read from ``folder`` when these texts were built before (and each text then
+    memoised, for a later rebuild), else built and written there."""
+    digest = hashlib.sha1("\0".join(texts).encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    path = folder / f"{digest}-{len(texts)}-{width}.npz"
+    try:
+        columns = sparse.load_npz(path).tocsr()
+    except (OSError, ValueError, KeyError):
+        columns = None
+    if columns is not None and columns.shape == (width, len(texts)):
+        by_text = columns.T.tocsr()
+        for i, text in enumerate(texts):
+            if text not in memo:
+                low, high = by_text.indptr[i], by_text.indptr[i + 1]
+                memo[text] = (by_text.indices[low:high].copy(), np.asarray(by_text.data[low:high], dtype=np.float64))
+        return columns
+    columns = _stacked(memo, texts, transform, width)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        temporary = folder / f".tmp-{os.getpid()}-{path.name}"
+        sparse.save_npz(temporary, columns, compressed=False)
+        os.replace(temporary, path)
+        for old in sorted(folder.glob("*.npz"), key=lambda p: p.stat().st_mtime)[:-KEEP_ON_DISK]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass  # a read-only or full cache: the next process builds it again
     return columns
 
 

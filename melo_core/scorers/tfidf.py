@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 from scipy import sparse
@@ -64,6 +65,7 @@ class TfidfScorer:
         self._vectorizer = TfidfVectorizer(analyzer=analyzer, ngram_range=ngram_range, dtype=np.float64)
         self._matrix_t = None
         self._text_rows: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # score_against's memo
+        self.memo_folder: Path | None = None  # where score_against keeps whole matrices (the linker's cache)
 
     def __getstate__(self) -> dict:
         # Pickle the fitted state without scikit-learn objects (see FittedTfidf), nor the memo of
@@ -99,7 +101,7 @@ class TfidfScorer:
             raise RuntimeError("fit() the scorer on a corpus first")
         memo = self.__dict__.setdefault("_text_rows", {})
         columns = memo_columns(memo, texts, lambda batch: self._vectorizer.transform([self._prepare(t) for t in batch]),
-                               self._matrix_t.shape[0])  # fmt: skip
+                               self._matrix_t.shape[0], self.__dict__.get("memo_folder"))  # fmt: skip
         query_matrix = self._vectorizer.transform([self._prepare(q) for q in queries])
         return np.asarray((query_matrix @ columns).toarray(), dtype=np.float64)
 
