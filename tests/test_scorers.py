@@ -127,6 +127,7 @@ def test_the_known_mentions_matrix_kept_on_disk_serves_the_next_process(
     fresh, _ = fitted(None)
     assert np.array_equal(second.score_against(queries, fewer), fresh.score_against(queries, fewer))  # type: ignore[attr-defined]
     assert not set(prepared) - set(queries)  # no mention transformed again, in either call
+    assert len(list(folder.glob("*.npz"))) == 1  # a rebuild from the memo writes nothing
     for other in (dataset.corpus[3000:3100], dataset.corpus[3100:3200]):
         fitted(folder)[0].score_against(queries, other)  # type: ignore[attr-defined]
     assert len(list(folder.glob("*.npz"))) == 2  # the newest two are kept

@@ -77,7 +77,8 @@ def memo_columns(
 def _on_disk(memo: dict[str, Any], texts: Sequence[str], transform: Callable[[list[str]], sparse.spmatrix],
              width: int, folder: Path) -> sparse.csr_matrix:  # fmt: skip
     """``_stacked``, read from ``folder`` when these texts were built before (and each text then
-    memoised, for a later rebuild), else built and written there."""
+    memoised, for a later rebuild), else built, and written there when most texts were new to
+    this process."""
     digest = hashlib.sha1("\0".join(texts).encode("utf-8", "surrogatepass")).hexdigest()[:20]
     path = folder / f"{digest}-{len(texts)}-{width}.npz"
     try:
@@ -91,7 +92,10 @@ def _on_disk(memo: dict[str, Any], texts: Sequence[str], transform: Callable[[li
                 low, high = by_text.indptr[i], by_text.indptr[i + 1]
                 memo[text] = (by_text.indices[low:high].copy(), np.asarray(by_text.data[low:high], dtype=np.float64))
         return columns
+    cold = sum(t not in memo for t in dict.fromkeys(texts)) * 2 > len(texts)
     columns = _stacked(memo, texts, transform, width)
+    if not cold:  # rebuilt from the memo (a mention taken out of the middle): nothing worth writing
+        return columns
     try:
         folder.mkdir(parents=True, exist_ok=True)
         temporary = folder / f".tmp-{os.getpid()}-{path.name}"
