@@ -40,6 +40,12 @@ def scorer_catalogue() -> list[CatalogueEntry]:
     return entries
 
 
+def names_by_kind(entries: list[CatalogueEntry] | None = None) -> dict[str, list[str]]:
+    """The entries' names (all of the catalogue's by default) per kind, in catalogue order."""
+    entries = scorer_catalogue() if entries is None else entries
+    return {kind: [e.name for e in entries if e.kind == kind] for kind in KINDS}
+
+
 def _published(name: str) -> str:
     published = PUBLISHED_NAME.get(name)
     return f"published as {published}" if published else ""

@@ -30,7 +30,7 @@ from melo_core.bulk import (
     sample_titles,
 )
 from melo_core.catalogue import KINDS as CATALOGUE_KINDS
-from melo_core.catalogue import scorer_catalogue
+from melo_core.catalogue import names_by_kind, scorer_catalogue
 from melo_core.crosswalk import RELATIONS, crosswalk_path, load_crosswalk
 from melo_core.datasets import MeloDataset, dataset_target, list_datasets, load_dataset, resolve_dataset, write_dataset
 from melo_core.encoders import is_encoder_spec
@@ -525,8 +525,8 @@ def cmd_embed(args: argparse.Namespace) -> int:
     return 0
 
 
-def _encoder_names() -> str:
-    return ", ".join([e.name for e in scorer_catalogue() if e.kind == "encoder"] + ["st:MODEL"])
+def _encoder_names(named: dict[str, list[str]] | None = None) -> str:
+    return ", ".join([*(named or names_by_kind())["encoder"], "st:MODEL"])
 
 
 def cmd_scorers(args: argparse.Namespace) -> int:
@@ -569,6 +569,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=extensions.installed().note(),
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    named = names_by_kind()  # what --scorers and --encoder accept, read from the registries once
     data_help = f"data folder in the official MELO layout (default: $MELO_DATA or ./data; now {config.data_dir()})"
 
     ev = commands.add_parser("eval", help="evaluate scorers on MELO datasets", description=cmd_eval.__doc__)
@@ -585,10 +586,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--langs", type=str.lower, help="--titles: ESCO label languages to rank, comma-separated (default en)"
     )
     ev.add_argument("--query-lang", type=str.lower, help="--titles: language of the titles (default en)")
-    named = {kind: ", ".join(e.name for e in scorer_catalogue() if e.kind == kind) for kind in CATALOGUE_KINDS}
     ev.add_argument("--scorers", required=True,
-                    help=f"comma-separated: a pipeline ({named['pipeline']}), a scorer ({named['scorer']}), an "
-                         f"encoder ({_encoder_names()}), a fusion, concepts:SPEC (see the scorers command)")  # fmt: skip
+                    help=f"comma-separated: a pipeline ({', '.join(named['pipeline'])}), a scorer "
+                         f"({', '.join(named['scorer'])}), an encoder ({_encoder_names(named)}), a fusion, "
+                         "concepts:SPEC (see the scorers command)")  # fmt: skip
     ev.add_argument("--out", help="write every metric to this CSV (one row per dataset and scorer); - for stdout")
     ev.add_argument("--mode", choices=MODES, help="ranking protocol (default: trec, as published)")
     ev.add_argument(
@@ -725,7 +726,7 @@ def build_parser() -> argparse.ArgumentParser:
     em = commands.add_parser("embed", help="fill the embedding cache for datasets", description=cmd_embed.__doc__)
     em.add_argument("--data", default=config.data_dir(), help=data_help)
     em.add_argument("--datasets", default="all", help="'all', or comma-separated dataset names or folder paths")
-    em.add_argument("--encoder", required=True, help=f"encoder spec: {_encoder_names()}")
+    em.add_argument("--encoder", required=True, help=f"encoder spec: {_encoder_names(named)}")
     em.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: one per core)")
     em.add_argument("--quiet", action="store_true", help="no progress bar")
     em.set_defaults(func=cmd_embed)
