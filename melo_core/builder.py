@@ -102,9 +102,8 @@ def build_dataset(
     loosest_relation: str | None = None,
 ) -> tuple[MeloDataset, BuildReport]:
     languages = sorted(set(languages))
-    missing = [lang for lang in languages if lang not in taxonomy.languages]
-    if missing:
-        raise ValueError(f"the taxonomy has no labels in {', '.join(missing)} (it has {', '.join(taxonomy.languages)})")
+    if lacking := taxonomy.lacking(languages):
+        raise ValueError(lacking)
     loosest = loosest_relation or LOOSEST_RELATION_BY_CROSSWALK.get(crosswalk.name, DEFAULT_LOOSEST_RELATION)
     if loosest not in RELATIONS:
         raise ValueError(f"unknown relation {loosest!r}; expected one of {', '.join(RELATIONS)}")

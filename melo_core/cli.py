@@ -344,10 +344,8 @@ def _link_languages(langs: str | None, query_language: str | None, taxonomy: Tax
         return None
     if langs:
         wanted = _split(langs)
-        missing = [lang for lang in wanted if lang not in taxonomy.languages]
-        if missing:  # before any readiness check, which would count 0 of 0 labels
-            raise MeloInputError(f"--langs: the taxonomy has no labels in {', '.join(missing)} "
-                                 f"(it has {', '.join(taxonomy.languages)})")  # fmt: skip
+        if lacking := taxonomy.lacking(wanted):  # before any readiness check, which would count 0 of 0 labels
+            raise MeloInputError(f"--langs: {lacking}")
         return wanted
     return list(reader_languages(query_language, taxonomy.languages)) or None
 

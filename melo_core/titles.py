@@ -82,10 +82,8 @@ def titles_dataset(path: str | Path, taxonomy: Taxonomy, languages: str | list[s
                    name: str | None = None) -> tuple[MeloDataset, TitlesReport]:  # fmt: skip
     """The titles of ``path`` as a dataset over the taxonomy's labels in ``languages``."""
     languages = sorted(set(language_codes(languages)))
-    missing = [lang for lang in languages if lang not in taxonomy.languages]
-    if missing:
-        raise MeloInputError(f"the taxonomy has no labels in {', '.join(missing)} "
-                             f"(it has {', '.join(taxonomy.languages)})")  # fmt: skip
+    if lacking := taxonomy.lacking(languages):
+        raise MeloInputError(lacking)
     rows = read_titles(path, title_column, uri_column)
     corpus = LabelCorpus.of(taxonomy, languages)
     kept: list[tuple[str, str]] = []

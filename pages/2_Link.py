@@ -91,9 +91,10 @@ with st.sidebar:
     )
 languages = ui.curator_languages(tuple(dict.fromkeys(["en", scheme.language or "en"])))
 typed = list(dict.fromkeys(code.strip().lower() for code in label_languages.split(",") if code.strip()))
-unknown = [code for code in typed if code not in ui.taxonomy().languages]
+known_languages = ui.taxonomy().languages
+unknown = [code for code in typed if code not in known_languages]
 if unknown:  # named, not silently dropped; ESCO's codes are lower case, so "NO" is "no"
-    message = f"No ESCO labels in {', '.join(unknown)}; the taxonomy has {', '.join(ui.taxonomy().languages)}."
+    message = f"No ESCO labels in {', '.join(unknown)}; the taxonomy has {', '.join(known_languages)}."
     if len(unknown) == len(typed):
         st.error(message)
         st.stop()
