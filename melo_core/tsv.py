@@ -41,7 +41,8 @@ def sniff_delimiter(header: str) -> str:
     """A CSV's delimiter from its header line: the most frequent of comma, semicolon and tab
     outside quoted names (spreadsheets in many European locales save CSV with ';'); a comma when
     none occurs or on a tie."""
-    bare = re.sub(r'"[^"]*"', "", header.split("\n", 1)[0])
+    end = header.find("\n")  # callers may pass a whole file: only its first line is read
+    bare = re.sub(r'"[^"]*"', "", header if end < 0 else header[:end])
     return max(CSV_DELIMITERS, key=bare.count)  # the first, a comma, on a tie
 
 

@@ -86,11 +86,7 @@ def _on_disk(memo: dict[str, Any], texts: Sequence[str], transform: Callable[[li
     except (OSError, ValueError, KeyError):
         columns = None
     if columns is not None and columns.shape == (width, len(texts)):
-        by_text = columns.T.tocsr()
-        for i, text in enumerate(texts):
-            if text not in memo:
-                low, high = by_text.indptr[i], by_text.indptr[i + 1]
-                memo[text] = (by_text.indices[low:high].copy(), np.asarray(by_text.data[low:high], dtype=np.float64))
+        _memoise(memo, texts, columns.T.tocsr())
         return columns
     cold = sum(t not in memo for t in dict.fromkeys(texts)) * 2 > len(texts)
     columns = _stacked(memo, texts, transform, width)
@@ -112,13 +108,17 @@ def _stacked(memo: dict[str, Any], texts: Sequence[str], transform: Callable[[li
              width: int) -> sparse.csr_matrix:  # fmt: skip
     missing = [t for t in dict.fromkeys(texts) if t not in memo]
     if missing:
-        matrix = sparse.csr_matrix(transform(missing))
-        for i, text in enumerate(missing):
-            low, high = matrix.indptr[i], matrix.indptr[i + 1]
-            memo[text] = (matrix.indices[low:high].copy(), np.asarray(matrix.data[low:high], dtype=np.float64))
+        _memoise(memo, missing, sparse.csr_matrix(transform(missing)))
     parts = [memo[t] for t in texts]
     indptr = np.zeros(len(parts) + 1, dtype=np.int64)
     np.cumsum([len(p[0]) for p in parts], out=indptr[1:])
     indices = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int32)
     data = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
     return sparse.csr_matrix((data, indices, indptr), shape=(len(parts), width)).T.tocsr()
+
+
+def _memoise(memo: dict[str, Any], texts: Sequence[str], rows: sparse.csr_matrix) -> None:
+    """Each text's sparse row (row i of ``rows`` is ``texts[i]``'s), for restacking without a transform."""
+    for i, text in enumerate(texts):
+        low, high = rows.indptr[i], rows.indptr[i + 1]
+        memo[text] = (rows.indices[low:high].copy(), np.asarray(rows.data[low:high], dtype=np.float64))
