@@ -62,7 +62,7 @@ class _Shard:
         them plainly (any other layout is read into memory, as before)."""
         with np.load(path) as shard:
             raw_keys = shard["keys"]
-            located = _stored_block(path)
+            located = _stored_block(path, shard.zip)
             if located is None:
                 return cls(path, np.asarray(shard["vectors"], dtype=np.float32)), raw_keys
         made = cls(path)
@@ -80,12 +80,12 @@ class _Shard:
             del block
 
 
-def _stored_block(path: Path) -> tuple[int, tuple[int, int]] | None:
-    """(offset, shape) of the float32 rows of ``vectors.npy`` inside the shard when np.savez
-    stored it uncompressed in C order, as ``_Space.write`` does; else None."""
+def _stored_block(path: Path, archive: zipfile.ZipFile) -> tuple[int, tuple[int, int]] | None:
+    """(offset, shape) of the float32 rows of ``vectors.npy`` inside the shard (``archive``, as
+    np.load opened it) when np.savez stored it uncompressed in C order, as ``_Space.write`` does;
+    else None."""
     try:
-        with zipfile.ZipFile(path) as archive:
-            info = archive.getinfo("vectors.npy")
+        info = archive.getinfo("vectors.npy")
         if info.compress_type != zipfile.ZIP_STORED:
             return None
         with open(path, "rb") as handle:
