@@ -225,6 +225,12 @@ def input_format(path: str | Path, given: str | None = None) -> str:
     return fmt
 
 
+def data_files(folder: str | Path) -> list[Path]:
+    """A folder's data files by name: not those named ``_...`` or ``.…`` (manifests, rejects,
+    temporary files), as Ray Data and our own folder outputs name them."""
+    return sorted(f for f in Path(folder).iterdir() if f.is_file() and not f.name.startswith(("_", ".")))
+
+
 def input_delimiter(path: str | Path, fmt: str) -> str:
     """The delimiter of a text input: a tab for TSV; for CSV, the one its header line uses
     (``sniff_delimiter``: comma, semicolon or tab) in the file, or in the first file of a folder;
@@ -233,7 +239,7 @@ def input_delimiter(path: str | Path, fmt: str) -> str:
         return "\t"
     path = Path(path)
     if path.is_dir():
-        path = next(iter(sorted(f for f in path.iterdir() if f.is_file() and not f.name.startswith(("_", ".")))), path)
+        path = next(iter(data_files(path)), path)
     try:
         with pa.input_stream(str(path), compression="detect") as stream:
             head = stream.read(1 << 16)
@@ -272,7 +278,7 @@ def sample_titles(path: str | Path, column: str, fmt: str | None = None, rows: i
     folder the Ray engine reads; None when the input is not on this machine (a URL)."""
     path = Path(path)
     if path.is_dir():
-        files = sorted(f for f in path.iterdir() if f.is_file() and not f.name.startswith(("_", ".")))
+        files = data_files(path)
         if not files:
             return []
         path = files[0]
@@ -611,7 +617,7 @@ def run_ray(path: str, column: str, settings: LinkSettings, out: str, fmt: str =
 
 def read_output(folder: str | Path) -> pa.Table:
     """Every candidate row of a folder output (either engine), sorted by row and rank."""
-    files = sorted(p for p in Path(folder).iterdir() if p.is_file() and not p.name.startswith((".", "_")))
+    files = data_files(folder)
     tables = []
     for file in files:
         if file.suffix == ".parquet":
