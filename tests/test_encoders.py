@@ -200,6 +200,53 @@ def test_saved_static_model_with_the_paper_template(static_model: Path, occupati
     np.testing.assert_allclose(vectors, plain.encode([PAPER_TEMPLATE.format(t) for t in texts]), atol=1e-6)
 
 
+def test_a_static_model_is_read_without_sentence_transformers(static_model: Path, occupations: list[str]) -> None:
+    # The domain model is one StaticEmbedding: read with tokenizers and numpy, it must give what
+    # sentence-transformers gives (also for a text of no known token) under the same cache key.
+    import subprocess
+    import sys
+
+    from melo_core.encoders.st_encoder import SentenceTransformerEncoder
+    from melo_core.encoders.static_embedding import StaticEmbeddingEncoder
+
+    texts = [*occupations[:50], "", "Ωμέγα 日本", "a" * 3000]
+    reader = load_encoder(f"st:{static_model}")
+    through_st = load_encoder(f"st:{static_model}@device=cpu")  # a named device loads sentence-transformers
+    assert isinstance(reader, StaticEmbeddingEncoder) and isinstance(through_st, SentenceTransformerEncoder)
+    assert reader.spec == through_st.spec and reader.dim == through_st.dim == 32
+    np.testing.assert_allclose(reader.encode(texts), through_st.encode(texts), atol=1e-6)
+    code = (
+        "import sys; from melo_core.encoders import load_encoder; "
+        f"load_encoder({f'st:{static_model}'!r}).encode(['Bäcker']); "
+        "print(sorted(m for m in ('torch', 'sentence_transformers') if m in sys.modules))"
+    )
+    imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert imported.strip() == "[]"
+
+
+def test_a_static_model_with_prompts(static_model: Path, tmp_path: Path, occupations: list[str]) -> None:
+    import json
+
+    from melo_core.encoders.static_embedding import StaticEmbeddingEncoder
+
+    prompted = tmp_path / "prompted"
+    shutil.copytree(static_model, prompted)
+    config_path = prompted / "config_sentence_transformers.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config["prompts"] = {"query": "query: ", "passage": "passage: "}
+    config_path.write_text(json.dumps(config), encoding="utf-8")
+    texts = occupations[:20]
+    spec = f"st:{prompted}@query_prompt=query@passage_prompt=passage"
+    reader = load_encoder(spec)
+    through_st = load_encoder(spec + "@device=cpu")
+    assert isinstance(reader, StaticEmbeddingEncoder) and not reader.symmetric
+    for role in ("query", "passage"):
+        np.testing.assert_allclose(reader.encode(texts, role), through_st.encode(texts, role), atol=1e-6)
+    assert np.abs(reader.encode(texts, "query") - reader.encode(texts, "passage")).max() > 0.01
+    # A prompt the folder does not define is left to sentence-transformers, which names the problem.
+    assert not isinstance(load_encoder(f"st:{prompted}@query_prompt=nope"), StaticEmbeddingEncoder)
+
+
 def test_model_folder_under_the_home_directory(
     static_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from melo_core.encoders.base import EncoderSpec
+from melo_core.encoders.base import Encoder, EncoderSpec
 from melo_core.encoders.registry import BuiltModel, register_built_model, register_encoder
-from melo_core.encoders.st_encoder import SentenceTransformerEncoder
+from melo_core.encoders.st_encoder import sentence_transformer_encoder
 
 
 def _languages(spec: EncoderSpec) -> frozenset[str] | None:
@@ -41,6 +41,6 @@ register_built_model(DOMAIN_MODEL)
 
 
 @register_encoder("domain", languages=_languages)
-def _create(spec: EncoderSpec) -> SentenceTransformerEncoder:
+def _create(spec: EncoderSpec) -> Encoder:
     folder = DOMAIN_MODEL.on_first_use("training")
-    return SentenceTransformerEncoder(EncoderSpec("st", str(folder), spec.options))
+    return sentence_transformer_encoder(EncoderSpec("st", str(folder), spec.options))

@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from melo_core.disk_cache import files_stamp
-from melo_core.encoders.base import EncoderSpec, Role, normalise_rows
+from melo_core.encoders.base import Encoder, EncoderSpec, Role, normalise_rows
 from melo_core.encoders.registry import register_encoder
+from melo_core.encoders.static_embedding import StaticEmbeddingEncoder, is_static_folder
 from melo_core.errors import MeloInputError
 
 MISSING_MODEL_HELP = (
@@ -68,10 +69,7 @@ class SentenceTransformerEncoder:
         if not dim:
             raise MeloInputError("the model does not declare its embedding dimension", name)
         self.dim = int(dim)
-        if Path(name).is_dir():  # a retrained model in the same folder must not reuse old embeddings
-            folder = Path(name)
-            stamp = files_stamp(sorted(p for p in folder.rglob("*") if p.is_file()), root=folder, length=12)
-            self.spec = f"{self.spec}#{stamp}"
+        self.spec = cache_key(spec)
 
     def encode(self, texts: Sequence[str], role: Role = "query") -> np.ndarray:
         if not texts:
@@ -88,6 +86,27 @@ class SentenceTransformerEncoder:
         return normalise_rows(vectors)
 
 
+def cache_key(spec: EncoderSpec) -> str:
+    """The spec, and for a folder a stamp of its files: a model retrained in the same folder must
+    not reuse the old one's embeddings."""
+    folder = Path(os.path.expanduser(spec.argument))
+    if not folder.is_dir():
+        return spec.key()
+    stamp = files_stamp(sorted(p for p in folder.rglob("*") if p.is_file()), root=folder, length=12)
+    return f"{spec.key()}#{stamp}"
+
+
+def sentence_transformer_encoder(spec: EncoderSpec) -> Encoder:
+    """A folder holding one StaticEmbedding is read without sentence-transformers (unless a device
+    is named: then it runs there); any other model loads through it."""
+    folder = os.path.expanduser(spec.argument)
+    prompts: dict[Role, str | None] = {"query": spec.options.get("query_prompt"),
+                                       "passage": spec.options.get("passage_prompt")}  # fmt: skip
+    if spec.argument and "device" not in spec.options and is_static_folder(folder, list(prompts.values())):
+        return StaticEmbeddingEncoder(folder, cache_key(spec), spec.template(), prompts)
+    return SentenceTransformerEncoder(spec)
+
+
 def _languages(spec: EncoderSpec) -> frozenset[str] | None:
     """The languages on the model card ``melo_core.training`` wrote next to the model; None (any
     language: unknown is not taken to mean unreadable) for a model without one, e.g. a Hugging
@@ -98,5 +117,5 @@ def _languages(spec: EncoderSpec) -> frozenset[str] | None:
 
 
 @register_encoder("st", languages=_languages)
-def _create(spec: EncoderSpec) -> SentenceTransformerEncoder:
-    return SentenceTransformerEncoder(spec)
+def _create(spec: EncoderSpec) -> Encoder:
+    return sentence_transformer_encoder(spec)
