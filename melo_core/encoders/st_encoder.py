@@ -2,7 +2,8 @@
 
 Nothing is downloaded: the model is loaded with ``local_files_only``. Options: ``@batch=64``,
 ``@device=cpu|cuda`` (default: cuda when torch sees a GPU), ``@template=paper``, ``@query_prompt=...``/``@passage_prompt=...``
-(prompt names the model defines, e.g. JobBERT-V3's asymmetric heads).
+(prompt names the model defines, e.g. JobBERT-V3's asymmetric heads). A folder of one
+StaticEmbedding is read with numpy on the CPU (``static_embedding.py``) unless ``@device`` is named.
 """
 
 from __future__ import annotations
