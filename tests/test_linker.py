@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import itertools
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -93,7 +95,17 @@ def test_taxonomy_cache_is_reused_and_refreshed(small_data: Path, tmp_path: Path
     first = cached_taxonomy_from_melo(small_data, tmp_path)
     again = cached_taxonomy_from_melo(small_data, tmp_path)
     assert len(list((tmp_path / "taxonomy").glob("*.pkl"))) == 1
-    assert [c.uri for c in first.concepts] == [c.uri for c in again.concepts]
+    assert again is first  # one process unpickles it once (`link` asks twice)
+    assert cached_taxonomy_from_melo(small_data, tmp_path / "other") is not first
+    # Edited data is read again: a copy whose corpus file was saved later gets its own taxonomy.
+    edited = tmp_path / "edited" / "processed" / "melo" / "nor_q_no_c_no"
+    shutil.copytree(small_data / "processed" / "melo" / "nor_q_no_c_no", edited)
+    corpus = edited / "corpus_elements.tsv"
+    os.utime(corpus, ns=(corpus.stat().st_atime_ns, corpus.stat().st_mtime_ns + 10**9))
+    resaved = cached_taxonomy_from_melo(tmp_path / "edited", tmp_path)
+    assert resaved is not first and len(list((tmp_path / "taxonomy").glob("*.pkl"))) == 2
+    back = cached_taxonomy_from_melo(small_data, tmp_path)  # the original again, from its file
+    assert back is not resaved and [c.uri for c in back.concepts] == [c.uri for c in first.concepts]
 
 
 def run_link(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
