@@ -403,7 +403,8 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
         else:
             texts = texts or list(dict.fromkeys(calm_capitals(t) for t in table.texts))  # once for all encoders
             missing = len(encoder.missing(texts, "passage"))
-            detail = f"{len(texts) - missing:,} of {len(texts):,} labels embedded, then indexed"
+            detail = (f"{len(texts) - missing:,} of {len(texts):,} labels embedded, then indexed" if missing
+                      else f"all {len(texts):,} labels embedded, not indexed yet")  # fmt: skip
             out.append(Requirement(f"{spec} labels", False, detail, missing / rate + index_seconds))
         if mention_texts:
             missing = len(encoder.missing(mention_texts, "passage"))

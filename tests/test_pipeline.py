@@ -283,6 +283,27 @@ def test_link_falls_back_while_best_is_not_ready_then_prepare_makes_it_ready(env
     assert "not ready" not in stderr and "pipeline best (monolingual variant" in stderr
 
 
+def test_readiness_tells_labels_still_to_embed_from_labels_still_to_index(env: Path, tmp_path: Path) -> None:
+    from melo_core.encoders import cached_encoder
+    from melo_core.text import calm_capitals
+
+    taxonomy = cached_taxonomy_from_melo(env)
+    definition = load_pipeline("fast")
+    cache = tmp_path / "cache"
+    texts = list(dict.fromkeys(calm_capitals(t) for t in taxonomy.form_table(["no"]).texts))
+    encoder = cached_encoder("domain", str(cache / "embeddings"))
+
+    def labels() -> str:
+        need = next(r for r in requirements(definition, taxonomy, ["no"], cache_dir=cache) if r.what == "domain labels")
+        assert not need.ready
+        return need.detail
+
+    encoder.encode(texts[:10], "passage")
+    assert labels() == f"10 of {len(texts):,} labels embedded, then indexed"
+    encoder.encode(texts, "passage")
+    assert labels() == f"all {len(texts):,} labels embedded, not indexed yet"  # not "N of N embedded, then indexed"
+
+
 # -- one engine: link and eval agree --------------------------------------------------------------------
 
 
