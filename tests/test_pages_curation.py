@@ -64,6 +64,7 @@ def test_first_run_asks_the_curator_then_imports_with_one_click(env: str) -> Non
     button(app, "Start").click().run()
     assert not app.exception
     assert app.session_state["curator"] == "Alice"
+    assert app.query_params["curator"] == "Alice"  # in the address: a reload keeps the curator
     assert any("store is empty" in i.value for i in app.info)
     assert app.selectbox(key="start_crosswalk").value == "nor_no"
 
@@ -165,6 +166,18 @@ def test_reload_shows_the_same_term_and_undo_skip_unsure_work(started: str) -> N
     reloaded.radio(key="link_status").set_value("unsure").run()
     assert not reloaded.exception
     assert any("Nothing in this queue" in s.value for s in reloaded.success)
+
+
+def test_a_reloaded_page_keeps_the_curator_from_its_address(started: str) -> None:
+    app = page(LINK, curator=None)
+    app.query_params["curator"] = "bob"  # a new session: what a reload of .../Link?curator=bob starts
+    app.run()
+    assert not app.exception
+    assert [t.label for t in app.text_input if t.label.startswith("Your name")] == []
+    assert any(m.value == "Curator: **bob**" for m in app.sidebar.markdown)
+    app.button(key="change_curator").click().run()
+    assert "curator" not in app.query_params and "curator" not in app.session_state
+    assert [t.label for t in app.text_input] == ["Your name (recorded with every decision)"]
 
 
 def test_pick_a_candidate_by_its_number_then_accept_as_narrow(started: str) -> None:

@@ -174,12 +174,18 @@ def require_sign_in(store: Store) -> Actor | None:
 
 
 def _typed_name() -> str:
-    name = st.session_state.get(NAME_KEY, "")
+    # The name also rides in the address (?curator=...): reloading the page or opening a link
+    # to it keeps the curator, where the session state alone would ask again.
+    name = st.session_state.get(NAME_KEY) or st.query_params.get(NAME_KEY, "").strip()
     if name:
+        st.session_state[NAME_KEY] = name
+        if st.query_params.get(NAME_KEY) != name:
+            st.query_params[NAME_KEY] = name
         with st.sidebar:
             st.markdown(f"Curator: **{name}**")
             if st.button("Change curator", key="change_curator"):
                 del st.session_state[NAME_KEY]
+                st.query_params.pop(NAME_KEY, None)
                 st.rerun()
         return name
     st.subheader("Who is curating?")
