@@ -138,7 +138,7 @@ def _sign_in_form(store: Store) -> None:
 
 def current_user(store: Store) -> Actor | str:
     """Who acts on this page: the signed-in ``Actor`` where sign-in is required (the sign-in form
-    stops the page until then), else the curator's typed name, asked once per browser session."""
+    stops the page until then), else the curator's typed name, asked once and kept in the address."""
     if not store.sign_in_required:
         return _typed_name()
     actor = st.session_state.get(SESSION_KEY)
