@@ -14,6 +14,7 @@ import streamlit as st
 from db.models import MATCH_OUTCOMES
 from db.store import AccessError
 from melo_core.errors import MeloInputError
+from melo_core.linker import Candidate
 from melo_core.pipeline import (
     DEFAULT_PIPELINE,
     FALLBACK_PIPELINE,
@@ -24,7 +25,7 @@ from melo_core.pipeline import (
     load_pipeline,
     pipeline_names,
 )
-from melo_core.taxonomy import reader_languages
+from melo_core.taxonomy import ISCO_GROUP, reader_languages
 from ui import auth
 from ui import common as ui
 from ui.navigation import app_navigation
@@ -162,6 +163,12 @@ def skip(next_id: int) -> None:
     st.session_state["link_term"] = next_id
 
 
+def shown(c: Candidate) -> str:
+    """A candidate's name on the page: an ISCO group's with its code first, since ISCO repeats a
+    label across levels (01, 011 and 0110 are all "Commissioned armed forces officers")."""
+    return f"ISCO {c.isco_code} {c.label}" if c.kind == ISCO_GROUP and c.isco_code else c.label
+
+
 def pick(choice_key: str, option: str) -> None:
     st.session_state[choice_key] = option
 
@@ -295,7 +302,7 @@ st.dataframe(
         [
             {
                 "rank": c.rank,
-                "concept": c.label,
+                "concept": shown(c),
                 "matched label": f"{c.matched_label} ({c.matched_language}{', known mention' if c.via_mention else ''})",
                 "ISCO group": f"{c.isco_code} {c.isco_label or ''}".strip() if c.isco_code else "",
                 "kind": c.kind,
@@ -329,9 +336,10 @@ st.dataframe(
 descriptions = ui.concept_descriptions(store, [c.concept_uri for c in candidates])
 with st.container(horizontal=True, key="link_descriptions"):
     for c in candidates:
-        short = c.label if len(c.label) <= 24 else c.label[:23].rstrip() + "…"
-        with st.popover(f"ℹ️ {c.rank}. {short}", help=f"The ESCO description of {c.label}"):
-            st.markdown(f"**{c.label}** · [{c.concept_uri.rsplit('/', 1)[-1]}]({c.concept_uri})")
+        name = shown(c)
+        short = name if len(name) <= 24 else name[:23].rstrip() + "…"
+        with st.popover(f"ℹ️ {c.rank}. {short}", help=f"The ESCO description of {name}"):
+            st.markdown(f"**{name}** · [{c.concept_uri.rsplit('/', 1)[-1]}]({c.concept_uri})")
             st.markdown(descriptions.get(c.concept_uri) or "_No description in the imported taxonomy._")
 
 found = []
@@ -349,9 +357,10 @@ for c in candidates:
         "scorer": suggestion_source,
         "score": float(c.score),
         "rank": c.rank,
-        "text": f"{c.rank}. {c.label} — “{c.matched_label}” ({c.matched_language}{', mention' if c.via_mention else ''})"
+        "name": shown(c),
+        "text": f"{c.rank}. {shown(c)} — “{c.matched_label}” ({c.matched_language}{', mention' if c.via_mention else ''})"
         + f" · {c.concept_uri.rsplit('/', 1)[-1]}"
-        + (f" · ISCO {c.isco_code}" if c.isco_code else "")
+        + (f" · ISCO {c.isco_code}" if c.isco_code and c.kind != ISCO_GROUP else "")
         + f" · {c.score:.3f}  [{PICK_KEYS[c.rank - 1]}]",
     }
 for match in found:
@@ -373,7 +382,7 @@ ranked = [k for k in options if not k.startswith("search|")]
 with st.container(horizontal=True):
     for key, option in zip(PICK_KEYS, ranked, strict=False):  # Streamlit shows the key beside "Pick"
         st.button("Pick", key=f"link_pick_{key}", on_click=pick, args=(choice_key, option), shortcut=key,
-                  type="tertiary", help=str(options[option]["label"]))  # fmt: skip
+                  type="tertiary", help=str(options[option]["name"]))  # fmt: skip
 with st.form(f"decide_{term.id}", enter_to_submit=False, border=True):
     st.radio(
         "Concept",

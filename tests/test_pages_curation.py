@@ -89,6 +89,11 @@ def test_accept_a_candidate_then_see_it_on_the_crosswalk_page(started: str) -> N
     assert len(table) == 10 and list(table["rank"]) == list(range(1, 11))
     assert {"concept", "matched label", "ISCO group", "score"} <= set(table.columns)
     assert any(group[:1].isdigit() for group in table["ISCO group"])  # "2221 Nursing professionals"
+    # ISCO repeats a label across levels (01, 011, 0110): a group is shown with its code first.
+    groups = table[table["kind"] == "isco_group"]
+    assert len(groups) >= 2 and len(set(groups["concept"])) == len(groups)
+    for name, group in zip(groups["concept"], groups["ISCO group"], strict=True):
+        assert name.startswith(f"ISCO {group.split()[0]} ")
     choice = app.radio(key=f"link_choice_{first[0].id}")
     assert choice.index == 0 and choice.value.startswith("1|")  # the top candidate is preselected
 
@@ -105,7 +110,9 @@ def test_accept_a_candidate_then_see_it_on_the_crosswalk_page(started: str) -> N
             1,
         )
         assert decision.score == pytest.approx(float(table.iloc[0]["score"]), abs=1e-4)
-        assert decision.concept_label == table.iloc[0]["concept"]
+        top = table.iloc[0]  # stored: the ESCO label, without the code the page shows an ISCO group with
+        code = f"ISCO {top['ISCO group'].split()[0]} " if top["kind"] == "isco_group" else ""
+        assert top["concept"] == code + decision.concept_label
         assert store.suggestions(first[0].id, "lexical")[0].concept_uri == decision.concept_uri
         assert store.queue_counts("nor_no")["done"] == 1
         assert decision.concept_uri in skos_csv_text(store, "nor_no")
