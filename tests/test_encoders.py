@@ -247,6 +247,22 @@ def test_a_static_model_with_prompts(static_model: Path, tmp_path: Path, occupat
     assert not isinstance(load_encoder(f"st:{prompted}@query_prompt=nope"), StaticEmbeddingEncoder)
 
 
+def test_a_static_model_with_a_normalize_module(static_model: Path, tmp_path: Path, occupations: list[str]) -> None:
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize
+
+    from melo_core.encoders.static_embedding import StaticEmbeddingEncoder
+
+    model = SentenceTransformer(str(static_model), device="cpu")
+    normalised = tmp_path / "normalised"
+    SentenceTransformer(modules=[model[0], Normalize()], device="cpu").save(str(normalised))
+    reader = load_encoder(f"st:{normalised}")
+    assert isinstance(reader, StaticEmbeddingEncoder)
+    np.testing.assert_allclose(
+        reader.encode(occupations[:20]), load_encoder(f"st:{normalised}@device=cpu").encode(occupations[:20]), atol=1e-6
+    )
+
+
 def test_model_folder_under_the_home_directory(
     static_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
