@@ -25,6 +25,7 @@ from melo_core.bulk import (
     Summary,
     build_linker,
     limit_threads,
+    reject_reason,
     run_local,
     run_ray,
     sample_titles,
@@ -279,10 +280,9 @@ def cmd_link(args: argparse.Namespace) -> int:
     batches through Ray Data (a local Ray, or the cluster at --address)."""
     if bool(args.query) == bool(args.input):
         raise MeloInputError("give either --query TEXT or --input FILE --column NAME --out FILE.csv|FOLDER")
-    if args.query is not None and not args.query.strip():  # as a file's empty rows are rejected
-        raise MeloInputError("--query is empty")
-    if args.query is not None and len(args.query.strip()) > MAX_TITLE_CHARS:
-        raise MeloInputError(f"--query is longer than {MAX_TITLE_CHARS} characters ({len(args.query.strip()):,})")
+    if args.query is not None and (reason := reject_reason(args.query)):  # as a file's rows are rejected
+        length = len(args.query.strip())
+        raise MeloInputError(f"--query is {reason}" + (f" ({length:,})" if length else ""))
     _pipeline_or_spec(args)
     if args.input and (not args.column or not args.out):
         raise MeloInputError("--input needs --column NAME and --out FILE.csv or FOLDER")
