@@ -8,11 +8,15 @@ embedding cache, so two specs that embed differently must differ as strings.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
+
+from melo_core.disk_cache import files_stamp
 
 Role = Literal["query", "passage"]
 
@@ -65,6 +69,19 @@ class EncoderSpec:
         return str(
             EncoderSpec(self.kind, self.argument, {k: v for k, v in self.options.items() if k not in RUNTIME_OPTIONS})
         )
+
+    def stamped_key(self) -> str:
+        """``key()``, and for a model folder a stamp of its files: a model retrained in the same
+        folder must not reuse the old one's embeddings."""
+        folder = Path(os.path.expanduser(self.argument))
+        if not self.argument or not folder.is_dir():
+            return self.key()
+        stamp = files_stamp(sorted(p for p in folder.rglob("*") if p.is_file()), root=folder, length=12)
+        return f"{self.key()}#{stamp}"
+
+    def prompt_names(self) -> dict[Role, str | None]:
+        """The prompt each role reads, by its name in the model's configuration (None: its default)."""
+        return {"query": self.options.get("query_prompt"), "passage": self.options.get("passage_prompt")}
 
     def template(self) -> str:
         name = self.options.get("template", "none")

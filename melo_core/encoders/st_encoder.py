@@ -14,10 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from melo_core.disk_cache import files_stamp
 from melo_core.encoders.base import Encoder, EncoderSpec, Role, normalise_rows
 from melo_core.encoders.registry import register_encoder
-from melo_core.encoders.static_embedding import StaticEmbeddingEncoder, is_static_folder
+from melo_core.encoders.static_embedding import static_encoder
 from melo_core.errors import MeloInputError
 
 MISSING_MODEL_HELP = (
@@ -45,10 +44,9 @@ class SentenceTransformerEncoder:
 
         transformers_logging.disable_progress_bar()  # "Loading weights" on every load of a local model: noise
 
-        self.spec = spec.key()
         self._template = spec.template()
         self._batch = int(spec.options.get("batch", 64))
-        self._prompts = {"query": spec.options.get("query_prompt"), "passage": spec.options.get("passage_prompt")}
+        self._prompts = spec.prompt_names()
         self.symmetric = self._prompts["query"] == self._prompts["passage"]  # the cache shares both roles' vectors
         name = os.path.expanduser(spec.argument)  # st:~/models/x: no shell expands a ~ after st:
         if (
@@ -70,7 +68,7 @@ class SentenceTransformerEncoder:
         if not dim:
             raise MeloInputError("the model does not declare its embedding dimension", name)
         self.dim = int(dim)
-        self.spec = cache_key(spec)
+        self.spec = spec.stamped_key()
 
     def encode(self, texts: Sequence[str], role: Role = "query") -> np.ndarray:
         if not texts:
@@ -87,24 +85,11 @@ class SentenceTransformerEncoder:
         return normalise_rows(vectors)
 
 
-def cache_key(spec: EncoderSpec) -> str:
-    """The spec, and for a folder a stamp of its files: a model retrained in the same folder must
-    not reuse the old one's embeddings."""
-    folder = Path(os.path.expanduser(spec.argument))
-    if not folder.is_dir():
-        return spec.key()
-    stamp = files_stamp(sorted(p for p in folder.rglob("*") if p.is_file()), root=folder, length=12)
-    return f"{spec.key()}#{stamp}"
-
-
 def sentence_transformer_encoder(spec: EncoderSpec) -> Encoder:
     """A folder holding one StaticEmbedding is read without sentence-transformers (unless a device
     is named: then it runs there); any other model loads through it."""
-    folder = os.path.expanduser(spec.argument)
-    prompts: dict[Role, str | None] = {"query": spec.options.get("query_prompt"),
-                                       "passage": spec.options.get("passage_prompt")}  # fmt: skip
-    if spec.argument and "device" not in spec.options and is_static_folder(folder, list(prompts.values())):
-        return StaticEmbeddingEncoder(folder, cache_key(spec), spec.template(), prompts)
+    if spec.argument and "device" not in spec.options and (reader := static_encoder(spec)) is not None:
+        return reader
     return SentenceTransformerEncoder(spec)
 
 

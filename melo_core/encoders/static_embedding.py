@@ -9,13 +9,14 @@ Such a model is a lookup table: a text's vector is the mean of its tokens' rows,
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 from scipy import sparse
 
-from melo_core.encoders.base import Role, normalise_rows
+from melo_core.encoders.base import EncoderSpec, Role, normalise_rows
 
 _STATIC = "StaticEmbedding"
 _NORMALIZE = "Normalize"  # encode() normalises every vector anyway
@@ -37,47 +38,48 @@ def _prompts(folder: Path) -> tuple[dict[str, str], str | None]:
     return dict(config.get("prompts") or {}), config.get("default_prompt_name")
 
 
-def is_static_folder(folder: str | Path, prompt_names: Sequence[str | None] = ()) -> bool:
-    """True when ``folder`` holds one StaticEmbedding (optionally then Normalize) with its table
-    under ``embedding.weight``, and every prompt name asked for is defined there: anything else
-    (model2vec's own layout, other modules, an unknown prompt) is left to sentence-transformers."""
-    folder = Path(folder)
+def static_encoder(spec: EncoderSpec) -> StaticEmbeddingEncoder | None:
+    """The encoder of an ``st:`` folder holding one StaticEmbedding (optionally then Normalize)
+    with its table under ``embedding.weight``, when every prompt name asked for is defined there;
+    None for anything else (model2vec's own layout, other modules, an unknown prompt): that is
+    left to sentence-transformers, which also says what is wrong with a broken folder."""
+    folder = Path(os.path.expanduser(spec.argument))
     types = _module_types(folder)
     if not types or types[0] != (_STATIC, "") or any(name != _NORMALIZE for name, _ in types[1:]):
-        return False
-    if not (folder / "tokenizer.json").is_file() or not (folder / "model.safetensors").is_file():
-        return False
-    prompts, _ = _prompts(folder)
-    if any(name is not None and name not in prompts for name in prompt_names):
-        return False
-    from safetensors import safe_open
+        return None
+    if not (folder / "tokenizer.json").is_file():
+        return None
+    prompts, default = _prompts(folder)
+    names = spec.prompt_names()
+    if any(name is not None and name not in prompts for name in names.values()):
+        return None
+    from safetensors.numpy import load_file
 
     try:
-        with safe_open(str(folder / "model.safetensors"), framework="numpy") as weights:
-            return "embedding.weight" in weights.keys()
-    except Exception:  # not a readable safetensors file: sentence-transformers says what is wrong
-        return False
+        table = load_file(str(folder / "model.safetensors")).get("embedding.weight")
+    except Exception:  # missing or not a readable safetensors file
+        return None
+    if table is None:
+        return None
+    chosen = {role: prompts.get(name or default or "", "") for role, name in names.items()}
+    return StaticEmbeddingEncoder(folder / "tokenizer.json", table, spec.stamped_key(), spec.template(), chosen)
 
 
 class StaticEmbeddingEncoder:
-    """The mean of a text's token rows, L2-normalised. ``spec`` is the caller's cache key, so the
-    vectors cached by sentence-transformers stay valid."""
+    """The mean of a text's token rows, L2-normalised. ``spec`` is the cache key sentence-transformers
+    would give the folder, so the vectors it cached stay valid."""
 
-    def __init__(self, folder: str | Path, spec: str, template: str, prompt_names: dict[Role, str | None]):
-        from safetensors.numpy import load_file
+    def __init__(self, tokenizer: Path, table: np.ndarray, spec: str, template: str, prompts: dict[Role, str]):
         from tokenizers import Tokenizer
 
-        folder = Path(folder)
         self.spec = spec
         self._template = template
-        self._table = np.ascontiguousarray(load_file(str(folder / "model.safetensors"))["embedding.weight"],
-                                           dtype=np.float32)  # fmt: skip
+        self._table = np.ascontiguousarray(table, dtype=np.float32)
         self.dim = int(self._table.shape[1])
-        self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self._tokenizer = Tokenizer.from_file(str(tokenizer))
         self._tokenizer.no_padding()  # as StaticEmbedding does
-        prompts, default = _prompts(folder)
-        self._prompt = {role: prompts.get(name or default or "", "") for role, name in prompt_names.items()}
-        self.symmetric = self._prompt["query"] == self._prompt["passage"]
+        self._prompt = prompts
+        self.symmetric = prompts["query"] == prompts["passage"]
 
     def encode(self, texts: Sequence[str], role: Role = "query") -> np.ndarray:
         if not texts:
