@@ -88,10 +88,10 @@ def _on_disk(memo: dict[str, Any], texts: Sequence[str], transform: Callable[[li
     if columns is not None and columns.shape == (width, len(texts)):
         _memoise(memo, texts, columns.T.tocsr())
         return columns
-    cold = sum(t not in memo for t in dict.fromkeys(texts)) * 2 > len(texts)
+    memoised = len(memo)
     columns = _stacked(memo, texts, transform, width)
-    if not cold:  # rebuilt from the memo (a mention taken out of the middle): nothing worth writing
-        return columns
+    if (len(memo) - memoised) * 2 <= len(texts):  # mostly rebuilt from the memo (a mention taken out
+        return columns  # of the middle): nothing worth writing; a cold build transformed most texts
     try:
         folder.mkdir(parents=True, exist_ok=True)
         temporary = folder / f".tmp-{os.getpid()}-{path.name}"
