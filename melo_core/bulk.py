@@ -116,16 +116,19 @@ def build_linker(settings: LinkSettings, on_status: Callable[[str], None] = lamb
 
 def limit_threads(threads: int) -> None:
     """At most ``threads`` threads per library in this process (BLAS, OpenMP: numpy, faiss; torch's
-    intra-op pool). What a Ray actor gets from Ray (OMP_NUM_THREADS = its CPUs); for the local
-    engine ``--threads``. On a busy machine more threads than free cores slow linking down."""
+    intra-op pool; ONNX Runtime's sessions). What a Ray actor gets from Ray (OMP_NUM_THREADS = its
+    CPUs); for the local engine ``--threads``. On a busy machine more threads than free cores slow
+    linking down."""
     from threadpoolctl import threadpool_limits
 
+    from melo_core.encoders.onnx_transformer import set_threads
+
     threadpool_limits(limits=threads)
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a requirement
-        return
-    torch.set_num_threads(threads)
+    set_threads(threads)
+    if "torch" in sys.modules:  # else torch, when a model needs it, reads OMP_NUM_THREADS: no import (3 s) for nothing
+        sys.modules["torch"].set_num_threads(threads)
+    else:
+        os.environ["OMP_NUM_THREADS"] = str(threads)
 
 
 # -- the batch function both engines run -------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 from pathlib import Path
 
@@ -297,3 +298,103 @@ def test_folder_that_is_not_a_model(static_model: Path, tmp_path: Path) -> None:
     (broken / "model.safetensors").unlink()
     with pytest.raises(MeloInputError, match="cannot load the sentence-transformers model"):
         load_encoder(f"st:{broken}")
+
+
+# --- transformer folders, run with ONNX Runtime ---------------------------------------------------
+
+
+def save_tiny_bert(occupations: list[str], folder: Path, pooling: str = "mean") -> Path:
+    """A two-layer BERT with a WordPiece vocabulary of the occupations, mean-pooled and normalised,
+    saved the way a user would (random weights: the reader must compute what torch computes)."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.train_from_iterator(occupations, trainers.WordPieceTrainer(vocab_size=400, special_tokens=specials))
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[(t, tokenizer.token_to_id(t)) for t in ("[CLS]", "[SEP]")]
+    )
+    raw = folder.parent / f"{folder.name}-raw"
+    torch.manual_seed(0)
+    bert = BertModel(BertConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=32, num_hidden_layers=2,
+                                num_attention_heads=2, intermediate_size=64, max_position_embeddings=64))  # fmt: skip
+    bert.save_pretrained(raw)
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                            sep_token="[SEP]", model_max_length=24).save_pretrained(raw)  # fmt: skip
+    transformer = Transformer(str(raw))
+    modules = [transformer, Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling), Normalize()]
+    model = SentenceTransformer(modules=modules, device="cpu", prompts={"query": "query: ", "passage": "passage: "})
+    model.save(str(folder))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def bert_model(occupations: list[str], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_tiny_bert(occupations, tmp_path_factory.mktemp("bert") / "model")
+
+
+def test_a_transformer_folder_runs_in_onnx_runtime_as_in_torch(
+    bert_model: Path, occupations: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # e5-esco's path: exported once into the cache, then the same vectors as sentence-transformers
+    # gives (batches of mixed lengths, a trailing space it keeps, a text cut at 24 tokens, an empty
+    # one) under the same cache key, and a later process imports neither torch nor sentence-transformers.
+    import subprocess
+    import sys
+
+    from melo_core.encoders.onnx_transformer import OnnxTransformerEncoder, onnx_path
+    from melo_core.encoders.st_encoder import SentenceTransformerEncoder
+
+    monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))
+    texts = [*occupations[:70], "Pflegefachkraft ", "", " ".join(occupations[:40]), "Ωμέγα 日本"]
+    spec = f"st:{bert_model}@query_prompt=query@passage_prompt=passage"
+    reader = load_encoder(spec)
+    through_st = load_encoder(spec + "@device=cpu")
+    assert isinstance(reader, OnnxTransformerEncoder) and isinstance(through_st, SentenceTransformerEncoder)
+    assert onnx_path(bert_model).is_file() and onnx_path(bert_model).is_relative_to(tmp_path / "cache")
+    assert reader.spec == through_st.spec and reader.dim == through_st.dim == 32 and not reader.symmetric
+    for role in ("query", "passage"):
+        np.testing.assert_allclose(reader.encode(texts, role), through_st.encode(texts, role), atol=1e-5)
+    assert np.abs(reader.encode(texts[:3], "query") - reader.encode(texts[:3], "passage")).max() > 0.01
+    assert reader.encode([], "query").shape == (0, 32)
+    code = (
+        "import sys; from melo_core.encoders import load_encoder; "
+        f"load_encoder({spec!r}).encode(['Bäcker']); "
+        "print(sorted(m for m in ('torch', 'sentence_transformers') if m in sys.modules))"
+    )
+    imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env={**os.environ, "MELO_CACHE": str(tmp_path / "cache")}).stdout  # fmt: skip
+    assert imported.strip() == "[]"
+
+
+def test_a_changed_transformer_folder_is_exported_again(
+    bert_model: Path, occupations: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from melo_core.encoders.onnx_transformer import OnnxTransformerEncoder, onnx_path
+
+    monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))
+    retrained = tmp_path / "retrained"
+    shutil.copytree(bert_model, retrained)
+    before = onnx_path(retrained)
+    assert isinstance(load_encoder(f"st:{retrained}"), OnnxTransformerEncoder) and before.is_file()
+    (retrained / "README.md").write_text("retrained", encoding="utf-8")
+    assert onnx_path(retrained) != before and not onnx_path(retrained).is_file()
+    load_encoder(f"st:{retrained}")
+    assert onnx_path(retrained).is_file()
+
+
+def test_a_transformer_without_mean_pooling_loads_through_sentence_transformers(
+    occupations: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from melo_core.encoders.st_encoder import SentenceTransformerEncoder
+
+    monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))
+    cls_model = save_tiny_bert(occupations[:100], tmp_path / "cls", pooling="cls")
+    assert isinstance(load_encoder(f"st:{cls_model}"), SentenceTransformerEncoder)
+    assert not (tmp_path / "cache" / "onnx").exists()

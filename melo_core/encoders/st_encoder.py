@@ -2,8 +2,10 @@
 
 Nothing is downloaded: the model is loaded with ``local_files_only``. Options: ``@batch=64``,
 ``@device=cpu|cuda`` (default: cuda when torch sees a GPU), ``@template=paper``, ``@query_prompt=...``/``@passage_prompt=...``
-(prompt names the model defines, e.g. JobBERT-V3's asymmetric heads). A folder of one
-StaticEmbedding is read with numpy on the CPU (``static_embedding.py``) unless ``@device`` is named.
+(prompt names the model defines, e.g. JobBERT-V3's asymmetric heads). Unless ``@device`` is named,
+a folder of one StaticEmbedding is read with numpy (``static_embedding.py``), and a BERT-family
+transformer with mean pooling runs in ONNX Runtime (``onnx_transformer.py``), both on the CPU and
+without importing torch.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from melo_core.encoders.base import Encoder, EncoderSpec, Role, normalise_rows
+from melo_core.encoders.onnx_transformer import onnx_encoder
 from melo_core.encoders.registry import register_encoder
 from melo_core.encoders.static_embedding import static_encoder
 from melo_core.errors import MeloInputError
@@ -86,10 +89,12 @@ class SentenceTransformerEncoder:
 
 
 def sentence_transformer_encoder(spec: EncoderSpec) -> Encoder:
-    """A folder holding one StaticEmbedding is read without sentence-transformers (unless a device
-    is named: then it runs there); any other model loads through it."""
-    if spec.argument and "device" not in spec.options and (reader := static_encoder(spec)) is not None:
-        return reader
+    """A folder holding one StaticEmbedding, or a mean-pooled BERT-family transformer, is read
+    without sentence-transformers (unless a device is named: then it runs there); any other model
+    loads through it."""
+    if spec.argument and "device" not in spec.options:
+        if (reader := static_encoder(spec) or onnx_encoder(spec)) is not None:
+            return reader
     return SentenceTransformerEncoder(spec)
 
 
