@@ -386,7 +386,7 @@ def test_a_changed_transformer_folder_is_exported_again(
     (retrained / "README.md").write_text("retrained", encoding="utf-8")
     assert onnx_path(retrained) != before and not onnx_path(retrained).is_file()
     load_encoder(f"st:{retrained}")
-    assert onnx_path(retrained).is_file()
+    assert onnx_path(retrained).is_file() and not before.exists()  # the old export is removed
 
 
 def test_a_transformer_without_mean_pooling_loads_through_sentence_transformers(
