@@ -209,6 +209,7 @@ def test_a_variant_can_read_descriptions_with_e5_esco(built: tuple[Path, Path], 
     variant = "description_weight = 1.0\ndescription_encoder = 'e5-esco'\ncomponents = [{ scorer = 'char-tfidf' }]\n"
     taxonomy, definition = described_pipeline(esco_csv, tmp_path, variant)
     cache = tmp_path / "cache"
+    monkeypatch.setenv("MELO_CACHE", str(built[0] / "cache"))  # the fixture's ONNX export, not a new one in ./cache
     monkeypatch.setenv("MELO_MODELS", str(tmp_path / "no-models"))
     assert [r.what for r in requirements(definition, taxonomy, ["en"], cache)] == [
         "e5-esco model",

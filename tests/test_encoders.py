@@ -358,6 +358,9 @@ def test_a_transformer_folder_runs_in_onnx_runtime_as_in_torch(
     through_st = load_encoder(spec + "@device=cpu")
     assert isinstance(reader, OnnxTransformerEncoder) and isinstance(through_st, SentenceTransformerEncoder)
     assert onnx_path(bert_model).is_file() and onnx_path(bert_model).is_relative_to(tmp_path / "cache")
+    assert (onnx_path(bert_model).parent / "source.txt").read_text(encoding="utf-8").strip() == str(
+        bert_model.resolve()
+    )
     assert reader.spec == through_st.spec and reader.dim == through_st.dim == 32 and not reader.symmetric
     for role in ("query", "passage"):
         np.testing.assert_allclose(reader.encode(texts, role), through_st.encode(texts, role), atol=1e-5)

@@ -81,25 +81,21 @@ def sliced(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def models(sliced: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny domain model as the default one (what `domain` loads), and e5-esco after two steps."""
-    folder = tmp_path_factory.mktemp("models")
-    previous = os.environ.get("MELO_MODELS")
-    os.environ["MELO_MODELS"] = str(folder)
-    try:
-        ensure_default_model(sliced, settings=TINY)
-        ensure_e5_esco_model(sliced, training=replace(e5_esco_settings(ensure_base_model()), rounds=1))
-    finally:
-        if previous is None:
-            os.environ.pop("MELO_MODELS")
-        else:
-            os.environ["MELO_MODELS"] = previous
-    return folder
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cache")
 
 
 @pytest.fixture(scope="module")
-def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("cache")
+def models(sliced: Path, shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny domain model as the default one (what `domain` loads), and e5-esco after two steps
+    (its ONNX export in the tests' cache)."""
+    folder = tmp_path_factory.mktemp("models")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MELO_MODELS", str(folder))
+        patch.setenv("MELO_CACHE", str(shared_cache))
+        ensure_default_model(sliced, settings=TINY)
+        ensure_e5_esco_model(sliced, training=replace(e5_esco_settings(ensure_base_model()), rounds=1))
+    return folder
 
 
 @pytest.fixture

@@ -126,6 +126,7 @@ def export_onnx(folder: Path) -> Path:
         onnx.save_model(graph, str(temporary / target.name), save_as_external_data=True,
                         all_tensors_to_one_file=True, location=f"{target.name}.data")  # fmt: skip
         (temporary / "traced.onnx").unlink()
+        (temporary / "source.txt").write_text(f"{folder.resolve()}\n", encoding="utf-8")  # which model, for people
         try:
             os.replace(temporary, target.parent)
         except OSError:  # another process finished the same export first
