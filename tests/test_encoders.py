@@ -401,3 +401,23 @@ def test_a_transformer_without_mean_pooling_loads_through_sentence_transformers(
     cls_model = save_tiny_bert(occupations[:100], tmp_path / "cls", pooling="cls")
     assert isinstance(load_encoder(f"st:{cls_model}"), SentenceTransformerEncoder)
     assert not (tmp_path / "cache" / "onnx").exists()
+
+
+def test_pooling_written_by_an_older_sentence_transformers_is_read(
+    bert_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Older versions wrote one flag per pooling mode instead of `pooling_mode`.
+    import json
+
+    from melo_core.encoders.onnx_transformer import OnnxTransformerEncoder
+
+    monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))
+    older = tmp_path / "older"
+    shutil.copytree(bert_model, older)
+    flags = {"word_embedding_dimension": 32, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True,
+             "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False}  # fmt: skip
+    (older / "1_Pooling" / "config.json").write_text(json.dumps(flags), encoding="utf-8")
+    assert isinstance(load_encoder(f"st:{older}"), OnnxTransformerEncoder)
+    flags |= {"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}
+    (older / "1_Pooling" / "config.json").write_text(json.dumps(flags), encoding="utf-8")
+    assert not isinstance(load_encoder(f"st:{older}"), OnnxTransformerEncoder)

@@ -13,7 +13,6 @@ its cache key.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import shutil
@@ -26,6 +25,7 @@ import numpy as np
 from melo_core import config
 from melo_core.disk_cache import files_stamp
 from melo_core.encoders.base import EncoderSpec, Role, normalise_rows
+from melo_core.encoders.st_folder import folder_of, module_types, read_json, role_prompts
 
 log = logging.getLogger(__name__)
 
@@ -47,35 +47,31 @@ def _omp_threads() -> int | None:
     return int(value) if value.isdigit() and int(value) > 0 else None
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _module_types(folder: Path) -> tuple[str, ...]:
-    try:
-        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
-        return tuple(str(m["type"]).rsplit(".", 1)[-1] for m in modules)
-    except (OSError, ValueError, KeyError, TypeError):
-        return ()
-
-
 def exportable(folder: Path) -> bool:
     """A folder this reader takes: Transformer, mean Pooling (prompt included), Normalize; a BERT-family
     model in safetensors under the size limit, with a tokenizer.json."""
-    types = _module_types(folder)
-    if types not in (_MODULES, _MODULES[:2]):
+    modules = module_types(folder)
+    if tuple(name for name, _ in modules) not in (_MODULES, _MODULES[:2]) or modules[0][1]:
         return False
-    pooling = _read_json(folder / "1_Pooling" / "config.json")
-    if pooling.get("pooling_mode", "mean") != "mean" or not pooling.get("include_prompt", True):
+    if not _mean_pooling(read_json(folder / modules[1][1] / "config.json")):
         return False
-    if _read_json(folder / "config.json").get("model_type") not in _MODEL_TYPES:
+    if read_json(folder / "config.json").get("model_type") not in _MODEL_TYPES:
         return False
     weights = folder / "model.safetensors"
     return (folder / "tokenizer.json").is_file() and weights.is_file() and weights.stat().st_size < _MAX_BYTES
+
+
+def _mean_pooling(pooling: dict) -> bool:
+    """Mean pooling over every token, the prompt's too: ``pooling_mode`` as sentence-transformers
+    writes it now, or the ``pooling_mode_*_tokens`` flags of older versions."""
+    if not pooling.get("include_prompt", True):
+        return False
+    if "pooling_mode" in pooling:
+        return pooling["pooling_mode"] == "mean"
+    flags = {key: value for key, value in pooling.items() if key.startswith("pooling_mode_")}
+    return flags.get("pooling_mode_mean_tokens") is True and not any(
+        value for key, value in flags.items() if key != "pooling_mode_mean_tokens"
+    )
 
 
 def onnx_path(folder: Path) -> Path:
@@ -149,33 +145,27 @@ def _remove_older_exports(current: Path) -> None:
 
 def _max_length(folder: Path) -> int:
     """As sentence-transformers truncates: its configured max_seq_length, else the tokenizer's."""
-    configured = _read_json(folder / "sentence_bert_config.json").get("max_seq_length")
+    configured = read_json(folder / "sentence_bert_config.json").get("max_seq_length")
     if configured:
         return int(configured)
-    tokenizer_max = _read_json(folder / "tokenizer_config.json").get("model_max_length")
+    tokenizer_max = read_json(folder / "tokenizer_config.json").get("model_max_length")
     if isinstance(tokenizer_max, int) and tokenizer_max < 100_000:
         return tokenizer_max
-    return int(_read_json(folder / "config.json").get("max_position_embeddings", 514)) - 2
+    return int(read_json(folder / "config.json").get("max_position_embeddings", 514)) - 2
 
 
 def onnx_encoder(spec: EncoderSpec) -> OnnxTransformerEncoder | None:
     """The ONNX Runtime encoder of an ``st:`` folder this reader takes (exported first when needed),
     when every prompt name asked for is defined there; None otherwise, or when the export fails:
     sentence-transformers then loads the folder."""
-    folder = Path(os.path.expanduser(spec.argument))
-    if not exportable(folder):
-        return None
-    st_config = _read_json(folder / "config_sentence_transformers.json")
-    prompts, default = dict(st_config.get("prompts") or {}), st_config.get("default_prompt_name")
-    names = spec.prompt_names()
-    if any(name is not None and name not in prompts for name in names.values()):
+    folder = folder_of(spec)
+    if not exportable(folder) or (chosen := role_prompts(spec, folder)) is None:
         return None
     try:
         path = export_onnx(folder)
     except Exception as exc:  # an architecture the exporter cannot trace: torch reads it instead
         log.warning("%s: no ONNX export (%s); loading it with sentence-transformers", folder, exc)
         return None
-    chosen = {role: prompts.get(name or default or "", "") for role, name in names.items()}
     batch = int(spec.options.get("batch", 64))
     return OnnxTransformerEncoder(path, folder, spec.stamped_key(), spec.template(), chosen, batch)
 
@@ -205,7 +195,7 @@ class OnnxTransformerEncoder:
         self._batch = batch
         self.symmetric = prompts["query"] == prompts["passage"]
         self.dim = int(self._session.get_outputs()[0].shape[-1])
-        self._pad = int(_read_json(folder / "config.json").get("pad_token_id") or 0)  # RoBERTa numbers positions by it
+        self._pad = int(read_json(folder / "config.json").get("pad_token_id") or 0)  # RoBERTa numbers positions by it
 
     def encode(self, texts: Sequence[str], role: Role = "query") -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)

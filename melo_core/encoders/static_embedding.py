@@ -8,8 +8,6 @@ Such a model is a lookup table: a text's vector is the mean of its tokens' rows,
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,25 +15,10 @@ import numpy as np
 from scipy import sparse
 
 from melo_core.encoders.base import EncoderSpec, Role, normalise_rows
+from melo_core.encoders.st_folder import folder_of, module_types, role_prompts
 
 _STATIC = "StaticEmbedding"
 _NORMALIZE = "Normalize"  # encode() normalises every vector anyway
-
-
-def _module_types(folder: Path) -> list[tuple[str, str]] | None:
-    try:
-        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
-        return [(str(m["type"]).rsplit(".", 1)[-1], str(m.get("path", ""))) for m in modules]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _prompts(folder: Path) -> tuple[dict[str, str], str | None]:
-    try:
-        config = json.loads((folder / "config_sentence_transformers.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}, None
-    return dict(config.get("prompts") or {}), config.get("default_prompt_name")
 
 
 def static_encoder(spec: EncoderSpec) -> StaticEmbeddingEncoder | None:
@@ -43,15 +26,11 @@ def static_encoder(spec: EncoderSpec) -> StaticEmbeddingEncoder | None:
     with its table under ``embedding.weight``, when every prompt name asked for is defined there;
     None for anything else (model2vec's own layout, other modules, an unknown prompt): that is
     left to sentence-transformers, which also says what is wrong with a broken folder."""
-    folder = Path(os.path.expanduser(spec.argument))
-    types = _module_types(folder)
+    folder = folder_of(spec)
+    types = module_types(folder)
     if not types or types[0] != (_STATIC, "") or any(name != _NORMALIZE for name, _ in types[1:]):
         return None
-    if not (folder / "tokenizer.json").is_file():
-        return None
-    prompts, default = _prompts(folder)
-    names = spec.prompt_names()
-    if any(name is not None and name not in prompts for name in names.values()):
+    if not (folder / "tokenizer.json").is_file() or (chosen := role_prompts(spec, folder)) is None:
         return None
     from safetensors.numpy import load_file
 
@@ -61,7 +40,6 @@ def static_encoder(spec: EncoderSpec) -> StaticEmbeddingEncoder | None:
         return None
     if table is None:
         return None
-    chosen = {role: prompts.get(name or default or "", "") for role, name in names.items()}
     return StaticEmbeddingEncoder(folder / "tokenizer.json", table, spec.stamped_key(), spec.template(), chosen)
 
 
