@@ -431,3 +431,46 @@ def test_the_link_page_learns_from_accepted_decisions(
     assert not app.exception and app.subheader[0].value == label
     top = app.dataframe[0].value.iloc[0]
     assert top["uri"] == chosen and top["matched label"] == f"{label} (no, known mention)"
+
+
+def test_a_new_linker_reads_the_known_mentions_vectors_a_process_built_before(
+    taxonomy: Taxonomy, nor_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`link` and the Link page start with the same crosswalk titles as mentions each time: their
+    vectors are kept whole per set of mentions, and a new linker reads them instead of looking up
+    each in the embedding cache. Another set gets its own file; the newest two stay."""
+    from melo_core.linker import _Component
+
+    spec = "wsum:0.5*char-tfidf+0.5*muse"
+    relations = ("exactMatch", "narrowMatch", "broadMatch", "closeMatch")
+    pairs = crosswalk_decisions(nor_data, "nor_no", relations=relations)[::15]  # 201, 167 distinct titles
+    mentioned = {uri for _, uri, _ in pairs}
+    small_taxonomy = Taxonomy(c for c in taxonomy.concepts if c.uri in mentioned or c.number % 20 == 0)
+    sets = [pairs[:150], pairs[:120], pairs[60:]]
+    first = Linker(small_taxonomy, spec, cache_dir=tmp_path)
+    first.set_mentions(sets[0])
+    expected = ranking(first, NEAR)
+    [folder] = (tmp_path / "linker").glob("*.mentions")
+    assert [p.name.split("-")[1] for p in folder.glob("*.npy")] == [f"{len(first._mention_index.texts)}.npy"]
+
+    def no_lookup(self: _Component, texts: list[str]) -> np.ndarray:
+        raise AssertionError(f"{len(texts)} mentions looked up again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_Component, "_vectors_of", no_lookup)
+        second = Linker(small_taxonomy, spec, cache_dir=tmp_path)
+        second.set_mentions(sets[0])
+        assert ranking(second, NEAR) == expected
+        [read] = [c for c in second.components if c.dense]
+        [built] = [c for c in first.components if c.dense]
+        np.testing.assert_array_equal(read._mention_rows[1], built._mention_rows[1])
+    for mentions in sets[1:]:
+        linker = Linker(small_taxonomy, spec, cache_dir=tmp_path)
+        linker.set_mentions(mentions)
+        ranking(linker, NEAR)
+    assert len(list(folder.glob("*.npy"))) == 2
+    # Without persistence (the benchmarks' option) nothing is written.
+    other = tmp_path / "other"
+    quiet = Linker(small_taxonomy, spec, cache_dir=other, persist=False)
+    quiet.set_mentions(sets[0])
+    assert ranking(quiet, NEAR) == expected and not list(other.rglob("*.mentions"))
