@@ -10,6 +10,8 @@ import pickle
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
+
 
 def files_stamp(paths: Iterable[Path], root: Path | None = None, length: int = 16) -> str:
     """Changes when any of ``paths`` is rewritten, or one is added or removed: a hash of each
@@ -20,6 +22,11 @@ def files_stamp(paths: Iterable[Path], root: Path | None = None, length: int = 1
         name = path.relative_to(root) if root is not None else path
         digest.update(f"{name}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
     return digest.hexdigest()[:length]
+
+
+def folder_stamp(folder: Path, length: int = 16) -> str:
+    """``files_stamp`` of every file under ``folder``, named relative to it (a model folder)."""
+    return files_stamp(sorted(p for p in folder.rglob("*") if p.is_file()), root=folder, length=length)
 
 
 def load_pickle(path: Path) -> object | None:
@@ -36,3 +43,21 @@ def save_pickle(path: Path, value: object) -> None:
     temporary = path.with_name(f".tmp-{os.getpid()}-{path.name}")
     temporary.write_bytes(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
     os.replace(temporary, path)
+
+
+def save_array(path: Path, array: np.ndarray) -> None:
+    """``np.save`` to ``path`` through a temporary file: a reader never sees a partial one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+    with temporary.open("wb") as handle:
+        np.save(handle, array)
+    os.replace(temporary, path)
+
+
+KEEP_ON_DISK = 2  # the newest matrices of known mentions per folder (the crosswalks'; a Link page session's)
+
+
+def keep_newest(folder: Path, pattern: str, keep: int = KEEP_ON_DISK) -> None:
+    """Remove all but the ``keep`` newest files of ``folder`` matching ``pattern``."""
+    for old in sorted(folder.glob(pattern), key=lambda p: p.stat().st_mtime)[:-keep]:
+        old.unlink(missing_ok=True)

@@ -33,7 +33,6 @@ Pipelines (``melo_core.pipeline``) choose the spec, the weight and the mentions;
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from array import array
 from collections.abc import Callable, Iterable, Sequence
@@ -44,7 +43,7 @@ import numpy as np
 
 from melo_core import config
 from melo_core.descriptions import DEFAULT_ENCODER, DescriptionSimilarity
-from melo_core.disk_cache import load_pickle, save_pickle
+from melo_core.disk_cache import keep_newest, load_pickle, save_array, save_pickle
 from melo_core.encoders import cached_encoder, is_encoder_spec
 from melo_core.index import VectorIndex
 from melo_core.mention_index import APPEND_LIMIT, Mention, MentionIndex, starts_with
@@ -63,7 +62,6 @@ from melo_core.scorers.dense import (
 )
 from melo_core.scorers.hybrid import POOL, HybridSpec, fuse, top_pool
 from melo_core.scorers.known_mentions import lift
-from melo_core.scorers.lexical import KEEP_ON_DISK
 from melo_core.scorers.registry import create_scorer
 from melo_core.taxonomy import FormTable, Taxonomy, isco_group_uri, language_codes
 from melo_core.text import drop_gender_markers
@@ -207,11 +205,7 @@ class _Component:
         on_status(f"embedding {len(texts)} surface forms with {self.spec} (cached after the first time)")
         vectors = embedder.embed(texts, "passage")
         if persist:
-            snapshot.parent.mkdir(parents=True, exist_ok=True)
-            temporary = snapshot.with_name(f".tmp-{os.getpid()}-{snapshot.name}")
-            with temporary.open("wb") as handle:
-                np.save(handle, vectors)
-            os.replace(temporary, snapshot)
+            save_array(snapshot, vectors)
         return vectors
 
     # -- dense helpers ---------------------------------------------------------------------------
@@ -287,12 +281,8 @@ class _Component:
             pass
         rows = self._vectors_of(texts)
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            temporary = folder / f".tmp-{os.getpid()}-{path.name}"
-            np.save(temporary, rows)
-            os.replace(temporary, path)
-            for old in sorted(folder.glob("*.npy"), key=lambda p: p.stat().st_mtime)[:-KEEP_ON_DISK]:
-                old.unlink(missing_ok=True)
+            save_array(path, rows)
+            keep_newest(folder, "*.npy")
         except OSError:
             pass  # a read-only or full cache: the next process looks them up again
         return rows

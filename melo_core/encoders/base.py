@@ -16,7 +16,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from melo_core.disk_cache import files_stamp
+from melo_core.disk_cache import folder_stamp
 
 Role = Literal["query", "passage"]
 
@@ -70,14 +70,17 @@ class EncoderSpec:
             EncoderSpec(self.kind, self.argument, {k: v for k, v in self.options.items() if k not in RUNTIME_OPTIONS})
         )
 
+    def path(self) -> Path:
+        """The argument as a path (``st:~/models/x``: no shell expands a ``~`` after ``st:``)."""
+        return Path(os.path.expanduser(self.argument))
+
     def stamped_key(self) -> str:
         """``key()``, and for a model folder a stamp of its files: a model retrained in the same
         folder must not reuse the old one's embeddings."""
-        folder = Path(os.path.expanduser(self.argument))
+        folder = self.path()
         if not self.argument or not folder.is_dir():
             return self.key()
-        stamp = files_stamp(sorted(p for p in folder.rglob("*") if p.is_file()), root=folder, length=12)
-        return f"{self.key()}#{stamp}"
+        return f"{self.key()}#{folder_stamp(folder, length=12)}"
 
     def prompt_names(self) -> dict[Role, str | None]:
         """The prompt each role reads, by its name in the model's configuration (None: its default)."""

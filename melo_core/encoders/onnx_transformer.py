@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from melo_core import config
-from melo_core.disk_cache import files_stamp
+from melo_core.disk_cache import folder_stamp
 from melo_core.encoders.base import EncoderSpec, Role, normalise_rows
-from melo_core.encoders.st_folder import folder_of, module_types, read_json, role_prompts
+from melo_core.encoders.st_folder import module_types, read_json, role_prompts
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +84,8 @@ def _mean_pooling(pooling: dict) -> bool:
 def onnx_path(folder: Path) -> Path:
     """Where the export of ``folder`` as it is now lives: a new one for every change of its files."""
     folder = folder.resolve()
-    stamp = files_stamp(sorted(p for p in folder.rglob("*") if p.is_file()), root=folder)
     name = hashlib.sha1(str(folder).encode()).hexdigest()[:10]
-    return config.cache_dir() / "onnx" / f"{folder.name}-{name}-{stamp}" / "model.onnx"
+    return config.cache_dir() / "onnx" / f"{folder.name}-{name}-{folder_stamp(folder)}" / "model.onnx"
 
 
 def export_onnx(folder: Path) -> Path:
@@ -165,7 +164,7 @@ def onnx_encoder(spec: EncoderSpec) -> OnnxTransformerEncoder | None:
     """The ONNX Runtime encoder of an ``st:`` folder this reader takes (exported first when needed),
     when every prompt name asked for is defined there; None otherwise, or when the export fails:
     sentence-transformers then loads the folder."""
-    folder = folder_of(spec)
+    folder = spec.path()
     if not exportable(folder) or (chosen := role_prompts(spec, folder)) is None:
         return None
     try:

@@ -52,7 +52,7 @@ class SentenceTransformerEncoder:
         self._batch = int(spec.options.get("batch", 64))
         self._prompts = spec.prompt_names()
         self.symmetric = self._prompts["query"] == self._prompts["passage"]  # the cache shares both roles' vectors
-        name = os.path.expanduser(spec.argument)  # st:~/models/x: no shell expands a ~ after st:
+        name = str(spec.path())
         if (
             Path(name).exists()
             and not (Path(name) / "modules.json").is_file()
@@ -106,7 +106,7 @@ def _languages(spec: EncoderSpec) -> frozenset[str] | None:
     Face id."""
     from melo_core.coverage import card_languages
 
-    return card_languages(os.path.expanduser(spec.argument)) if spec.argument else None
+    return card_languages(spec.path()) if spec.argument else None
 
 
 @register_encoder("st", languages=_languages)

@@ -5,14 +5,9 @@ torch (``static_embedding.py``, ``onnx_transformer.py``) take a folder only when
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from melo_core.encoders.base import EncoderSpec, Role
-
-
-def folder_of(spec: EncoderSpec) -> Path:
-    return Path(os.path.expanduser(spec.argument))  # st:~/models/x: no shell expands a ~ after st:
 
 
 def read_json(path: Path) -> dict:

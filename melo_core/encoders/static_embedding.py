@@ -15,7 +15,7 @@ import numpy as np
 from scipy import sparse
 
 from melo_core.encoders.base import EncoderSpec, Role, normalise_rows
-from melo_core.encoders.st_folder import folder_of, module_types, role_prompts
+from melo_core.encoders.st_folder import module_types, role_prompts
 
 _STATIC = "StaticEmbedding"
 _NORMALIZE = "Normalize"  # encode() normalises every vector anyway
@@ -26,7 +26,7 @@ def static_encoder(spec: EncoderSpec) -> StaticEmbeddingEncoder | None:
     with its table under ``embedding.weight``, when every prompt name asked for is defined there;
     None for anything else (model2vec's own layout, other modules, an unknown prompt): that is
     left to sentence-transformers, which also says what is wrong with a broken folder."""
-    folder = folder_of(spec)
+    folder = spec.path()
     types = module_types(folder)
     if not types or types[0] != (_STATIC, "") or any(name != _NORMALIZE for name, _ in types[1:]):
         return None

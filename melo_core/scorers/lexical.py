@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
+from melo_core.disk_cache import keep_newest
 from melo_core.mention_index import starts_with
 from melo_core.scorers.base import ScorerContext
 from melo_core.text import TextPrep, folding_applies, lemmatiser_languages
 
 MEMO_LIMIT = 200_000  # texts; past this the memo starts over rather than grow without bound
-KEEP_ON_DISK = 2  # the newest matrices per scorer folder (the crosswalks' mentions; a Link page session's)
 
 
 def paper_text_prep(context: ScorerContext, lemmatize: bool) -> TextPrep:
@@ -97,8 +97,7 @@ def _on_disk(memo: dict[str, Any], texts: Sequence[str], transform: Callable[[li
         temporary = folder / f".tmp-{os.getpid()}-{path.name}"
         sparse.save_npz(temporary, columns, compressed=False)
         os.replace(temporary, path)
-        for old in sorted(folder.glob("*.npz"), key=lambda p: p.stat().st_mtime)[:-KEEP_ON_DISK]:
-            old.unlink(missing_ok=True)
+        keep_newest(folder, "*.npz")
     except OSError:
         pass  # a read-only or full cache: the next process builds it again
     return columns
