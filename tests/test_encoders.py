@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tokenizers import Tokenizer
 
 from melo_core.encoders import PAPER_TEMPLATE, Encoder, EncoderSpec, encoder_kinds, is_encoder_spec, load_encoder
 from melo_core.errors import MeloInputError
@@ -147,18 +148,27 @@ def occupations(datasets_dir: Path) -> list[str]:
     return [line.split("\t")[1] for line in lines[:200]]
 
 
+def wordpiece(occupations: list[str], vocab_size: int, specials: list[str]) -> Tokenizer:
+    """A lowercasing WordPiece tokenizer trained on the occupations, as a user would make one."""
+    from tokenizers import models, normalizers, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.train_from_iterator(
+        occupations, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials)
+    )
+    return tokenizer
+
+
 @pytest.fixture(scope="module")
 def static_model(occupations: list[str], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny static-embedding model, made and saved the way a user would (no download)."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import StaticEmbedding
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.train_from_iterator(occupations, trainers.WordPieceTrainer(vocab_size=500, special_tokens=["[UNK]"]))
+    tokenizer = wordpiece(occupations, 500, ["[UNK]"])
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]")
     model = SentenceTransformer(modules=[StaticEmbedding(fast, embedding_dim=32)], device="cpu")
     path = tmp_path_factory.mktemp("st") / "model"
@@ -169,7 +179,6 @@ def static_model(occupations: list[str], tmp_path_factory: pytest.TempPathFactor
 def mean_of_token_vectors(model: Path, texts: list[str]) -> np.ndarray:
     """What the saved static model must compute: the normalised mean of its texts' token rows."""
     from safetensors.numpy import load_file
-    from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(model / "tokenizer.json"))
     table = load_file(str(model / "model.safetensors"))["embedding.weight"]
@@ -309,14 +318,10 @@ def save_tiny_bert(occupations: list[str], folder: Path, pooling: str = "mean") 
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import processors
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.train_from_iterator(occupations, trainers.WordPieceTrainer(vocab_size=400, special_tokens=specials))
+    tokenizer = wordpiece(occupations, 400, ["[PAD]", "[UNK]", "[CLS]", "[SEP]"])
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", special_tokens=[(t, tokenizer.token_to_id(t)) for t in ("[CLS]", "[SEP]")]
     )
