@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +27,11 @@ def files_stamp(paths: Iterable[Path], root: Path | None = None, length: int = 1
 def folder_stamp(folder: Path, length: int = 16) -> str:
     """``files_stamp`` of every file under ``folder``, named relative to it (a model folder)."""
     return files_stamp(sorted(p for p in folder.rglob("*") if p.is_file()), root=folder, length=length)
+
+
+def texts_digest(texts: Sequence[str]) -> str:
+    """What a file computed from exactly these texts, in this order, is named by (a set of mentions)."""
+    return hashlib.sha1("\0".join(texts).encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 
 def load_pickle(path: Path) -> object | None:

@@ -43,7 +43,7 @@ import numpy as np
 
 from melo_core import config
 from melo_core.descriptions import DEFAULT_ENCODER, DescriptionSimilarity
-from melo_core.disk_cache import keep_newest, load_pickle, save_array, save_pickle
+from melo_core.disk_cache import keep_newest, load_pickle, save_array, save_pickle, texts_digest
 from melo_core.encoders import cached_encoder, is_encoder_spec
 from melo_core.index import VectorIndex
 from melo_core.mention_index import APPEND_LIMIT, Mention, MentionIndex, starts_with
@@ -271,7 +271,7 @@ class _Component:
         folder = self._mention_folder
         if folder is None or not texts:
             return self._vectors_of(texts)
-        digest = hashlib.sha1("\0".join(texts).encode("utf-8", "surrogatepass")).hexdigest()[:20]
+        digest = texts_digest(texts)
         path = folder / f"{digest}-{len(texts)}.npy"
         try:
             rows = np.load(path)

@@ -3,7 +3,6 @@ extra texts' sparse rows behind their ``score_against``."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
-from melo_core.disk_cache import keep_newest
+from melo_core.disk_cache import keep_newest, texts_digest
 from melo_core.mention_index import starts_with
 from melo_core.scorers.base import ScorerContext
 from melo_core.text import TextPrep, folding_applies, lemmatiser_languages
@@ -79,7 +78,7 @@ def _on_disk(memo: dict[str, Any], texts: Sequence[str], transform: Callable[[li
     """``_stacked``, read from ``folder`` when these texts were built before (and each text then
     memoised, for a later rebuild), else built, and written there when most texts were new to
     this process."""
-    digest = hashlib.sha1("\0".join(texts).encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    digest = texts_digest(texts)
     path = folder / f"{digest}-{len(texts)}-{width}.npz"
     try:
         columns = sparse.load_npz(path).tocsr()
