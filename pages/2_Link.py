@@ -92,10 +92,9 @@ with st.sidebar:
     )
 languages = ui.curator_languages(tuple(dict.fromkeys(["en", scheme.language or "en"])))
 typed = list(dict.fromkeys(code.strip().lower() for code in label_languages.split(",") if code.strip()))
-known_languages = ui.taxonomy().languages
-unknown = [code for code in typed if code not in known_languages]
-if unknown:  # named, not silently dropped; ESCO's codes are lower case, so "NO" is "no"
-    message = f"No ESCO labels in {', '.join(unknown)}; the taxonomy has {', '.join(known_languages)}."
+unknown = [code for code in typed if code not in ui.taxonomy().languages]
+if lacking := ui.taxonomy().lacking(typed):  # named, not silently dropped; ESCO's codes are lower case: "NO" is "no"
+    message = lacking[0].upper() + lacking[1:] + "."  # the wording of link --langs and eval --titles
     if len(unknown) == len(typed):
         st.error(message)
         st.stop()

@@ -289,13 +289,13 @@ def test_label_languages_typed_in_capitals_or_unknown_are_read_or_named(started:
         assert not app.exception and not app.error
         ranked[typed] = app.dataframe[0].value["concept"].tolist()
         assert [w.value for w in app.warning] == (
-            ["No ESCO labels in xx; the taxonomy has no. Searching the others."] if "XX" in typed else []
+            ["The taxonomy has no labels in xx (it has no). Searching the others."] if "XX" in typed else []
         )
     assert ranked["NO"] == ranked["no,XX"] == ranked["no"]
     app = page(LINK)
     app.session_state["link_label_languages_nor_no"] = "xx"
     app.run()
-    assert [e.value for e in app.error] == ["No ESCO labels in xx; the taxonomy has no."] and not app.dataframe
+    assert [e.value for e in app.error] == ["The taxonomy has no labels in xx (it has no)."] and not app.dataframe
 
 
 def test_a_hybrid_scorer_shows_each_scorers_score_and_rank(started: str) -> None:
