@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from melo_core import config, extensions, training_cli
+from melo_core import cache_admin, config, extensions, training_cli
 from melo_core.benchmarking import evaluate_one, protocol_for
 from melo_core.builder import LOOSEST_RELATION_BY_CROSSWALK, build_dataset
 from melo_core.bulk import (
@@ -756,6 +756,7 @@ def build_parser() -> argparse.ArgumentParser:
     sc = commands.add_parser("scorers", help="list the available scorers")
     sc.set_defaults(func=cmd_scorers)
     training_cli.add_commands(commands)
+    cache_admin.add_commands(commands)
     for add_commands in extensions.installed().commands:  # the store's, from above (melo_core.extensions)
         add_commands(commands)
     return parser
