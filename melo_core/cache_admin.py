@@ -85,20 +85,25 @@ def remove(entries: Iterable[CacheEntry]) -> int:
     """Remove the entries; the bytes freed."""
     freed = 0
     for entry in entries:
-        if entry.path.is_dir() and not entry.path.is_symlink():
-            shutil.rmtree(entry.path, ignore_errors=True)
-        else:
-            entry.path.unlink(missing_ok=True)
+        try:
+            if entry.path.is_dir() and not entry.path.is_symlink():
+                shutil.rmtree(entry.path)
+            else:
+                entry.path.unlink()
+        except FileNotFoundError:  # another process removed it first
+            continue
         freed += entry.size
     return freed
 
 
 def human_size(size: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1000 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+    if size < 1000:
+        return f"{size:.0f} B"
+    for unit in ("KB", "MB"):
         size /= 1000
-    raise AssertionError("unreachable")
+        if size < 1000:
+            return f"{size:.1f} {unit}"
+    return f"{size / 1000:.1f} GB"
 
 
 def summary(entries: Sequence[CacheEntry], days: float, now: float | None = None) -> list[str]:
