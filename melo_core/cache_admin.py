@@ -122,13 +122,13 @@ def summary(entries: Sequence[CacheEntry], days: float, now: float | None = None
 def cmd_cache(args: argparse.Namespace) -> int:
     """Show what the cache folder holds per area, and with --prune DAYS remove every entry not used
     for that many days (it is rebuilt if it is needed again)."""
-    entries = cache_entries(args.cache)
+    entries, now = cache_entries(args.cache), time.time()  # one "now": the summary counts what is listed
     days = args.prune if args.prune is not None else args.days
-    for line in summary(entries, days):
+    for line in summary(entries, days, now):
         print(line)
     if args.prune is None:
         return 0
-    stale = sorted(unused_for(entries, args.prune), key=lambda e: e.last_used)
+    stale = sorted(unused_for(entries, args.prune, now), key=lambda e: e.last_used)
     verb = "would remove" if args.dry_run else "removing"
     for entry in stale:
         used = time.strftime("%Y-%m-%d", time.localtime(entry.last_used))
