@@ -109,6 +109,8 @@ SUFFIX_MAX = 4  # "Schlächter/in", "Tehnolog/ica": a short lower-case right sid
 
 def drop_gender_markers(text: str) -> str:
     """The text without gender markers, whitespace collapsed."""
+    if "(" not in text:  # every marker is bracketed: most texts need no regex (129,000 mentions at start-up)
+        return " ".join(text.split())
     return " ".join(GENDER_MARKER.sub(" ", text).split())
 
 

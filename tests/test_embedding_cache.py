@@ -294,11 +294,11 @@ def test_compaction_sees_shards_written_by_another_process_meanwhile(
     theirs = EmbeddingCache(tmp_path)._space(SPEC, "query")  # another process's view of the same space
     real_write = cache_module._Space.write
 
-    def write_while_another_process_writes(self: object, keys: list[bytes], vectors: np.ndarray) -> object:
+    def write_while_another_process_writes(self: object, keys: np.ndarray, vectors: np.ndarray) -> object:
         written = real_write(self, keys, vectors)
         if len(keys) > 1:  # the merged shard has landed; the other process lands a shard now
             monkeypatch.setattr(cache_module._Space, "write", real_write)
-            theirs.write([cache_module.text_key("carpenter")], reference["carpenter"][None])
+            theirs.write(cache_module.text_keys(["carpenter"]), reference["carpenter"][None])
         return written
 
     monkeypatch.setattr(cache_module._Space, "write", write_while_another_process_writes)
@@ -430,3 +430,33 @@ def test_fill_cache_embeds_one_chunk_in_process_and_more_with_workers(
         cached = CachedEncoder(load_encoder(SPEC), EmbeddingCache(root))
         assert not cached.missing(TITLES, "query")
         assert_matches(cached.encode(TITLES, "query"), TITLES, reference)
+
+
+def test_keys_that_differ_only_in_nul_bytes_stay_apart_through_reads_and_compaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keys are searched as fixed-width byte strings; a digest may end in (or be mostly) NUL bytes,
+    which must neither match another key nor be cut when a compaction writes the keys back."""
+    monkeypatch.setattr(cache_module, "COMPACT_ABOVE", 2)
+    width = cache_module.KEY_BYTES
+    zero, one_last, one_first = b"\0" * width, b"\0" * (width - 1) + b"\1", b"\1" + b"\0" * (width - 1)
+    space = cache_module._Space(tmp_path / "space", "test", "query")
+    as_keys = cache_module.as_keys
+
+    def keys(*raw: bytes) -> np.ndarray:
+        return as_keys(np.frombuffer(b"".join(raw), dtype=np.uint8))
+
+    space.write(keys(one_last, zero, one_last), np.array([[1.0, 0], [2, 0], [9, 9]], dtype=np.float32))
+    space.refresh()
+    space.write(keys(zero, one_first), np.array([[8.0, 8], [3, 0]], dtype=np.float32))  # zero again: the first stays
+    space.refresh()
+    wanted = keys(one_first, zero, one_last, b"\2" * width)
+    assert space.rows_of(wanted)[3] == -1
+    assert space.vectors(space.rows_of(wanted)[:3])[:, 0].tolist() == [3.0, 2.0, 1.0]
+
+    space.write(keys(b"\3" * width), np.array([[4.0, 0]], dtype=np.float32))
+    space.compact()  # three shards: merged into one, keys written back from the sorted index
+    assert len(list((tmp_path / "space").glob("shard-*.npz"))) == 1
+    assert space.size == 4
+    rows = space.rows_of(keys(one_first, zero, one_last, b"\3" * width))
+    assert space.vectors(rows)[:, 0].tolist() == [3.0, 2.0, 1.0, 4.0]

