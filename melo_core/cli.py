@@ -112,7 +112,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.datasets is None:
         args.datasets = "" if args.titles else "all"
     names = list_datasets(args.data) if args.datasets == "all" else _split(args.datasets)
-    scorers = _split(args.scorers)
+    scorers = _split(args.scorers or DEFAULT_PIPELINE)
     for scorer in scorers:
         if not is_scorer_spec(scorer):
             raise MeloInputError(
@@ -584,8 +584,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--langs", type=str.lower, help="--titles: ESCO label languages to rank, comma-separated (default en)"
     )
     ev.add_argument("--query-lang", type=str.lower, help="--titles: language of the titles (default en)")
-    ev.add_argument("--scorers", required=True,
-                    help=f"comma-separated: a pipeline ({', '.join(named['pipeline'])}), a scorer "
+    ev.add_argument("--scorers",
+                    help=f"comma-separated (default {DEFAULT_PIPELINE}, what link ranks with): a pipeline "
+                         f"({', '.join(named['pipeline'])}), a scorer "
                          f"({', '.join(named['scorer'])}), an encoder ({_encoder_names(named)}), a fusion, "
                          "concepts:SPEC (see the scorers command)")  # fmt: skip
     ev.add_argument("--out", help="write every metric to this CSV (one row per dataset and scorer); - for stdout")

@@ -26,6 +26,7 @@ from melo_core.errors import MeloInputError
 from melo_core.evaluation import Protocol, evaluate
 from melo_core.pipeline import (
     CROSS_LINGUAL,
+    DEFAULT_PIPELINE,
     EMBED_RATE_PER_CORE,
     MONOLINGUAL,
     Pipeline,
@@ -335,6 +336,21 @@ def test_link_over_a_datasets_queries_scores_as_eval_best(env: Path, tmp_path: P
     # Known mentions count: without them, both engines agree too, and they did lift the dataset.
     plain = create_scorer("best", ScorerContext.for_dataset(dataset, show_progress=False))
     assert evaluate(dataset, plain, Protocol("trec", 0)).metrics["mrr"] != pytest.approx(evaluated, abs=1e-6)
+
+
+def test_eval_without_scorers_ranks_with_the_default_pipeline(env: Path, tmp_path: Path) -> None:
+    """`eval --titles FILE` alone evaluates what `link` gives a user who changes no option."""
+    taxonomy = cached_taxonomy_from_melo(env)
+    labels = [(c.labels["en"].preferred, c.uri) for c in taxonomy.concepts if "en" in c.labels][:12]
+    titles = tmp_path / "titles.csv"
+    with titles.open("w", encoding="utf-8", newline="") as handle:
+        csv.writer(handle).writerows([["vacancyTitle", "conceptUri"], *labels])
+    out = tmp_path / "run.csv"
+    code, _, stderr = run_cli("eval", "--data", str(env), "--titles", str(titles), "--out", str(out), "--quiet")
+    assert code == 0, stderr
+    (row,) = list(csv.DictReader(out.open(encoding="utf-8")))
+    assert (row["scorer"], row["queries"]) == (DEFAULT_PIPELINE, "12")
+    assert float(row["acc@10"]) > 0.9  # each title is its concept's preferred label
 
 
 def test_the_pipeline_keeps_one_linker_per_variant_and_mentions_for_all(env: Path) -> None:
