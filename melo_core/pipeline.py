@@ -177,8 +177,13 @@ class PipelineDefinition:
             return self.variant(serving_kind)
         return self.variant(self.variant_kind(query_language, [description_language]))
 
-    def encoders(self) -> list[str]:
-        return list(dict.fromkeys(self.monolingual.encoders() + self.cross_lingual.encoders()))
+    def encoders(self, target_languages: Sequence[str] | None = None) -> list[str]:
+        """The encoder specs of both variants; over ``target_languages``, only those a query can
+        run: coverage leaves out a component that reads none of them, whatever the query's language."""
+        variants = [self.monolingual, self.cross_lingual]
+        if target_languages is not None and self.coverage != "off":
+            variants = [v.covering(None, target_languages)[0] for v in variants]
+        return list(dict.fromkeys(e for v in variants for e in v.encoders()))
 
     @property
     def uses_descriptions(self) -> bool:
@@ -358,11 +363,14 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
     """What the pipeline needs to link over ``taxonomy``'s labels in ``languages`` (None: all) with
     the known ``mentions`` (texts), and whether it is there: the models MELO Studio builds (the
     domain model, e5-esco), and per encoder the labels' vectors (snapshot) and index the linker
-    loads, and the mentions' vectors. Without a taxonomy (no data), only the models are checked."""
+    loads, and the mentions' vectors; only the encoders coverage keeps for ``languages``. Without a
+    taxonomy (no data), only the models are checked."""
     from melo_core.linker import table_fingerprint, vector_files
 
     out: list[Requirement] = []
-    encoders = definition.encoders()
+    if taxonomy is not None:
+        languages = tuple(sorted(set(language_codes(languages)) if languages else taxonomy.languages))
+    encoders = definition.encoders(languages if taxonomy is not None else None)
     unbuilt: set[str] = set()  # kinds whose model is not built yet: nothing of theirs is cached
     models: dict[str, Requirement] = {}
     describers = definition.description_encoders()
@@ -378,7 +386,6 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
     if taxonomy is None:
         return list(models.values())
     cache = Path(cache_dir or config.cache_dir())
-    languages = tuple(sorted(set(language_codes(languages)) if languages else taxonomy.languages))
     table = taxonomy.form_table(languages)
     fingerprint = table_fingerprint(table, languages)
     mention_texts = list(dict.fromkeys(mention_cache_text(t) for t in mentions))
