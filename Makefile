@@ -7,12 +7,13 @@ STAMP := $(VENV)/.installed
 .PHONY: run test lint install
 
 # The last step registers the project's entry points (pyproject.toml: the store's commands join
-# `python -m melo_core` through them); the code itself runs from the checkout.
+# `python -m melo_core` through them) and points the environment at the checkout (editable), so
+# scripts and notebooks in any folder import melo_core.
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
-	$(BIN)/python -m pip install --quiet --no-deps .
+	PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet --no-deps -e .  # no notice about editable installs
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -220,7 +220,8 @@ def taxonomy_from_datasets(datasets: Iterable[MeloDataset], source: str = "") ->
 
 
 def taxonomy_from_melo(data_dir: str | Path, languages: Iterable[str] | None = None) -> Taxonomy:
-    """The union of all MELO corpora under ``data_dir``: ESCO in up to 21 languages.
+    """The union of all MELO corpora under ``data_dir``: ESCO in up to 21 languages, labels only
+    (``cached_taxonomy_from_melo``, what `link` reads, adds the ESCO export's groups and descriptions).
 
     Monolingual corpora are read first (sorted by name), so a language's labels come from a
     dataset whose corpus is in that language; the English-corpus datasets follow.

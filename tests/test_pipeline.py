@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from db.testing import run_cli
+from melo_core.bulk import LinkSettings, build_linker
 from melo_core.datasets import load_dataset
 from melo_core.encoders.e5_esco_encoder import ensure_base_model, ensure_e5_esco_model
 from melo_core.encoders.e5_esco_encoder import settings as e5_esco_settings
@@ -351,6 +352,20 @@ def test_eval_without_scorers_ranks_with_the_default_pipeline(env: Path, tmp_pat
     (row,) = list(csv.DictReader(out.open(encoding="utf-8")))
     assert (row["scorer"], row["queries"]) == (DEFAULT_PIPELINE, "12")
     assert float(row["acc@10"]) > 0.9  # each title is its concept's preferred label
+
+
+def test_python_links_as_the_link_command_does(env: Path) -> None:
+    """README's Python example: build_linker with LinkSettings ranks as `link --query` (one engine).
+    It builds what best lacks; `link` then finds best ready and serves it too."""
+    linker = build_linker(LinkSettings(data=str(env), query_language="no", languages=("no",)), show_progress=False)
+    (candidates,) = linker.link(["lege"], top_k=5)
+    code, stdout, stderr = run_cli("link", "--data", str(env), "--query", "lege", "--query-lang", "no",
+                                   "--langs", "no", "--top", "5")  # fmt: skip
+    assert code == 0, stderr
+    assert "pipeline best (monolingual variant" in stderr
+    printed = [(line.split()[-1], line.split()[1]) for line in stdout.strip().splitlines()]
+    assert [(c.concept_uri, f"{c.score:.4f}") for c in candidates] == printed
+    assert len(printed) == 5
 
 
 def test_the_pipeline_keeps_one_linker_per_variant_and_mentions_for_all(env: Path) -> None:
