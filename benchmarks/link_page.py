@@ -8,7 +8,8 @@ for the next terms, as a curator's own decisions are (scheme `CROSSWALK-decided`
 works through the same terms imported again with nothing decided, as scheme `CROSSWALK` (so its
 country's crosswalks are held out of the known mentions, as `prepare --hold-out-country` does). The page then runs through Streamlit's AppTest
 (the script as the server runs it, without a browser): first, then rerun with nothing changed, then
-as a decision (Exact on the first candidate), a skip and an undo rerun it. The pipeline must be ready
+as a decision (Exact on the first candidate), a skip and an undo rerun it, then an undo after another
+curator's decision (written to the store between the page's runs). The pipeline must be ready
 (`prepare --pipeline NAME --langs LANG,en --hold-out-country COUNTRY`); the cache is the project's (`MELO_CACHE`).
 """
 
@@ -29,6 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from streamlit.testing.v1 import AppTest
 
 from benchmarks.page_store import ROOT, store_with_crosswalk
+from db.aliases import accepted_aliases
+from db.store import Store
 
 
 def main() -> None:
@@ -63,6 +66,18 @@ def main() -> None:
         for _ in range(args.runs):
             app.button(key="link_undo").click()
             timed(app, "Undo my last (takes the decision back, shows its term)")
+        # A team: another curator decides a term of the same scheme between my decision and my undo,
+        # so mine is no longer the last of the known mentions.
+        with Store(url) as store:
+            others = store.terms(todo)[-args.runs :]
+            concept = accepted_aliases(store)[0][1]
+        for other in others:
+            next(b for b in app.button if b.label == "Exact").click()
+            app.run()
+            with Store(url) as store:
+                store.decide(other.id, concept, "exactMatch", "another curator")
+            app.button(key="link_undo").click()
+            timed(app, "Undo my last after another curator's decision")
         if args.profile:  # a decision, the costliest rerun
             next(b for b in app.button if b.label == "Exact").click()
             pstats.Stats(profiled(app)).sort_stats("cumulative").print_stats(args.profile)

@@ -46,7 +46,7 @@ from melo_core.descriptions import DEFAULT_ENCODER, DescriptionSimilarity
 from melo_core.disk_cache import keep_newest, load_pickle, save_array, save_pickle, texts_digest
 from melo_core.encoders import cached_encoder, is_encoder_spec
 from melo_core.index import VectorIndex
-from melo_core.mention_index import APPEND_LIMIT, Mention, MentionIndex, starts_with
+from melo_core.mention_index import APPEND_LIMIT, Mention, MentionIndex, shared_head
 from melo_core.query_rules import check_rules, normalise_query
 from melo_core.scorers.base import ExtendableScorer, Scorer, ScorerContext
 from melo_core.scorers.dense import (
@@ -247,20 +247,24 @@ class _Component:
         done, buffer = self._mention_rows
         if done is texts:
             return buffer[: len(texts)]
-        if starts_with(done, texts):  # the same or fewer: an undo (the rows past are reused)
+        head = shared_head(done, texts)
+        if head == len(texts):  # the same or fewer: an undo (the rows past are reused)
             self._mention_rows = (texts, buffer)
             return buffer[: len(texts)]
-        if not starts_with(texts, done):
-            done = []  # other forms: a new buffer (the old one may still be read)
-        rows = self._vectors_of(texts[len(done) :]) if done else self._all_mention_vectors(texts)
-        if not done:
-            buffer = rows
-        elif len(texts) <= len(buffer):
-            buffer[len(done) : len(texts)] = rows
-        else:
+        if head == len(done) and head:  # the same and more: a decision (rows written past the old ones)
+            rows = self._vectors_of(texts[head:])
+            if len(texts) > len(buffer):
+                grown = np.empty((len(texts) + len(texts) // 4 + 16, buffer.shape[1]), dtype=np.float32)
+                grown[:head] = buffer[:head]
+                buffer = grown
+            buffer[head : len(texts)] = rows
+        elif head and len(texts) - head <= APPEND_LIMIT:  # a few taken back, others after them: an undo
+            # after other curators' decisions. A new buffer: the old one may still be read.
             grown = np.empty((len(texts) + len(texts) // 4 + 16, buffer.shape[1]), dtype=np.float32)
-            grown[: len(done)], grown[len(done) : len(texts)] = buffer[: len(done)], rows
+            grown[:head], grown[head : len(texts)] = buffer[:head], self._vectors_of(texts[head:])
             buffer = grown
+        else:  # other forms: a new buffer
+            buffer = self._all_mention_vectors(texts)
         self._mention_rows = (texts, buffer)
         return buffer[: len(texts)]
 
@@ -480,29 +484,44 @@ class Linker:
         Kept once per (form, concept): duplicates, empty forms and concepts not in the taxonomy
         are dropped. Dense components encode only mentions they have not seen."""
         given = list(mentions)
-        if given == self._mentions_given:
-            return 0, 0
         last = self._mentions_given
-        if starts_with(given, last):  # a few more: the Link page after a decision
-            new = self._keep(given[len(last) :], self._kept, self._mention_of, self._mention_of, self._sizes_after)
-            self._mentions_given = given
-            if new:
-                self.mentions = [*self.mentions, *new]
-                self._index_mentions(appended=new)
-            return len(new), 0
-        if given and starts_with(last, given):  # the last few taken back: an undo
-            items, kept = self._sizes_after[2 * len(given) - 2 : 2 * len(given)]
-            removed = self.mentions[kept:]
-            if len(removed) <= APPEND_LIMIT:
-                while len(self._mention_of) > items:
-                    self._mention_of.popitem()
-                while len(self._kept) > kept:
-                    self._kept.popitem()
-                del self._sizes_after[2 * len(given) :]
-                self.mentions, self._mentions_given = self.mentions[:kept], given
-                if removed:
-                    self._index_mentions(removed=removed)
-                return 0, len(removed)
+        if given == last:
+            return 0, 0
+        # After a decision the Link page gives the same mentions and one more; after an undo, one
+        # fewer; after an undo with other curators' decisions since, one fewer before theirs. Each
+        # is taken back to the shared head, then the rest appended, instead of rebuilt whole.
+        head = shared_head(last, given)
+        removed = self._take_back(head) if head < len(last) else []
+        if removed is None:
+            return self._rebuild(given)
+        new = self._keep(given[head:], self._kept, self._mention_of, self._mention_of, self._sizes_after)
+        self._mentions_given = given
+        if new:
+            self.mentions = [*self.mentions, *new]
+            self._index_mentions(appended=new)
+        gone, came = {(m.form, m.concept_uri) for m in removed}, {(m.form, m.concept_uri) for m in new}
+        return len(came - gone), len(gone - came)
+
+    def _take_back(self, head: int) -> list[Mention] | None:
+        """Keep the mentions of the first ``head`` items given; the mentions taken out, or None
+        (nothing changed) when there would be none left or more than a few to take out."""
+        if not head:
+            return None
+        items, kept = self._sizes_after[2 * head - 2 : 2 * head]
+        removed = self.mentions[kept:]
+        if len(removed) > APPEND_LIMIT:
+            return None
+        while len(self._mention_of) > items:
+            self._mention_of.popitem()
+        while len(self._kept) > kept:
+            self._kept.popitem()
+        del self._sizes_after[2 * head :]
+        self.mentions, self._mentions_given = self.mentions[:kept], self._mentions_given[:head]
+        if removed:
+            self._index_mentions(removed=removed)
+        return removed
+
+    def _rebuild(self, given: list[tuple[str, str, str | None]]) -> tuple[int, int]:
         before = self._kept.keys()
         kept_now: dict[tuple[str, str], Mention] = {}
         mention_of: dict[tuple[str, str, str | None], Mention | None] = {}

@@ -19,10 +19,13 @@ import numpy as np
 APPEND_LIMIT = 64  # more new mentions than this: one sort of them all beats inserting each
 
 
-def starts_with(items: Sequence[object], head: Sequence[object]) -> bool:
-    """Whether ``items`` begins with ``head`` (or is it): the mentions or forms of before, and
-    more (a decision) or fewer (an undo) at the end."""
-    return len(head) <= len(items) and items[: len(head)] == head
+def shared_head(a: Sequence[object], b: Sequence[object]) -> int:
+    """How many items ``a`` and ``b`` share from the start: after an undo with other curators'
+    decisions since, the mentions before the one taken back."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:  # one begins with the other: compared at C speed
+        return n
+    return next(i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from db.store import Store
 from db.testing import run_cli
 from melo_core.crosswalk import crosswalk_decisions, load_crosswalk
 from melo_core.linker import Linker, mention_form
+from melo_core.mention_index import MentionIndex
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.simulate import simulate
 from melo_core.taxonomy import Taxonomy, taxonomy_from_melo
@@ -187,7 +188,7 @@ def test_mentions_are_indexed_by_concept_then_form(taxonomy: Taxonomy, nor_data:
 
 @pytest.mark.parametrize("scorer", ["char-tfidf", "wsum:0.5*char-tfidf+0.5*muse"])
 def test_a_few_mentions_given_after_the_others_are_indexed_as_if_given_at_once(
-    taxonomy: Taxonomy, nor_data: Path, cache: Path, scorer: str
+    taxonomy: Taxonomy, nor_data: Path, cache: Path, scorer: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The Link page after a decision: the same mentions and one more (after an undo: one fewer).
     The linker inserts the new ones into its index (takes the last out) and extends (cuts) what
@@ -239,6 +240,22 @@ def test_a_few_mentions_given_after_the_others_are_indexed_as_if_given_at_once(
     for cut in (1, 2):
         linker.set_mentions(linker._mentions_given[:-cut])
         assert indexed(linker) == given_at_once(linker._mentions_given)
+    # Undos after other curators' decisions: one taken back from before the last two (theirs, which
+    # stay); then one more taken back and a new one after theirs. Neither rebuilds the index.
+    linker.set_mentions([*earlier, *later[:5]])
+    builds: list[int] = []
+    build = MentionIndex.build.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(
+        MentionIndex, "build", classmethod(lambda cls, *a, **k: builds.append(1) or build(cls, *a, **k))
+    )
+    for given in ([*earlier, *later[:2], *later[3:5]], [*earlier, later[0], *later[3:5], (ALIAS, later[2][1], "no")]):
+        keys_before = {(m.form, m.concept_uri) for m in linker.mentions}
+        changed = linker.set_mentions(given)
+        assert not builds
+        keys_after = {(m.form, m.concept_uri) for m in linker.mentions}
+        assert changed == (len(keys_after - keys_before), len(keys_before - keys_after)) != (0, 0)
+        assert indexed(linker) == given_at_once(given)
+        builds.clear()
     linker.set_mentions(earlier)  # every later one taken back
     assert indexed(linker) == before
     moved = [*earlier[1:], *later, earlier[0], (ALIAS, later[0][1], "no")]  # longer, not the same ones and more
