@@ -700,7 +700,7 @@ class Pipeline:
         if embedded_only and self._mentions:
             cache = Path(self._options["cache_dir"] or config.cache_dir()) / "embeddings"
             self._mention_forms = [mention_cache_text(t) for t, _, _ in self._mentions]
-            for spec in self.definition.encoders():
+            for spec in self.definition.encoders(self.languages):  # no encoder coverage leaves out loaded
                 missing = set(cached_encoder(spec, str(cache)).missing(self._mention_forms, "passage"))
                 if missing:
                     self._unembedded[spec] = missing
