@@ -68,7 +68,8 @@ def memo_columns(
     elif head and (head == len(last[0]) or len(texts) - head <= APPEND_LIMIT):
         # The last texts and a few more (the Link page after a decision; after an undo with other
         # curators' decisions since, fewer and then theirs): restacking them all took 0.15 s.
-        columns = sparse.hstack([last[1][:, :head], _stacked(memo, texts[head:], transform, width)], format="csr")
+        kept = last[1] if head == len(last[0]) else last[1][:, :head]  # slicing copies: only when cut
+        columns = sparse.hstack([kept, _stacked(memo, texts[head:], transform, width)], format="csr")
     else:
         columns = _on_disk(memo, texts, transform, width, folder) if folder else _stacked(memo, texts, transform, width)
     memo[LAST] = (texts, columns)
