@@ -106,9 +106,9 @@ def crosswalk_decisions(
     URI, language) triples, the shape curator decisions take for training
     (``train --with-crosswalks``) and known mentions take for scoring."""
     crosswalk = load_crosswalk(crosswalk_path(data_dir, code_or_path))
-    relations = set(relations)
+    relations, language = set(relations), crosswalk.language
     return [
-        (term.title, uri, crosswalk.language)
+        (term.title, uri, language)
         for term in crosswalk.terms
         if term.title
         for uri, relation in term.matches.items()

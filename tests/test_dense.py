@@ -11,7 +11,7 @@ import numpy as np
 from melo_core.encoders import CachedEncoder, EmbeddingCache, load_encoder
 from melo_core.published import published_model, published_protocol
 from melo_core.scorers import ScorerContext, create_scorer
-from melo_core.scorers.dense import caps_rule
+from melo_core.scorers.dense import caps_rule, concept_centroids
 from melo_core.text import calm_capitals
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,3 +69,18 @@ def test_embed_command_fills_the_cache_for_evaluation(tiny_dataset: Path, tmp_pa
         capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
     )  # fmt: skip
     assert "embedded 0 new text(s)" in again.stdout
+
+
+def test_concept_centroids_sum_each_concepts_rows_in_order() -> None:
+    """The same bits as adding the rows one by one in float32 (np.add.at, what centroids were
+    computed with when the pipelines were measured); a concept with no form gets a zero row."""
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((5000, 16)).astype(np.float32) * 1000  # large: the order shows in the sums
+    groups = rng.integers(0, 300, len(vectors))
+    groups[groups == 7] = 8  # concept 7 has no form
+    sums = np.zeros((300, 16), dtype=np.float32)
+    np.add.at(sums, groups, vectors)
+    expected = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+    centroids = concept_centroids(vectors, groups, 300)
+    assert centroids.dtype == np.float32 and np.array_equal(centroids, expected)
+    assert not centroids[7].any() and np.allclose(np.linalg.norm(centroids[8]), 1.0)
