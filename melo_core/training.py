@@ -539,12 +539,10 @@ def train(
 
 def _concept_centroids(features: LabelFeatures, labels: Labels) -> np.ndarray:
     """Mean training-label vector of each concept (unit rows): where mining looks first."""
+    from melo_core.scorers.dense import concept_centroids
+
     index = labels.corpus()
-    vectors = features.encode(index)
-    concepts = np.asarray(labels.concepts)[index]
-    sums = np.zeros((len(labels.by_concept), vectors.shape[1]), dtype=np.float32)
-    np.add.at(sums, concepts, vectors)
-    return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+    return concept_centroids(features.encode(index), np.asarray(labels.concepts)[index], len(labels.by_concept))
 
 
 def _hard_negatives(features: LabelFeatures, labels: Labels, batch: list[tuple[int, int]], centroids: np.ndarray,
