@@ -54,7 +54,6 @@ from melo_core.scorers.dense import (
     DenseScorer,
     caps_rule,
     centroid_weight,
-    concept_centroids,
     pool_temperature,
     query_forms,
     soft_pooled,
@@ -65,6 +64,7 @@ from melo_core.scorers.known_mentions import lift
 from melo_core.scorers.registry import create_scorer
 from melo_core.taxonomy import FormTable, Taxonomy, isco_group_uri, language_codes
 from melo_core.text import drop_gender_markers
+from melo_core.vectors import concept_centroids
 
 AGGREGATIONS = ("max", "softmax")
 SOFTMAX_TEMPERATURE = 0.05

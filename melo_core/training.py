@@ -39,6 +39,7 @@ import numpy as np
 
 from melo_core.errors import MeloInputError
 from melo_core.taxonomy import Taxonomy
+from melo_core.vectors import concept_centroids
 
 STATIC = "static"
 CARD = "MODEL_CARD.md"
@@ -539,8 +540,6 @@ def train(
 
 def _concept_centroids(features: LabelFeatures, labels: Labels) -> np.ndarray:
     """Mean training-label vector of each concept (unit rows): where mining looks first."""
-    from melo_core.scorers.dense import concept_centroids
-
     index = labels.corpus()
     return concept_centroids(features.encode(index), np.asarray(labels.concepts)[index], len(labels.by_concept))
 

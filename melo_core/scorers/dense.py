@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from scipy import sparse
 from tqdm import tqdm
 
 from melo_core.encoders import (
@@ -39,6 +38,7 @@ from melo_core.encoders import (
 from melo_core.scorers.base import ScorerContext, check_concepts
 from melo_core.scorers.registry import register_family
 from melo_core.text import calm_capitals, drop_gender_markers, title_variants
+from melo_core.vectors import concept_centroids
 
 PROGRESS_ABOVE = 2000  # texts; smaller jobs finish before a bar would help
 
@@ -60,18 +60,6 @@ def query_forms(rule: str) -> Callable[[str], list[str]]:
     if rule == "variants":
         return title_variants
     raise ValueError(f"forms must be one of {', '.join(QUERY_FORMS)}")
-
-
-def concept_centroids(vectors: np.ndarray, groups: np.ndarray, n_concepts: int) -> np.ndarray:
-    """Unit mean vector of each concept's forms (``groups``: the concept index of each row).
-
-    Summed by a sparse product, which adds each concept's rows in order in float32 as np.add.at
-    did (the same bits), 0.15 s instead of 0.72 s for the 366,000 labels of the MELO union."""
-    rows = np.asarray(vectors, dtype=np.float32)
-    members = sparse.csr_matrix((np.ones(len(rows), dtype=np.float32), (np.asarray(groups), np.arange(len(rows)))),
-                                shape=(n_concepts, len(rows)))  # fmt: skip
-    sums = np.asarray(members @ rows, dtype=np.float32)
-    return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
 
 
 def centroid_weight(spec: str, options: dict[str, str]) -> float:
