@@ -140,12 +140,20 @@ class Taxonomy:
     def languages(self) -> list[str]:
         return sorted({lang for c in self.concepts for lang in c.labels})
 
+    def missing_languages(self, languages: Iterable[str]) -> list[str]:
+        """Those of ``languages`` the taxonomy has no labels in, in the order given."""
+        present = set(self.languages)
+        return [lang for lang in languages if lang not in present]
+
     def lacking(self, languages: Iterable[str]) -> str | None:
         """Why labels in ``languages`` cannot be searched ("the taxonomy has no labels in xx (it
         has bg, cs, ...)"), or None when it has labels in each."""
-        present = self.languages
-        missing = [lang for lang in languages if lang not in present]
-        return f"the taxonomy has no labels in {', '.join(missing)} (it has {', '.join(present)})" if missing else None
+        missing = self.missing_languages(languages)
+        return (
+            f"the taxonomy has no labels in {', '.join(missing)} (it has {', '.join(self.languages)})"
+            if missing
+            else None
+        )
 
     def surface_forms(self, languages: str | Iterable[str] | None = None) -> Iterator[SurfaceForm]:
         """Surface forms in MELO order: per concept, preferred labels of each language, then

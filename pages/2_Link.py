@@ -92,7 +92,7 @@ with st.sidebar:
     )
 languages = ui.curator_languages(tuple(dict.fromkeys(["en", scheme.language or "en"])))
 typed = list(dict.fromkeys(code.strip().lower() for code in label_languages.split(",") if code.strip()))
-unknown = [code for code in typed if code not in ui.taxonomy().languages]
+unknown = ui.taxonomy().missing_languages(typed)
 if lacking := ui.taxonomy().lacking(typed):  # named, not silently dropped; ESCO's codes are lower case: "NO" is "no"
     message = lacking[0].upper() + lacking[1:] + "."  # the wording of link --langs and eval --titles
     if len(unknown) == len(typed):
