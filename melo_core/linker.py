@@ -251,18 +251,16 @@ class _Component:
         if head == len(texts):  # the same or fewer: an undo (the rows past are reused)
             self._mention_rows = (texts, buffer)
             return buffer[: len(texts)]
-        if head == len(done) and head:  # the same and more: a decision (rows written past the old ones)
+        if head and (head == len(done) or len(texts) - head <= APPEND_LIMIT):
+            # The same and more (a decision), or a few taken back and others after them (an undo after
+            # other curators' decisions): the shared rows kept, the rest written after them. Past the
+            # old rows in place; in a new buffer when some were cut (the old one may still be read).
             rows = self._vectors_of(texts[head:])
-            if len(texts) > len(buffer):
+            if head < len(done) or len(texts) > len(buffer):
                 grown = np.empty((len(texts) + len(texts) // 4 + 16, buffer.shape[1]), dtype=np.float32)
                 grown[:head] = buffer[:head]
                 buffer = grown
             buffer[head : len(texts)] = rows
-        elif head and len(texts) - head <= APPEND_LIMIT:  # a few taken back, others after them: an undo
-            # after other curators' decisions. A new buffer: the old one may still be read.
-            grown = np.empty((len(texts) + len(texts) // 4 + 16, buffer.shape[1]), dtype=np.float32)
-            grown[:head], grown[head : len(texts)] = buffer[:head], self._vectors_of(texts[head:])
-            buffer = grown
         else:  # other forms: a new buffer
             buffer = self._all_mention_vectors(texts)
         self._mention_rows = (texts, buffer)
