@@ -492,7 +492,10 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         def on_serving() -> None:
             serving["now"] = True
             say = bar.write if not args.quiet else (lambda message: None)
-            say(f"{definition.name} serves from now on; the known mentions follow")
+            if args.query_lang:  # what its queries read is there; other queries' needs follow
+                say(f"{definition.name} serves {args.query_lang} queries from now on; the rest follows")
+            else:
+                say(f"{definition.name} serves from now on; the known mentions follow")
 
         try:
             prepare(definition, taxonomy, languages, on_progress=progress, workers=args.workers,

