@@ -832,6 +832,7 @@ def choose_ready(name: str | None, taxonomy: Taxonomy, languages: Sequence[str] 
     wanted = load_pipeline(DEFAULT_PIPELINE)
     needs = requirements(wanted, taxonomy, languages, cache_dir, mentions=mentions(wanted))
     langs = f" --langs {','.join(languages)}" if languages else ""
+    langs += f" --query-lang {query_language}" if query_language else ""  # what its queries read first
     prepare_it = f"`python -m melo_core prepare --pipeline {DEFAULT_PIPELINE}{langs}`"
     waits_on = for_query(needs, wanted, query_language, languages or taxonomy.languages, taxonomy.description_language)
     if can_serve(waits_on):
@@ -843,6 +844,6 @@ def choose_ready(name: str | None, taxonomy: Taxonomy, languages: Sequence[str] 
     for fallback in (FALLBACK_PIPELINE, "lexical"):
         definition = load_pipeline(fallback)
         if can_serve(requirements(definition, taxonomy, languages, cache_dir, mentions=mentions(definition))):
-            return definition, (f"pipeline {DEFAULT_PIPELINE!r} is not ready ({describe_missing(needs)}); "
+            return definition, (f"pipeline {DEFAULT_PIPELINE!r} is not ready ({describe_missing(waits_on)}); "
                                 f"using {fallback!r} meanwhile. Prepare it once with {prepare_it}.")  # fmt: skip
     raise AssertionError("the lexical pipeline needs nothing and is always ready")

