@@ -11,6 +11,10 @@ fresh process while the preparation goes on, as a curator's page asks then: firs
 domain model and its labels are there), then `best` serving with the known mentions embedded so
 far, then `best` complete. Prints the wall time of each from the start. Without ``--train`` the
 domain model of the models folder is reused (its training time is measured apart: `train`).
+
+Memory, sampled at each poll: per stage, the preparation's whole process tree (proportional set
+size, so pages its workers share with it count once) and its largest process (resident set), with
+that process's role; and the peak resident set of each `link`.
 """
 
 from __future__ import annotations
@@ -19,12 +23,15 @@ import argparse
 import json
 import os
 import platform
-import resource
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -33,15 +40,80 @@ from melo_core.crosswalk import crosswalk_path, load_crosswalk
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def first_link(command: list[str], env: dict[str, str]) -> tuple[float, str]:
-    """Seconds of one `link` in a fresh process (loading included) and the line naming its pipeline."""
+def first_link(command: list[str], env: dict[str, str]) -> tuple[float, str, float]:
+    """Seconds of one `link` in a fresh process (loading included), the line naming its pipeline and
+    its peak resident set in MB."""
     began = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "melo_core", *command], env=env, cwd=ROOT, capture_output=True,
-                            text=True)  # fmt: skip
-    if result.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
-    said = [line for line in result.stderr.splitlines() if line.startswith("pipeline ")]
-    return time.perf_counter() - began, said[-1] if said else ""
+    with tempfile.TemporaryFile("w+") as stderr:
+        process = subprocess.Popen([sys.executable, "-m", "melo_core", *command], env=env, cwd=ROOT,
+                                   stdout=subprocess.DEVNULL, stderr=stderr, text=True)  # fmt: skip
+        _, status, usage = os.wait4(process.pid, 0)  # the child's own rusage, not every child's together
+        process.returncode = os.waitstatus_to_exitcode(status)
+        stderr.seek(0)
+        said = stderr.read()
+    if process.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{said[-3000:]}")
+    named = [line for line in said.splitlines() if line.startswith("pipeline ")]
+    return time.perf_counter() - began, named[-1] if named else "", usage.ru_maxrss / 1024
+
+
+def role(process: psutil.Process) -> str:
+    """What a process of the preparation is, from its command line."""
+    try:
+        line = " ".join(process.cmdline())
+    except psutil.Error:
+        return "?"
+    if "melo_core prepare" in line:
+        return "prepare (models are trained in it)"
+    if "spawn_main" in line:
+        return "embedding worker"
+    return "resource tracker" if "resource_tracker" in line else line[-60:]
+
+
+@dataclass
+class StageMemory:
+    """The peaks seen during one stage of the preparation, in MB."""
+
+    tree: float = 0.0
+    largest: float = 0.0
+    largest_role: str = ""
+    processes: int = 0
+
+
+@dataclass
+class MemoryLog:
+    stages: dict[str, StageMemory] = field(default_factory=dict)
+
+    def sample(self, root: psutil.Process, stage: str) -> None:
+        """Adds one reading of ``root`` and its descendants to ``stage``'s peaks."""
+        try:
+            members = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return
+        tree, largest, largest_role = 0.0, 0.0, ""
+        for member in members:
+            try:
+                info = member.memory_full_info()
+            except psutil.Error:
+                continue
+            tree += info.pss / 2**20
+            if info.rss / 2**20 > largest:
+                largest, largest_role = info.rss / 2**20, role(member)
+        peaks = self.stages.setdefault(stage, StageMemory())
+        peaks.tree = max(peaks.tree, tree)
+        peaks.processes = max(peaks.processes, len(members))
+        if largest > peaks.largest:
+            peaks.largest, peaks.largest_role = largest, largest_role
+
+    def report(self) -> str:
+        rows = [f"  {stage}: tree {m.tree:,.0f} MB in up to {m.processes} processes; largest {m.largest:,.0f} MB"
+                f" ({m.largest_role})" for stage, m in self.stages.items()]  # fmt: skip
+        top = max(self.stages.values(), key=lambda m: m.tree, default=StageMemory())
+        return (
+            "memory of the preparation by stage (peaks):\n"
+            + "\n".join(rows)
+            + (f"\npeak of the whole tree {top.tree:,.0f} MB")
+        )
 
 
 def main() -> None:
@@ -49,6 +121,7 @@ def main() -> None:
     parser.add_argument("--data", default=os.environ.get("MELO_DATA", "../shared/melo"))
     parser.add_argument("--scheme", default="nor_no", help="the national crosswalk linked (default nor_no)")
     parser.add_argument("--train", action="store_true", help="train the domain model too (fresh models folder)")
+    parser.add_argument("--until", metavar="STAGE", help="stop when a stage beginning so starts (its memory so far)")
     args = parser.parse_args()
     crosswalk = load_crosswalk(crosswalk_path(args.data, args.scheme))
     language = crosswalk.language or "en"
@@ -69,14 +142,23 @@ def main() -> None:
                                      env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True)  # fmt: skip
         stages: dict[str, float] = {}
         served: list[str] = []
+        memory, tree = MemoryLog(), psutil.Process(preparing.pid)
+        stage, stopped = "starting", False
         while preparing.poll() is None:
             time.sleep(2)
+            memory.sample(tree, stage)
             try:
                 progress = json.loads(state.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
             stage = progress["message"].split(":")[0].split(" — ")[0]
             stages.setdefault(stage, time.perf_counter() - started)
+            if args.until and stage.startswith(args.until):
+                preparing.send_signal(signal.SIGINT)  # prepare keeps what it finished
+                preparing.wait()
+                print(f"stopped as {stage!r} began, after {stages[stage] / 60:.1f} min")
+                stopped = True
+                break
             # `fast` needs the domain model and its labels, which prepare builds first: any later stage
             # (e5-esco's build, another encoder's labels) means it serves.
             fast_serves = not stage.startswith(
@@ -86,19 +168,22 @@ def main() -> None:
                 if now and name not in served:
                     served.append(name)
                     at = time.perf_counter() - started
-                    seconds, said = first_link(link, env)
+                    seconds, said, peak = first_link(link, env)
                     print(f"{name}: serves after {at / 60:.1f} min; first link (fresh process, loading included, "
-                          f"while the preparation goes on) {seconds:.1f} s -> suggestion at "
-                          f"{(at + seconds) / 60:.1f} min; {said}")  # fmt: skip
+                          f"while the preparation goes on) {seconds:.1f} s, peak RSS {peak:,.0f} MB -> "
+                          f"suggestion at {(at + seconds) / 60:.1f} min; {said}")  # fmt: skip
+        if stopped:
+            print("stages (first seen, min): " + "; ".join(f"{s} {t / 60:.1f}" for s, t in stages.items()))
+            print(memory.report())
+            return
         if preparing.returncode != 0:
             raise SystemExit(f"prepare failed:\n{preparing.stderr.read()[-3000:]}")  # type: ignore[union-attr]
         done = time.perf_counter() - started
-        seconds, said = first_link(link, env)
-        print(f"best, complete: prepared after {done / 60:.1f} min; first link {seconds:.1f} s -> suggestion at "
-              f"{(done + seconds) / 60:.1f} min; {said}")  # fmt: skip
+        seconds, said, peak = first_link(link, env)
+        print(f"best, complete: prepared after {done / 60:.1f} min; first link {seconds:.1f} s, peak RSS "
+              f"{peak:,.0f} MB -> suggestion at {(done + seconds) / 60:.1f} min; {said}")  # fmt: skip
         print("stages (first seen, min): " + "; ".join(f"{s} {t / 60:.1f}" for s, t in stages.items()))
-        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        print(f"peak RSS of a child process: {rss:,.0f} MB")
+        print(memory.report())
 
 
 if __name__ == "__main__":

@@ -555,7 +555,7 @@ def _build(need: Requirement, taxonomy: Taxonomy, languages: Sequence[str] | Non
 
     model = next((m for m in map(built_model, encoder_kinds()) if m is not None and m.what == need.what), None)
     if model is not None:
-        model.build(config.data_dir(), on_progress=lambda step, steps, loss: report(
+        model.build_apart(config.data_dir(), on_progress=lambda step, steps, loss: report(
             need.seconds * step / max(steps, 1), f"building the {model.what}: step {step} of {steps}"))  # fmt: skip
         return
     spec, part = str(need.encoder), need.part

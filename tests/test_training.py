@@ -4,6 +4,7 @@ ESCO labels of two small datasets (Norwegian and English), loaded back as an `st
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -209,6 +210,63 @@ def test_the_default_domain_model_is_built_once_then_loaded_as_domain(
     assert not list((tmp_path / "models").glob(".tmp-*"))
     encoder = load_encoder("domain")
     assert encoder.dim == TINY.dim and str(folder) in encoder.spec
+
+
+PREPARE_DOMAIN = """
+import dataclasses, json, sys
+from functools import partial
+from melo_core.encoders.domain_encoder import DOMAIN_MODEL
+from melo_core.encoders.registry import register_built_model
+from melo_core.pipeline import load_pipeline, prepare
+from melo_core.taxonomy import cached_taxonomy_from_melo
+from melo_core.training import TrainConfig, ensure_default_model
+
+data, definition, settings, cache = sys.argv[1], sys.argv[2], TrainConfig(**json.loads(sys.argv[3])), sys.argv[4]
+register_built_model(dataclasses.replace(DOMAIN_MODEL, build=partial(ensure_default_model, settings=settings)))
+said = []
+prepare(load_pipeline(definition), cached_taxonomy_from_melo(data), ["en"], cache, workers=1,
+        on_progress=lambda fraction, message: said.append((message, "torch" in sys.modules)))
+print(json.dumps(said))
+"""
+
+
+def test_prepare_builds_a_model_in_a_process_of_its_own(
+    two_language_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``prepare`` (and a first use) build models through ``build_apart``: the training runs in a
+    fresh process, so the process that asked, which goes on to embed or serve, holds neither torch
+    nor the training's gigabytes; the build's progress comes back step by step, an input error as
+    itself."""
+    import dataclasses
+    import subprocess
+    import sys
+    from functools import partial
+
+    from melo_core.processes import build_apart
+
+    models = tmp_path / "models"
+    definition = tmp_path / "domain.toml"
+    definition.write_text("[monolingual]\ncomponents = [{ scorer = 'domain' }]\n"
+                          "[cross_lingual]\ncomponents = [{ scorer = 'domain' }]\n", encoding="utf-8")  # fmt: skip
+    env = dict(os.environ, MELO_MODELS=str(models), MELO_DATA=str(two_language_data))
+    done = subprocess.run([sys.executable, "-c", PREPARE_DOMAIN, str(two_language_data), str(definition),
+                           json.dumps(dataclasses.asdict(TINY)), str(tmp_path / "cache")],
+                          env=env, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout)
+    building = [message for message, _ in said if message.startswith("building the domain model: step")]
+    steps = int(building[-1].split(" of ")[1].split()[0])
+    assert steps > 1 and len(building) == steps and f"step {steps} of {steps}" in building[-1]
+    after = next(i for i, (message, _) in enumerate(said) if message.startswith("embedding domain labels"))
+    assert not any(torch for _, torch in said[: after + 1])  # trained with torch, in the child
+    assert (models / "esco-static" / CARD).is_file() and not list(models.glob(".tmp-*"))
+
+    monkeypatch.setenv("MELO_MODELS", str(tmp_path / "other"))
+    with pytest.raises(MeloInputError, match="no MELO datasets") as raised:
+        build_apart(partial(ensure_default_model, settings=TINY), tmp_path / "no-data")
+    with pytest.raises(MeloInputError) as here:
+        ensure_default_model(tmp_path / "no-data", settings=TINY)
+    assert str(raised.value) == str(here.value)
 
 
 def test_domain_without_a_model_or_data_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

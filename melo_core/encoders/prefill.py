@@ -8,15 +8,13 @@ interrupted run keeps every finished chunk and a re-run embeds only what is miss
 from __future__ import annotations
 
 import multiprocessing
-import sys
-import types
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from melo_core.encoders.base import EncoderSpec, Role
 from melo_core.encoders.cache import CachedEncoder, EmbeddingCache
 from melo_core.encoders.registry import load_encoder
+from melo_core.processes import bare_main
 
 CHUNK = 2048  # the most texts one job embeds
 MIN_CHUNK = 64  # the fewest (below it a job's start costs more than it embeds)
@@ -46,19 +44,6 @@ def _embed_chunk(job: tuple[Role, list[str]]) -> int:
     assert _worker is not None
     _worker.encode(texts, role)
     return len(texts)
-
-
-@contextmanager
-def _bare_main() -> Iterator[None]:
-    """A plain ``__main__`` while workers start: spawn runs the parent's ``__main__`` file again in
-    each child, and under Streamlit that is the page itself (the workers need nothing from it)."""
-    main = sys.modules.get("__main__")
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        yield
-    finally:
-        if main is not None:
-            sys.modules["__main__"] = main
 
 
 def chunk_size(texts: int, workers: int) -> int:
@@ -98,7 +83,7 @@ def fill_cache(
                 on_progress(len(texts))
         return total
     context = multiprocessing.get_context("spawn")  # fresh processes: C engines and threads are not fork-safe
-    with _bare_main():  # the workers start here
+    with bare_main():  # the workers start here
         pool = context.Pool(workers, initializer=_start_worker, initargs=(spec, str(cache_dir)))
     with pool:
         for done in pool.imap_unordered(_embed_chunk, jobs):

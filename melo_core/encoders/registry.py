@@ -52,19 +52,27 @@ class BuiltModel:
         from melo_core.datasets import datasets_root
         from melo_core.errors import MeloInputError
 
-        if not self.ready():
-            try:
-                datasets_root(config.data_dir())
-            except MeloInputError:
-                raise MeloInputError(f"the {self.what} is not in {self.folder()} and there is no MELO data to train "
-                                     f"it on. {config.DATA_HELP}") from None  # fmt: skip
+        if self.ready():
+            return self.folder()
+        try:
+            datasets_root(config.data_dir())
+        except MeloInputError:
+            raise MeloInputError(f"the {self.what} is not in {self.folder()} and there is no MELO data to train "
+                                 f"it on. {config.DATA_HELP}") from None  # fmt: skip
         with tqdm(unit="step", desc=f"{verb} the {self.what} (first use)", file=sys.stderr, disable=None) as bar:
 
             def progress(step: int, steps: int, loss: float) -> None:
                 bar.total = steps
                 bar.update(step - bar.n)
 
-            return self.build(config.data_dir(), on_progress=progress)
+            return self.build_apart(config.data_dir(), on_progress=progress)
+
+    def build_apart(self, data_dir: str | Path, on_progress: Callable[[int, int, float], None] | None = None) -> Path:
+        """``build`` in a process of its own: the gigabytes a training takes are given back when it
+        ends, not kept by the process that goes on to serve or embed (docs/benchmarks.md, memory)."""
+        from melo_core.processes import build_apart
+
+        return build_apart(self.build, data_dir, on_progress)
 
 
 _BUILT: dict[str, BuiltModel] = {}
