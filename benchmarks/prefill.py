@@ -6,13 +6,22 @@
 ESCO's descriptions (what `prepare` embeds for a pipeline that weighs them, through the same
 `fill_cache`) or the English labels, with ``--workers`` processes (default: one per core). The
 second command forces jobs of 2,048 texts, as every stage had them before jobs were sized per
-worker (`melo_core.encoders.prefill.chunk_size`). Prints the jobs, the seconds and texts a second.
+worker (`melo_core.encoders.prefill.chunk_size`). Prints the jobs, the seconds, texts a second and
+the peak resident sets of this process and of its largest worker.
+
+    python benchmarks/prefill.py --data ../shared/melo --encoder e5-esco --what descriptions --workers 1 --limit 400
+    python benchmarks/prefill.py ... --attention-budget 0     # batches of 64 whatever the texts' length
+
+``--attention-budget`` sets what a batch of an ONNX-run encoder (e5-esco) may hold, rows × width²
+(`onnx_transformer.ATTENTION_BUDGET`; 0: no bound, as before it existed); workers read it from
+``MELO_ATTENTION_BUDGET``, which only this script sets.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -33,15 +42,19 @@ def main() -> None:
     parser.add_argument("--what", choices=("descriptions", "labels"), default="descriptions")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--min-chunk", type=int, default=prefill.MIN_CHUNK, help="fewest texts per job")
+    parser.add_argument("--limit", type=int, help="the first N texts only")
+    parser.add_argument("--attention-budget", type=int, help="rows x width^2 a batch may hold (0: no bound)")
     args = parser.parse_args()
     prefill.MIN_CHUNK = args.min_chunk
+    if args.attention_budget is not None:
+        os.environ["MELO_ATTENTION_BUDGET"] = str(args.attention_budget or 2**62)
     if args.what == "descriptions":
         spec = description_encoders(args.encoder)[1]
         texts = [passage_text(d) for d in esco_descriptions(args.data).values()]
     else:
         spec = args.encoder
         texts = [calm_capitals(t) for t in cached_taxonomy_from_melo(args.data).form_table(["en"]).texts]
-    texts = list(dict.fromkeys(t for t in texts if t))
+    texts = list(dict.fromkeys(t for t in texts if t))[: args.limit]
     size = prefill.chunk_size(len(texts), args.workers)
     jobs = -(-len(texts) // size)
     with tempfile.TemporaryDirectory() as cache:
@@ -49,7 +62,9 @@ def main() -> None:
         prefill.fill_cache(spec, {"passage": texts}, cache, workers=args.workers)
         seconds = time.perf_counter() - began
     print(f"{spec}, {len(texts):,} {args.what}, {args.workers} workers, {jobs} jobs of up to {size}: "
-          f"{seconds:.1f} s ({len(texts) / seconds:.1f} a second)")  # fmt: skip
+          f"{seconds:.1f} s ({len(texts) / seconds:.1f} a second); peak RSS: this process "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB, the largest worker "
+          f"{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:,.0f} MB (one worker: this process)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -391,6 +391,40 @@ def test_a_transformer_folder_runs_in_onnx_runtime_as_in_torch(
         assert imported.strip() == "[]"
 
 
+def test_long_texts_are_embedded_in_smaller_batches_with_the_same_vectors(
+    bert_model: Path, occupations: list[str], onnx_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A batch of 64 ESCO descriptions (up to 512 pieces) held 2.7 GB of attention scores in each of
+    # prepare's workers: a batch holds at most ATTENTION_BUDGET rows x width^2, short texts still
+    # go 64 at a time, and each text gets the vector it gets alone. The session loads at the
+    # first text: a process that only asks what is cached (prepare's parent) never holds it.
+    from melo_core.encoders import onnx_transformer
+
+    reader = load_encoder(f"st:{bert_model}@query_prompt=query@passage_prompt=passage")
+    assert "_session" not in vars(reader)
+    shapes: list[tuple[int, int]] = []
+    session = reader._session
+
+    class Recording:
+        def run(self, outputs: object, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+            shapes.append(feeds["input_ids"].shape)
+            return session.run(outputs, feeds)
+
+    vars(reader)["_session"] = Recording()
+    short = occupations[:100]
+    reader.encode(short, "passage")
+    assert [rows for rows, _ in shapes] == [64, 36]  # titles: batches of 64, as before
+    budget = 3 * 20**2
+    monkeypatch.setattr(onnx_transformer, "ATTENTION_BUDGET", budget)
+    long = [" ".join(occupations[i : i + n]) for i, n in enumerate((1, 3, 6, 2, 8, 1, 5, 7))]
+    shapes.clear()
+    together = reader.encode([*long, *short[:20]], "passage")
+    assert all(rows * width**2 <= budget or rows == 1 for rows, width in shapes)
+    assert any(rows == 1 for rows, _ in shapes) and max(rows for rows, _ in shapes) > 3
+    alone = np.vstack([reader.encode([text], "passage") for text in [*long, *short[:20]]])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+
+
 def test_a_changed_transformer_folder_is_exported_again(
     bert_model: Path, occupations: list[str], tmp_path: Path, onnx_cache: Path
 ) -> None:

@@ -17,7 +17,8 @@ import logging
 import os
 import shutil
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,9 @@ log = logging.getLogger(__name__)
 _MODULES = ("Transformer", "Pooling", "Normalize")
 _MODEL_TYPES = frozenset({"bert", "xlm-roberta", "roberta"})  # what torch's exporter is known to take here
 _MAX_BYTES = 1_800_000_000  # the TorchScript exporter writes one protobuf (2 GB at most): larger stay with torch
+# A batch's attention scores grow with rows × width²: 64 ESCO descriptions of up to 512 pieces took
+# 2.7 GB in each of prepare's workers. Long texts go in fewer rows; titles (under 64 pieces) keep 64.
+ATTENTION_BUDGET = int(os.environ.get("MELO_ATTENTION_BUDGET", 64 * 64**2))  # the variable: benchmarks/prefill.py
 _threads: int | None = None  # set by bulk.limit_threads; None: ONNX Runtime's default (the cores)
 
 
@@ -181,8 +185,22 @@ class OnnxTransformerEncoder:
     sentence-transformers would give the folder, so the vectors it cached stay valid."""
 
     def __init__(self, model: Path, folder: Path, spec: str, template: str, prompts: dict[Role, str], batch: int):
+        self._model, self._folder = model, folder
+        self.spec = spec
+        self._template = template
+        self._prompt = prompts
+        self._batch = batch
+        self.symmetric = prompts["query"] == prompts["passage"]
+        settings = read_json(folder / "config.json")
+        self._pad = int(settings.get("pad_token_id") or 0)  # RoBERTa numbers positions by it
+        hidden = settings.get("hidden_size")  # the export's output is the last hidden states
+        self.dim = int(hidden) if hidden else int(self._session.get_outputs()[0].shape[-1])
+
+    @cached_property
+    def _session(self):
+        """Loaded at the first text, not before: `prepare` asks a parent process what is cached
+        while its workers embed, and the session is 0.4 GB."""
         import onnxruntime
-        from tokenizers import Tokenizer
 
         options = onnxruntime.SessionOptions()
         # Idle threads that spin between runs take the cores from faiss and numpy, which work
@@ -191,17 +209,16 @@ class OnnxTransformerEncoder:
         threads = _threads or _omp_threads()
         if threads:
             options.intra_op_num_threads = threads
-        self._session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
-        self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self._tokenizer.no_padding()
-        self._tokenizer.enable_truncation(_max_length(folder))
-        self.spec = spec
-        self._template = template
-        self._prompt = prompts
-        self._batch = batch
-        self.symmetric = prompts["query"] == prompts["passage"]
-        self.dim = int(self._session.get_outputs()[0].shape[-1])
-        self._pad = int(read_json(folder / "config.json").get("pad_token_id") or 0)  # RoBERTa numbers positions by it
+        return onnxruntime.InferenceSession(str(self._model), options, providers=["CPUExecutionProvider"])
+
+    @cached_property
+    def _tokenizer(self):
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(self._folder / "tokenizer.json"))
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(_max_length(self._folder))
+        return tokenizer
 
     def encode(self, texts: Sequence[str], role: Role = "query") -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -210,8 +227,7 @@ class OnnxTransformerEncoder:
         prompt = self._prompt[role]
         ids = [e.ids for e in self._tokenizer.encode_batch([prompt + self._template.format(t) for t in texts])]
         order = np.argsort([len(row) for row in ids], kind="stable")  # batches of like lengths pad little
-        for start in range(0, len(order), self._batch):
-            rows = order[start : start + self._batch]
+        for rows in self._batches(order, [len(row) for row in ids]):
             width = max(len(ids[i]) for i in rows)
             input_ids = np.full((len(rows), width), self._pad, dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)
@@ -222,3 +238,15 @@ class OnnxTransformerEncoder:
             weights = mask[:, :, None].astype(np.float32)
             out[rows] = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return normalise_rows(out)
+
+    def _batches(self, order: np.ndarray, lengths: list[int]) -> Iterator[list[int]]:
+        """Rows in ``order`` (shortest first), at most ``batch`` at a time and at most
+        ``ATTENTION_BUDGET`` rows × width² (the attention scores a batch holds per head)."""
+        rows: list[int] = []
+        for i in order:
+            if rows and (len(rows) == self._batch or (len(rows) + 1) * lengths[i] ** 2 > ATTENTION_BUDGET):
+                yield rows
+                rows = []
+            rows.append(int(i))
+        if rows:
+            yield rows
