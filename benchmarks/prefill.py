@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from melo_core.descriptions import description_encoders, esco_descriptions, passage_text
-from melo_core.encoders import prefill
+from melo_core.encoders import onnx_transformer, prefill
 from melo_core.taxonomy import cached_taxonomy_from_melo
 from melo_core.text import calm_capitals
 
@@ -46,8 +46,9 @@ def main() -> None:
     parser.add_argument("--attention-budget", type=int, help="rows x width^2 a batch may hold (0: no bound)")
     args = parser.parse_args()
     prefill.MIN_CHUNK = args.min_chunk
-    if args.attention_budget is not None:
-        os.environ["MELO_ATTENTION_BUDGET"] = str(args.attention_budget or 2**62)
+    if args.attention_budget is not None:  # here (one worker embeds in this process) and in the workers
+        onnx_transformer.ATTENTION_BUDGET = args.attention_budget or 2**62
+        os.environ["MELO_ATTENTION_BUDGET"] = str(onnx_transformer.ATTENTION_BUDGET)
     if args.what == "descriptions":
         spec = description_encoders(args.encoder)[1]
         texts = [passage_text(d) for d in esco_descriptions(args.data).values()]
