@@ -64,9 +64,9 @@ def role(process: psutil.Process) -> str:
     except psutil.Error:
         return "?"
     if "melo_core prepare" in line:
-        return "prepare (models are trained in it)"
-    if "spawn_main" in line:
-        return "embedding worker"
+        return "prepare"
+    if "spawn_main" in line:  # models are built in one (since b282ccc), embedding jobs run in others
+        return "a child: the model build, or an embedding worker"
     return "resource tracker" if "resource_tracker" in line else line[-60:]
 
 
@@ -99,6 +99,8 @@ class MemoryLog:
             tree += info.pss / 2**20
             if info.rss / 2**20 > largest:
                 largest, largest_role = info.rss / 2**20, role(member)
+        if not tree:  # the preparation has ended
+            return
         peaks = self.stages.setdefault(stage, StageMemory())
         peaks.tree = max(peaks.tree, tree)
         peaks.processes = max(peaks.processes, len(members))
@@ -146,13 +148,14 @@ def main() -> None:
         stage, stopped = "starting", False
         while preparing.poll() is None:
             time.sleep(2)
-            memory.sample(tree, stage)
             try:
                 progress = json.loads(state.read_text(encoding="utf-8"))
             except (OSError, ValueError):
+                memory.sample(tree, stage)
                 continue
             stage = progress["message"].split(":")[0].split(" — ")[0]
             stages.setdefault(stage, time.perf_counter() - started)
+            memory.sample(tree, stage)  # after reading the stage: a sample belongs to the stage under way
             if args.until and stage.startswith(args.until):
                 preparing.send_signal(signal.SIGINT)  # prepare keeps what it finished
                 preparing.wait()
