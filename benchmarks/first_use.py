@@ -111,10 +111,8 @@ class MemoryLog:
         rows = [f"  {stage}: tree {m.tree:,.0f} MB in up to {m.processes} processes; largest {m.largest:,.0f} MB"
                 f" ({m.largest_role})" for stage, m in self.stages.items()]  # fmt: skip
         top = max(self.stages.values(), key=lambda m: m.tree, default=StageMemory())
-        return (
-            "memory of the preparation by stage (peaks):\n"
-            + "\n".join(rows)
-            + (f"\npeak of the whole tree {top.tree:,.0f} MB")
+        return "\n".join(
+            ["memory of the preparation by stage (peaks):", *rows, f"peak of the whole tree {top.tree:,.0f} MB"]
         )
 
 
@@ -175,9 +173,9 @@ def main() -> None:
                     print(f"{name}: serves after {at / 60:.1f} min; first link (fresh process, loading included, "
                           f"while the preparation goes on) {seconds:.1f} s, peak RSS {peak:,.0f} MB -> "
                           f"suggestion at {(at + seconds) / 60:.1f} min; {said}")  # fmt: skip
+        timeline = "stages (first seen, min): " + "; ".join(f"{s} {t / 60:.1f}" for s, t in stages.items())
         if stopped:
-            print("stages (first seen, min): " + "; ".join(f"{s} {t / 60:.1f}" for s, t in stages.items()))
-            print(memory.report())
+            print(f"{timeline}\n{memory.report()}")
             return
         if preparing.returncode != 0:
             raise SystemExit(f"prepare failed:\n{preparing.stderr.read()[-3000:]}")  # type: ignore[union-attr]
@@ -185,8 +183,7 @@ def main() -> None:
         seconds, said, peak = first_link(link, env)
         print(f"best, complete: prepared after {done / 60:.1f} min; first link {seconds:.1f} s, peak RSS "
               f"{peak:,.0f} MB -> suggestion at {(done + seconds) / 60:.1f} min; {said}")  # fmt: skip
-        print("stages (first seen, min): " + "; ".join(f"{s} {t / 60:.1f}" for s, t in stages.items()))
-        print(memory.report())
+        print(f"{timeline}\n{memory.report()}")
 
 
 if __name__ == "__main__":

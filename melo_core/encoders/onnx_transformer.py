@@ -226,9 +226,10 @@ class OnnxTransformerEncoder:
             return out
         prompt = self._prompt[role]
         ids = [e.ids for e in self._tokenizer.encode_batch([prompt + self._template.format(t) for t in texts])]
-        order = np.argsort([len(row) for row in ids], kind="stable")  # batches of like lengths pad little
-        for rows in self._batches(order, [len(row) for row in ids]):
-            width = max(len(ids[i]) for i in rows)
+        lengths = [len(row) for row in ids]
+        order = np.argsort(lengths, kind="stable")  # batches of like lengths pad little
+        for rows in self._batches(order, lengths):
+            width = lengths[rows[-1]]  # the longest: rows come shortest first
             input_ids = np.full((len(rows), width), self._pad, dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)
             for r, i in enumerate(rows):
