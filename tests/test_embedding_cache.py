@@ -474,3 +474,22 @@ def test_keys_that_differ_only_in_nul_bytes_stay_apart_through_reads_and_compact
     assert space.size == 4
     rows = space.rows_of(keys(one_first, zero, one_last, b"\3" * width))
     assert space.vectors(rows)[:, 0].tolist() == [3.0, 2.0, 1.0, 4.0]
+
+
+def test_what_is_missing_is_told_by_the_keys_without_reading_vectors(
+    muse: Encoder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Readiness asks which of 70,707 known mentions each encoder has cached, at every cold `link`:
+    the keys answer it; reading their vectors (108 MB of e5-esco's) was wasted."""
+    CachedEncoder(muse, EmbeddingCache(tmp_path)).encode(TITLES[:6], "query")
+
+    def no_reads(space: object, rows: np.ndarray) -> np.ndarray:
+        raise AssertionError("a vector was read")
+
+    monkeypatch.setattr(cache_module._Space, "vectors", no_reads)
+    fresh = CachedEncoder(muse, EmbeddingCache(tmp_path))
+    assert fresh.missing(TITLES, "query") == TITLES[6:]
+    assert fresh.missing(TITLES, "passage") == TITLES[6:]  # muse is symmetric: the query space serves
+    _, one_sided = counting(muse, tmp_path)  # says nothing of symmetry: its passage space is its own
+    assert one_sided.missing(TITLES[4:8], "passage") == TITLES[4:8]
+    assert EmbeddingCache(tmp_path).absent(SPEC, "query", [TITLES[5], TITLES[6], "nurse"]) == [1]

@@ -137,3 +137,32 @@ def test_fusion_grid_pools_agree_with_evaluate_under_mentions(datasets_dir: Path
         scorer = create_scorer(spec, ScorerContext.for_dataset(dataset, show_progress=False, mentions=lifted))
         assert grid[key] == pytest.approx(evaluate(dataset, scorer, Protocol("trec", 0)).metrics["mrr"], abs=1e-4)
     assert grid["wsum:0.3*char-tfidf+0.7*word-tfidf | mentions=0.5"] != grid["wsum:0.3*char-tfidf+0.7*word-tfidf"]
+
+
+def test_crosswalk_mentions_are_read_once_until_a_crosswalk_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cold `link` asks for the crosswalks' mentions up to three times (the default pipeline's
+    readiness, its fallback's, the linker): parsed once while the files stay as they are."""
+    import json
+
+    from melo_core import crosswalk as crosswalk_module
+    from melo_core.pipeline import crosswalk_mentions_of
+
+    path = tmp_path / "raw" / "crosswalks_standard" / "xyz_en" / "crosswalk.json"
+    path.parent.mkdir(parents=True)
+    uri = "http://data.europa.eu/esco/occupation/baker"
+    path.write_text(json.dumps({"1": {"title": "Baker", "matches": {uri: "exactMatch"}}}), encoding="utf-8")
+    reads: list[object] = []
+    read = crosswalk_module.load_crosswalk
+    monkeypatch.setattr(crosswalk_module, "load_crosswalk", lambda *args: reads.append(args) or read(*args))
+
+    first = crosswalk_mentions_of(tmp_path, ALIAS_RELATIONS)
+    assert first == [("Baker", uri, "en")] and len(reads) == 1
+    first.clear()  # a caller's list is its own
+    assert crosswalk_mentions_of(tmp_path, ALIAS_RELATIONS) == [("Baker", uri, "en")] and len(reads) == 1
+    assert crosswalk_mentions_of(tmp_path, ALIAS_RELATIONS, "xyz") == []
+
+    path.write_text(json.dumps({"1": {"title": "Master baker", "matches": {uri: "narrowMatch"}}}), encoding="utf-8")
+    assert crosswalk_mentions_of(tmp_path, ALIAS_RELATIONS) == [("Master baker", uri, "en")] and len(reads) == 2
+    assert crosswalk_mentions_of(tmp_path, ("exactMatch",)) == []

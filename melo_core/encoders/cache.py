@@ -242,19 +242,28 @@ class EmbeddingCache:
             self._spaces[(spec, role)] = space
         return space
 
-    def lookup(self, spec: str, role: Role, texts: Sequence[str]) -> tuple[np.ndarray | None, list[int]]:
-        """Cached vectors of ``texts`` (rows of missing texts are zero) and the missing positions."""
-        space = self._space(spec, role)
+    def _rows(self, space: _Space, texts: Sequence[str]) -> np.ndarray:
         keys = text_keys(texts)
         rows = space.rows_of(keys)
         if (rows < 0).any():
             space.refresh()  # another process may have added them
             rows = space.rows_of(keys)
+        return rows
+
+    def absent(self, spec: str, role: Role, texts: Sequence[str]) -> list[int]:
+        """The positions of ``texts`` not cached, from the keys alone: readiness reads no vector
+        (70,707 known mentions are 108 MB of e5-esco's)."""
+        return np.flatnonzero(self._rows(self._space(spec, role), texts) < 0).tolist()
+
+    def lookup(self, spec: str, role: Role, texts: Sequence[str]) -> tuple[np.ndarray | None, list[int]]:
+        """Cached vectors of ``texts`` (rows of missing texts are zero) and the missing positions."""
+        space = self._space(spec, role)
+        rows = self._rows(space, texts)
         missing = np.flatnonzero(rows < 0).tolist()
         if space.size == 0:
             return None, missing
         found = np.flatnonzero(rows >= 0)
-        out = np.zeros((len(keys), space.dim), dtype=np.float32)
+        out = np.zeros((len(rows), space.dim), dtype=np.float32)
         try:
             out[found] = space.vectors(rows[found])
         except FileNotFoundError:  # a shard merged away by another process: read the space again
@@ -283,10 +292,10 @@ class CachedEncoder:
     def missing(self, texts: Sequence[str], role: Role) -> list[str]:
         """The texts not cached yet (for either role, where the encoder is symmetric)."""
         unique = list(dict.fromkeys(texts))
-        _, missing = self.cache.lookup(self.spec, role, unique)
+        missing = self.cache.absent(self.spec, role, unique)
         if missing and getattr(self.encoder, "symmetric", False):
             other: Role = "passage" if role == "query" else "query"
-            _, still = self.cache.lookup(self.spec, other, [unique[i] for i in missing])
+            still = self.cache.absent(self.spec, other, [unique[i] for i in missing])
             missing = [missing[i] for i in still]
         return [unique[i] for i in missing]
 
