@@ -811,7 +811,7 @@ def _create(spec: str, context: ScorerContext) -> PipelineScorer:
 def crosswalk_mentions_of(data_dir: str | Path, relations: Iterable[str],
                           hold_out_country: str | None = None) -> list[tuple[str, str, str | None]]:  # fmt: skip
     """Known mentions from the national crosswalks of a data folder, as (title, concept URI,
-    language); every crosswalk of ``hold_out_country`` left out. None when the folder has none.
+    language); every crosswalk of ``hold_out_country`` left out; empty when the folder has none.
     Parsed once per process while the files stay the same: a cold `link` asks up to three times
     (the default pipeline's readiness, its fallback's, then the linker), 0.45 s each on 2 cores."""
     from melo_core.crosswalk import crosswalk_path, list_crosswalks
