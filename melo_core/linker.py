@@ -101,6 +101,13 @@ class Candidate:
     description: float = 0.0  # what the similarity to the concept's description added to ``score``
 
 
+def best_per_query(scores: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per query, the element-wise best row of its forms' (rows from ``starts`` on). With one form
+    per query (the monolingual default) the rows themselves: reduceat copied 64 x 70,000 scores in
+    60 ms for nothing, per dense component and batch."""
+    return scores if len(starts) == len(scores) else np.maximum.reduceat(scores, starts, axis=0)
+
+
 def _fingerprint(*parts: object) -> str:
     return hashlib.sha1("\n".join(map(str, parts)).encode()).hexdigest()[:16]
 
@@ -218,24 +225,27 @@ class _Component:
         starts = np.cumsum([0] + [len(fs) for fs in forms[:-1]])
         return np.asarray(vectors, dtype=np.float32), starts
 
-    def _mixed(self, vectors: np.ndarray, ids: np.ndarray | None) -> np.ndarray:
-        """Cosine of each query form with the forms ``ids`` (None: all), mixed with the concept centroid's."""
+    def _mixed(self, vectors: np.ndarray, ids: np.ndarray | None, to_centroids: np.ndarray | None = None) -> np.ndarray:
+        """Cosine of each query form with the forms ``ids`` (None: all), mixed with the concept
+        centroid's. ``to_centroids``: ``vectors @ centroids.T`` when the caller has it already."""
         forms = self.vectors if ids is None else self.vectors[ids]
         out = vectors @ np.asarray(forms).T
         if self.centroid:
             concepts = self.form_concept if ids is None else self.form_concept[ids]
-            out = (1 - self.centroid) * out + self.centroid * (vectors @ self.centroids.T)[:, concepts]
+            if to_centroids is None:
+                to_centroids = vectors @ self.centroids.T
+            out = (1 - self.centroid) * out + self.centroid * to_centroids[:, concepts]
         return out
 
-    def _pooled(self, vectors: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    def _pooled(self, vectors: np.ndarray, ids: np.ndarray, to_centroids: np.ndarray | None = None) -> np.ndarray:
         """The scores of the forms ``ids`` (best over the query's forms), pooled over every form of
         their concepts with ``@pool``: as the exact rows are, so searched and exact pools agree."""
         if not self.pool or len(ids) == 0:
-            return self._mixed(vectors, ids).max(axis=0).astype(np.float64)
+            return self._mixed(vectors, ids, to_centroids).max(axis=0).astype(np.float64)
         concepts = np.unique(self.form_concept[ids])
         spans = [self._by_concept[self._concept_starts[c] : self._concept_starts[c + 1]] for c in concepts]
         family = np.sort(np.concatenate(spans))  # every form of those concepts, ids among them
-        scores = self._mixed(vectors, family).max(axis=0).astype(np.float64)
+        scores = self._mixed(vectors, family, to_centroids).max(axis=0).astype(np.float64)
         pooled = soft_pooled(scores[None, :], self.form_concept[family], self.pool)[0]
         return pooled[np.searchsorted(family, ids)]
 
@@ -315,11 +325,11 @@ class _Component:
             if self.dense:
                 vectors, starts = self._query_vectors(part)
                 if mentions is not None:
-                    per_text = np.maximum.reduceat(vectors @ self._mention_matrix(mentions).T, starts, axis=0)
-                    per_mention = per_text[:, mentions.text_of]
+                    per_text = best_per_query(vectors @ self._mention_matrix(mentions).T, starts)
+                    per_mention = np.take(per_text, mentions.text_of, axis=1)  # 3x faster than [:, text_of]
             elif mentions is not None:
                 per_text = np.asarray(self.scorer.score_against(part, mentions.texts), dtype=np.float64)  # type: ignore[attr-defined]
-                per_mention = per_text[:, mentions.text_of]
+                per_mention = np.take(per_text, mentions.text_of, axis=1)
             if per_mention is not None:
                 assert mentions is not None
                 per_slot = np.maximum.reduceat(per_mention, mentions.starts, axis=1)
@@ -328,7 +338,7 @@ class _Component:
                                       per_mention, weight)  # fmt: skip
                 continue
             if self.dense:
-                rows = np.maximum.reduceat(self._mixed(vectors, None), starts, axis=0).astype(np.float64)
+                rows = best_per_query(self._mixed(vectors, None), starts).astype(np.float64)
                 rows = soft_pooled(rows, self.form_concept, self.pool)
             else:
                 rows = np.asarray(self.scorer.score(part), dtype=np.float64)
@@ -350,20 +360,31 @@ class _Component:
         out = []
         for q, (low, high) in enumerate(zip(starts, ends, strict=True)):
             ids = found[low:high].ravel()
-            pool = np.unique(ids[ids >= 0])
+            ids = ids[ids >= 0]
             query_vectors = vectors[low:high]
+            # Once per query, not per scoring of its candidates (its pool, then the fusion's):
+            # against 3,600 centroids it outweighed the few hundred forms scored.
+            to_centroids = query_vectors @ self.centroids.T if self.centroid else None
             best_of_form: Callable[[np.ndarray], np.ndarray] = lambda ids: np.full(len(ids), -np.inf)  # noqa: E731
+            # The pool as a mask over the forms: np.unique and np.union1d sorted it twice per query.
+            in_pool = np.zeros(len(self.form_concept), dtype=bool)
             if per_slot is not None and mentions is not None:
                 slots = per_slot[q]
                 top_slots = top_pool(np.where(np.isfinite(slots), slots, -np.inf), size)
-                pool = np.union1d(pool, np.flatnonzero(np.isin(mentions.form_slot, top_slots)))
+                chosen = np.zeros(len(slots) + 1, dtype=bool)  # the last for form_slot -1: no mention
+                chosen[top_slots] = True
+                in_pool = chosen[mentions.form_slot]  # the forms of the concepts whose mentions match best
 
                 def best_of_form(ids: np.ndarray, slots: np.ndarray = slots) -> np.ndarray:
                     form_slots = mentions.form_slot[ids]
                     return np.where(form_slots >= 0, slots[np.maximum(form_slots, 0)], -np.inf)
 
-            def exact(ids: np.ndarray, v: np.ndarray = query_vectors, m: Callable = best_of_form) -> np.ndarray:
-                return lift(self._pooled(v, ids), m(ids), weight)
+            in_pool[ids] = True
+            pool = np.flatnonzero(in_pool)
+
+            def exact(ids: np.ndarray, v: np.ndarray = query_vectors, m: Callable = best_of_form,
+                      c: np.ndarray | None = to_centroids) -> np.ndarray:  # fmt: skip
+                return lift(self._pooled(v, ids, c), m(ids), weight)
 
             scores = exact(pool)
             best = top_pool(scores, size)
@@ -589,8 +610,8 @@ class Linker:
     # -- linking -----------------------------------------------------------------------------------
 
     def link(self, queries: Sequence[str], top_k: int = 10, pool: int = POOL) -> list[list[Candidate]]:
-        fused, offsets = self._fused(queries, pool)
-        return [self._concepts(*f, top_k, o) for f, o in zip(fused, offsets, strict=True)]
+        fused, offsets, exacts = self._fused(queries, pool)
+        return [self._concepts(*f, top_k, o, e) for f, o, e in zip(fused, offsets, exacts, strict=True)]
 
     def fused(self, queries: Sequence[str], pool: int = POOL) -> list[tuple[np.ndarray, np.ndarray, list[_Pool]]]:
         """Per query: the candidate forms, their fused scores, and each component's pool."""
@@ -602,20 +623,25 @@ class Linker:
         concepts, inverse = np.unique(self.form_concept[forms], return_inverse=True)
         return self.description_weight * self._descriptions.scores(vector, concepts)[inverse]  # type: ignore[union-attr]
 
-    def _fused(self, queries: Sequence[str],
-               pool: int) -> tuple[list[tuple[np.ndarray, np.ndarray, list[_Pool]]], list[np.ndarray | None]]:  # fmt: skip
-        """``fused``, and per query what the descriptions added to each candidate form (None: off)."""
+    def _fused(self, queries: Sequence[str], pool: int) -> tuple[list[tuple[np.ndarray, np.ndarray, list[_Pool]]],
+                                                                list[np.ndarray | None], list[np.ndarray | None]]:  # fmt: skip
+        """``fused``; per query what the descriptions added to each candidate form (None: off), and
+        each component's scores of the candidates (None: one scorer, no fusion)."""
         if self.query_rules:
             queries = [normalise_query(q, self.query_rules, self.query_language) for q in queries]
         per_component = [c.pools(queries, pool, self._mention_index, self.mention_weight) for c in self.components]
         described = self._descriptions.query_vectors(queries) if self._descriptions is not None else None
-        out, offsets = [], []
+        out, offsets, exacts = [], [], []
         for q in range(len(queries)):
             pools = [pc[q] for pc in per_component]
+            exact = None
             if self.hybrid is None:
                 candidates, scores = pools[0].ids, pools[0].scores
             else:
-                candidates = np.unique(np.concatenate([p.ids for p in pools]))
+                pooled = np.zeros(len(self.texts), dtype=bool)  # a mask, not np.unique's sort, per query
+                for p in pools:
+                    pooled[p.ids] = True
+                candidates = np.flatnonzero(pooled)
                 exact = np.stack([p.exact(candidates) for p in pools])
                 ranks = np.full(exact.shape, np.inf)
                 for c, p in enumerate(pools):
@@ -626,7 +652,8 @@ class Linker:
                 scores = scores + added
             out.append((candidates, scores, pools))
             offsets.append(added)
-        return out, offsets
+            exacts.append(exact)
+        return out, offsets, exacts
 
     def concept_ranking(self, queries: Sequence[str], pool: int = POOL) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per query: (best form of each candidate concept, its concept score), best first."""
@@ -665,8 +692,9 @@ class Linker:
         return group.preferred_label(self.display_languages) if group else None
 
     def _concepts(self, forms: np.ndarray, scores: np.ndarray, pools: list[_Pool], top_k: int,
-                  added: np.ndarray | None = None) -> list[Candidate]:  # fmt: skip
-        """``added``: what the descriptions added to each of ``forms`` (``_fused``; None: off)."""
+                  added: np.ndarray | None = None, exact: np.ndarray | None = None) -> list[Candidate]:  # fmt: skip
+        """``added``: what the descriptions added to each of ``forms``; ``exact``: each component's
+        scores of ``forms`` (both from ``_fused``; None: off, or scored here)."""
         firsts, order, aggregated = self._aggregate(forms, scores)
         best = np.argsort(-aggregated, kind="stable")[:top_k]
         sorted_forms = forms[order]
@@ -674,7 +702,10 @@ class Linker:
         offsets = added[order][firsts] if added is not None else np.zeros(len(firsts))
         specs = [c.spec for c in self.components]
         # Per scorer: a concept's score is its best label's, its rank among the pooled concepts.
-        per_component = np.stack([p.exact(sorted_forms) for p in pools]) if self.hybrid else scores[order][None]
+        if not self.hybrid:
+            per_component = scores[order][None]
+        else:  # what the fusion scored already: scoring them again was a third of the dense work
+            per_component = exact[:, order] if exact is not None else np.stack([p.exact(sorted_forms) for p in pools])
         by_concept = np.maximum.reduceat(per_component, firsts, axis=1)
         ranks = np.empty_like(by_concept, dtype=np.int64)
         for c in range(len(by_concept)):

@@ -16,7 +16,7 @@ import pytest
 from melo_core.encoders import load_encoder
 from melo_core.index import VectorIndex, recall_at_k
 from melo_core.linker import Linker
-from melo_core.taxonomy import cached_taxonomy_from_melo, taxonomy_from_melo
+from melo_core.taxonomy import FormTable, cached_taxonomy_from_melo, taxonomy_from_melo
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -190,6 +190,29 @@ def test_hybrid_candidates_carry_each_scorers_score_and_rank(small_data: Path, l
     top = next((c for c in candidates if c.concept_uri == lexical[0].concept_uri), None)
     assert top is not None and top.component_ranks["char-tfidf"] == 1
     assert top.component_scores["char-tfidf"] == pytest.approx(lexical[0].score, abs=1e-6)
+
+
+def test_a_searched_hybrid_shows_the_scores_each_component_gives_its_candidates(small_data: Path,
+                                                                                link_cache: Path) -> None:  # fmt: skip
+    """With HNSW, centroids and known mentions, each candidate's component score is that component's
+    exact score of the concept's best candidate form (float32: to 1e-6), what the fusion summed.
+    The forms are shuffled, so a concept's forms are not neighbours (as in a MELO corpus)."""
+    taxonomy = taxonomy_from_melo(small_data)
+    table = taxonomy.form_table(taxonomy.languages)
+    order = np.random.default_rng(0).permutation(len(table.texts))
+    shuffled = FormTable([table.texts[i] for i in order], [table.languages[i] for i in order],
+                         np.asarray(table.concept_index)[order])  # fmt: skip
+    linker = Linker(taxonomy, "wsum:0.5*char-tfidf+0.5*muse@centroid=0.2", cache_dir=link_cache, forms=shuffled,
+                    persist=False)  # fmt: skip
+    nurse = next(c for c in linker.link(["sykepleier"], top_k=5)[0] if "sykepleier" in c.label.lower())
+    linker.set_mentions([("helsesøster", nurse.concept_uri, "no"), ("sykepleiar", nurse.concept_uri, "nn")])
+    queries = ["sykepleier", "lege i spesialisering", "helsesøster"]
+    position = {c.uri: i for i, c in enumerate(taxonomy.concepts)}
+    for candidates, (forms, _, pools) in zip(linker.link(queries, top_k=10), linker.fused(queries), strict=True):
+        for candidate in candidates:
+            own = forms[linker.form_concept[forms] == position[candidate.concept_uri]]
+            for spec, pool in zip(("char-tfidf", "muse@centroid=0.2"), pools, strict=True):
+                assert candidate.component_scores[spec] == pytest.approx(float(pool.exact(own).max()), abs=1e-6)
 
 
 def test_mention_prior_raises_concepts_by_their_known_mentions(small_data: Path, tmp_path: Path) -> None:
