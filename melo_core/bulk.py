@@ -103,7 +103,7 @@ def build_linker(settings: LinkSettings, on_status: Callable[[str], None] = lamb
                             show_progress=show_progress, cache_queries=settings.query_cache)  # fmt: skip
         if settings.mentions:
             pipeline.set_mentions(crosswalk_mentions_of(settings.data, definition.mention_relations,
-                                                        settings.hold_out_country),
+                                                        settings.hold_out_country, settings.cache_dir),
                                   embedded_only=settings.embedded_mentions_only)  # fmt: skip
         linker = pipeline.linker(settings.query_language)
         if pending := pipeline.pending_mentions(settings.query_language):

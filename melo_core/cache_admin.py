@@ -2,8 +2,9 @@
 used, and pruning what has not been used for a while.
 
 Everything in the cache is rebuilt on demand (embeddings, indexes, fitted lexical and linker states,
-the known mentions' matrices, ONNX exports, unpickled taxonomies), but nothing removes the states of
-models, label sets or mentions that no longer exist: a rebuilt model leaves its old states behind.
+the known mentions' matrices, the crosswalks' parsed mentions, ONNX exports, unpickled taxonomies),
+but nothing removes the states of models, label sets or mentions that no longer exist: a rebuilt
+model leaves its old states behind.
 An entry is one file or folder directly inside an area (``embeddings/<space>``,
 ``linker/<state>.npy``, ...). Its last use is the newest access or write time of its files. Most
 file systems (``relatime``) move an access time only when it is a day old, so a file read an hour

@@ -224,7 +224,9 @@ def simulate(
             pipeline = Pipeline(scorer, taxonomy, languages, index_kind=index_kind, cache_dir=cache_dir,
                                 on_status=on_status)  # fmt: skip
             if data_dir is not None:
-                pipeline.set_mentions(crosswalk_mentions_of(data_dir, scorer.mention_relations, crosswalk.country))
+                pipeline.set_mentions(
+                    crosswalk_mentions_of(data_dir, scorer.mention_relations, crosswalk.country, cache_dir)
+                )
             linker = pipeline.linker(crosswalk.language)
         else:
             linker = Linker(taxonomy, scorer, languages, index_kind=index_kind, cache_dir=cache_dir,

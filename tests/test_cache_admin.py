@@ -63,7 +63,7 @@ def test_prune_removes_what_no_run_used_and_keeps_what_link_reads(melo_data: Pat
     french_files = set(_files(cache))
     first = _link(norwegian, "bakere", "no", cache)
     norwegian_files = set(_files(cache)) - french_files
-    assert {f.split("/")[0] for f in norwegian_files} == {"lexical", "taxonomy"}
+    assert {f.split("/")[0] for f in norwegian_files} == {"crosswalk_mentions", "lexical", "taxonomy"}
     _age(cache)  # both runs 40 days ago ...
     assert _link(norwegian, "bakere", "no", cache) == first  # ... and the Norwegian one again today
 

@@ -143,13 +143,15 @@ def test_crosswalk_mentions_are_read_once_until_a_crosswalk_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A cold `link` asks for the crosswalks' mentions up to three times (the default pipeline's
-    readiness, its fallback's, the linker): parsed once while the files stay as they are."""
+    readiness, its fallback's, the linker): parsed once while the files stay as they are, and a
+    later process reads the copy kept in the cache."""
     import json
 
     from melo_core import crosswalk as crosswalk_module
-    from melo_core.pipeline import crosswalk_mentions_of
+    from melo_core.pipeline import _crosswalk_mentions, crosswalk_mentions_of
 
-    path = tmp_path / "raw" / "crosswalks_standard" / "xyz_en" / "crosswalk.json"
+    data, cache = tmp_path / "data", tmp_path / "cache"
+    path = data / "raw" / "crosswalks_standard" / "xyz_en" / "crosswalk.json"
     path.parent.mkdir(parents=True)
     uri = "http://data.europa.eu/esco/occupation/baker"
     path.write_text(json.dumps({"1": {"title": "Baker", "matches": {uri: "exactMatch"}}}), encoding="utf-8")
@@ -157,12 +159,21 @@ def test_crosswalk_mentions_are_read_once_until_a_crosswalk_changes(
     read = crosswalk_module.load_crosswalk
     monkeypatch.setattr(crosswalk_module, "load_crosswalk", lambda *args: reads.append(args) or read(*args))
 
-    first = crosswalk_mentions_of(tmp_path, ALIAS_RELATIONS)
+    first = crosswalk_mentions_of(data, ALIAS_RELATIONS, cache_dir=cache)
     assert first == [("Baker", uri, "en")] and len(reads) == 1
     first.clear()  # a caller's list is its own
-    assert crosswalk_mentions_of(tmp_path, ALIAS_RELATIONS) == [("Baker", uri, "en")] and len(reads) == 1
-    assert crosswalk_mentions_of(tmp_path, ALIAS_RELATIONS, "xyz") == []
+    assert crosswalk_mentions_of(data, ALIAS_RELATIONS, cache_dir=cache) == [("Baker", uri, "en")] and len(reads) == 1
+    _crosswalk_mentions.cache_clear()  # as a new process
+    assert crosswalk_mentions_of(data, ALIAS_RELATIONS, cache_dir=cache) == [("Baker", uri, "en")] and len(reads) == 1
+    assert crosswalk_mentions_of(data, ALIAS_RELATIONS, "xyz", cache_dir=cache) == []
 
     path.write_text(json.dumps({"1": {"title": "Master baker", "matches": {uri: "narrowMatch"}}}), encoding="utf-8")
-    assert crosswalk_mentions_of(tmp_path, ALIAS_RELATIONS) == [("Master baker", uri, "en")] and len(reads) == 2
-    assert crosswalk_mentions_of(tmp_path, ("exactMatch",)) == []
+    changed = [("Master baker", uri, "en")]
+    assert crosswalk_mentions_of(data, ALIAS_RELATIONS, cache_dir=cache) == changed and len(reads) == 2
+    _crosswalk_mentions.cache_clear()
+    assert crosswalk_mentions_of(data, ALIAS_RELATIONS, cache_dir=cache) == changed and len(reads) == 2
+    assert crosswalk_mentions_of(data, ("exactMatch",), cache_dir=cache) == []
+    for kept in (cache / "crosswalk_mentions").glob("*.pkl"):
+        kept.write_bytes(b"partial")  # a file cut short reads as a miss
+    _crosswalk_mentions.cache_clear()
+    assert crosswalk_mentions_of(data, ALIAS_RELATIONS, cache_dir=cache) == changed and len(reads) == 4

@@ -136,7 +136,7 @@ def _crosswalk_mentions(data_dir: str, cache_dir: str, relations: tuple[str, ...
                         hold_out_country: str | None) -> tuple[list[tuple[str, str, str | None]], MentionTexts]:  # fmt: skip
     """(the crosswalks' mentions of the union's concepts, their distinct texts in order)."""
     known = _taxonomy(data_dir, cache_dir)
-    mentions = [m for m in crosswalk_mentions_of(data_dir, relations, hold_out_country) if m[1] in known]
+    mentions = [m for m in crosswalk_mentions_of(data_dir, relations, hold_out_country, cache_dir) if m[1] in known]
     texts = tuple(sorted({text for text, _, _ in mentions}))
     return mentions, MentionTexts(texts, hashlib.blake2b("\n".join(texts).encode(), digest_size=16).hexdigest())
 
