@@ -32,6 +32,7 @@ Pipelines (``melo_core.pipeline``) choose the spec, the weight and the mentions;
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 from array import array
@@ -72,6 +73,7 @@ LEXICAL_STATE_VERSION = 3  # bump when a fitted lexical scorer pickles different
 LEXICAL_BATCH = 32  # queries per lexical scoring call: a dense row over 317k forms is 2.5 MB
 
 
+@functools.lru_cache(maxsize=1 << 18)  # a cold `link` forms the same 129,000 crosswalk titles up to four times
 def mention_form(text: str) -> str:
     """The text a mention is scored by: gender markers dropped, whitespace collapsed.
 

@@ -493,3 +493,20 @@ def test_what_is_missing_is_told_by_the_keys_without_reading_vectors(
     _, one_sided = counting(muse, tmp_path)  # says nothing of symmetry: its passage space is its own
     assert one_sided.missing(TITLES[4:8], "passage") == TITLES[4:8]
     assert EmbeddingCache(tmp_path).absent(SPEC, "query", [TITLES[5], TITLES[6], "nurse"]) == [1]
+
+
+def test_the_same_texts_are_keyed_once_for_every_encoder_that_asks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Readiness asks each encoder's cache about the same known mentions: their keys are hashed
+    once while the texts asked stay the same, and shared read-only."""
+    hashed: list[str] = []
+    key = cache_module.text_key
+    monkeypatch.setattr(cache_module, "text_key", lambda text: hashed.append(text) or key(text))
+    monkeypatch.setattr(cache_module, "_last_keyed", ([], np.empty(0, dtype=cache_module.KEY_DTYPE)))
+    first = cache_module.text_keys(list(TITLES))
+    again = cache_module.text_keys([str(t) for t in TITLES])  # equal texts, another list
+    assert len(hashed) == len(TITLES) and np.array_equal(first, again)
+    with pytest.raises(ValueError):
+        again[0] = b"x"  # shared with the other callers
+    other = cache_module.text_keys(TITLES[:3])
+    assert len(hashed) == len(TITLES) + 3 and np.array_equal(other, first[:3])
+    assert list(cache_module.text_keys(["a", "b"])) == [key("a"), key("b")]
