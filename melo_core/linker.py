@@ -369,7 +369,6 @@ class _Component:
             to_centroids = query_vectors @ self.centroids.T if self.centroid else None
             best_of_form: Callable[[np.ndarray], np.ndarray] = lambda ids: np.full(len(ids), -np.inf)  # noqa: E731
             # The pool as a mask over the forms: np.unique and np.union1d sorted it twice per query.
-            in_pool = np.zeros(len(self.form_concept), dtype=bool)
             if per_slot is not None and mentions is not None:
                 slots = per_slot[q]
                 top_slots = top_pool(np.where(np.isfinite(slots), slots, -np.inf), size)
@@ -380,7 +379,8 @@ class _Component:
                 def best_of_form(ids: np.ndarray, slots: np.ndarray = slots) -> np.ndarray:
                     form_slots = mentions.form_slot[ids]
                     return np.where(form_slots >= 0, slots[np.maximum(form_slots, 0)], -np.inf)
-
+            else:
+                in_pool = np.zeros(len(self.form_concept), dtype=bool)
             in_pool[ids] = True
             pool = np.flatnonzero(in_pool)
 
