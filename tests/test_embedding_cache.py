@@ -501,12 +501,18 @@ def test_the_same_texts_are_keyed_once_for_every_encoder_that_asks(monkeypatch: 
     hashed: list[str] = []
     key = cache_module.text_key
     monkeypatch.setattr(cache_module, "text_key", lambda text: hashed.append(text) or key(text))
-    monkeypatch.setattr(cache_module, "_last_keyed", ([], np.empty(0, dtype=cache_module.KEY_DTYPE)))
+    monkeypatch.setattr(cache_module, "_keyed", [])
     first = cache_module.text_keys(list(TITLES))
     again = cache_module.text_keys([str(t) for t in TITLES])  # equal texts, another list
     assert len(hashed) == len(TITLES) and np.array_equal(first, again)
     with pytest.raises(ValueError):
         again[0] = b"x"  # shared with the other callers
-    other = cache_module.text_keys(TITLES[:3])
+    other = cache_module.text_keys(TITLES[:3])  # the few one encoder lacks, asked in between
     assert len(hashed) == len(TITLES) + 3 and np.array_equal(other, first[:3])
+    assert cache_module.text_keys(list(TITLES)) is first  # still known: not hashed again
+    assert len(hashed) == len(TITLES) + 3
+    for extra in range(cache_module.KEYED_LISTS):
+        cache_module.text_keys([f"text {extra}"])
+    cache_module.text_keys(list(TITLES))  # pushed out by as many newer lists: hashed again
+    assert len(hashed) == 2 * len(TITLES) + 3 + cache_module.KEYED_LISTS
     assert list(cache_module.text_keys(["a", "b"])) == [key("a"), key("b")]

@@ -48,20 +48,23 @@ def as_keys(raw: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(raw, dtype=np.uint8).reshape(-1, KEY_BYTES).view(KEY_DTYPE).ravel()
 
 
-# The last list of texts keyed, and its keys: readiness asks each encoder's cache about the same
-# 70,707 known mentions (hashing them took 0.06 s a time; comparing the lists, 1 ms).
-_last_keyed: tuple[list[str], np.ndarray] = ([], np.empty(0, dtype=KEY_DTYPE))
+# The last lists of texts keyed, newest first, with their keys: readiness asks each encoder's
+# cache about the same 70,707 known mentions (hashing them took 0.06 s a time; comparing the
+# lists, 1 ms), and a symmetric encoder asks again about the few it lacks in between.
+_keyed: list[tuple[list[str], np.ndarray]] = []
+KEYED_LISTS = 4
 
 
 def text_keys(texts: Sequence[str]) -> np.ndarray:
-    global _last_keyed
-    last, keys = _last_keyed
-    if len(texts) == len(last) and list(texts) == last:
-        return keys
-    texts = list(texts)
-    keys = as_keys(np.frombuffer(b"".join(text_key(t) for t in texts), dtype=np.uint8))
+    for position, (known, keys) in enumerate(_keyed):
+        if len(texts) == len(known) and list(texts) == known:
+            _keyed.insert(0, _keyed.pop(position))
+            return keys
+    listed = list(texts)
+    keys = as_keys(np.frombuffer(b"".join(text_key(t) for t in listed), dtype=np.uint8))
     keys.flags.writeable = False  # shared by the callers that ask for the same texts
-    _last_keyed = (texts, keys)
+    _keyed.insert(0, (listed, keys))
+    del _keyed[KEYED_LISTS:]
     return keys
 
 
