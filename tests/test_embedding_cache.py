@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -516,3 +517,38 @@ def test_the_same_texts_are_keyed_once_for_every_encoder_that_asks(monkeypatch: 
     cache_module.text_keys(list(TITLES))  # pushed out by as many newer lists: hashed again
     assert len(hashed) == 2 * len(TITLES) + 3 + cache_module.KEYED_LISTS
     assert list(cache_module.text_keys(["a", "b"])) == [key("a"), key("b")]
+
+
+def test_text_keys_serve_threads_that_ask_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Link page's server threads key texts at the same time: each gets its own texts' keys,
+    and none fails while another reorders the remembered lists (without the lock two threads
+    moving the same list raised IndexError in 3 of 3 runs of this test)."""
+    monkeypatch.setattr(cache_module, "_keyed", [])
+    lists = [[f"title {i}-{j}" for j in range(50)] for i in range(cache_module.KEYED_LISTS + 1)]
+    expected = [as_expected(texts) for texts in lists]
+    failures: list[str] = []
+
+    def ask(offset: int) -> None:
+        try:
+            for call in range(6000):
+                which = (offset + call) % len(lists)
+                if not np.array_equal(cache_module.text_keys(lists[which]), expected[which]):
+                    failures.append(f"wrong keys for list {which}")
+        except Exception as exc:  # any failure in a thread is what this test looks for
+            failures.append(repr(exc))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        threads = [threading.Thread(target=ask, args=(offset,)) for offset in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert failures == []
+
+
+def as_expected(texts: list[str]) -> np.ndarray:
+    return cache_module.as_keys(np.frombuffer(b"".join(cache_module.text_key(t) for t in texts), dtype=np.uint8))

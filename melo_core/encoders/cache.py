@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import os
 import struct
+import threading
 import time
 import uuid
 import weakref
@@ -52,19 +53,22 @@ def as_keys(raw: np.ndarray) -> np.ndarray:
 # cache about the same 70,707 known mentions (hashing them took 0.06 s a time; comparing the
 # lists, 1 ms), and a symmetric encoder asks again about the few it lacks in between.
 _keyed: list[tuple[list[str], np.ndarray]] = []
+_keyed_lock = threading.Lock()  # the Link page's server threads share it
 KEYED_LISTS = 4
 
 
 def text_keys(texts: Sequence[str]) -> np.ndarray:
-    for position, (known, keys) in enumerate(_keyed):
-        if len(texts) == len(known) and list(texts) == known:
-            _keyed.insert(0, _keyed.pop(position))
-            return keys
+    with _keyed_lock:
+        for position, (known, keys) in enumerate(_keyed):
+            if len(texts) == len(known) and list(texts) == known:
+                _keyed.insert(0, _keyed.pop(position))
+                return keys
     listed = list(texts)
     keys = as_keys(np.frombuffer(b"".join(text_key(t) for t in listed), dtype=np.uint8))
     keys.flags.writeable = False  # shared by the callers that ask for the same texts
-    _keyed.insert(0, (listed, keys))
-    del _keyed[KEYED_LISTS:]
+    with _keyed_lock:
+        _keyed.insert(0, (listed, keys))
+        del _keyed[KEYED_LISTS:]
     return keys
 
 
