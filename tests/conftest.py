@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import sys
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,21 @@ from db.store import Store
 from db.testing import BACKENDS, empty_store_url, pg_url
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_at_once(targets: list[Callable[[], None]]) -> None:
+    """Run each target in a thread of its own, switching threads every microsecond (to make a race
+    likely), and wait for all."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=target) for target in targets]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
 
 
 def melo_data_dir() -> Path:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +17,7 @@ import pytest
 
 from melo_core.encoders import CachedEncoder, EmbeddingCache, Encoder, Role, load_encoder
 from melo_core.encoders import cache as cache_module
+from tests.conftest import run_at_once
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = "muse"  # the key of muse@threads=1
@@ -537,16 +538,7 @@ def test_text_keys_serve_threads_that_ask_at_once(monkeypatch: pytest.MonkeyPatc
         except Exception as exc:  # any failure in a thread is what this test looks for
             failures.append(repr(exc))
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads as often as possible
-    try:
-        threads = [threading.Thread(target=ask, args=(offset,)) for offset in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
+    run_at_once([functools.partial(ask, offset) for offset in range(8)])
     assert failures == []
 
 

