@@ -414,13 +414,16 @@ def test_long_texts_are_embedded_in_smaller_batches_with_the_same_vectors(
     short = occupations[:100]
     reader.encode(short, "passage")
     assert [rows for rows, _ in shapes] == [64, 36]  # titles: batches of 64, as before
-    budget = 3 * 20**2
+    # Two rows of 21 pieces or more exceed it, so a long text (up to the model's 24) goes alone
+    # wherever it stands; at 3 x 20^2 that happened only to an odd one out at the end, which
+    # depended on the trained vocabulary's exact lengths.
+    budget = 2 * 20**2
     monkeypatch.setattr(onnx_transformer, "ATTENTION_BUDGET", budget)
     long = [" ".join(occupations[i : i + n]) for i, n in enumerate((1, 3, 6, 2, 8, 1, 5, 7))]
     shapes.clear()
     together = reader.encode([*long, *short[:20]], "passage")
     assert all(rows * width**2 <= budget or rows == 1 for rows, width in shapes)
-    assert any(rows == 1 for rows, _ in shapes) and max(rows for rows, _ in shapes) > 3
+    assert any(rows == 1 and width > 20 for rows, width in shapes) and max(rows for rows, _ in shapes) > 3
     alone = np.vstack([reader.encode([text], "passage") for text in [*long, *short[:20]]])
     np.testing.assert_allclose(together, alone, atol=1e-5)
 
