@@ -542,5 +542,16 @@ def test_text_keys_serve_threads_that_ask_at_once(monkeypatch: pytest.MonkeyPatc
     assert failures == []
 
 
+def test_threads_keying_the_same_new_texts_remember_them_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads that key the same new texts at once all get their keys, and the texts take one of
+    the remembered places, not one per thread (each hashes outside the lock)."""
+    monkeypatch.setattr(cache_module, "_keyed", [])
+    texts = [f"clerk {j}" for j in range(20_000)]
+    answers: list[np.ndarray] = []
+    run_at_once([lambda: answers.append(cache_module.text_keys(texts)) for _ in range(4)])
+    assert len(answers) == 4 and all(np.array_equal(keys, as_expected(texts)) for keys in answers)
+    assert [known for known, _ in cache_module._keyed] == [texts]
+
+
 def as_expected(texts: list[str]) -> np.ndarray:
     return cache_module.as_keys(np.frombuffer(b"".join(cache_module.text_key(t) for t in texts), dtype=np.uint8))

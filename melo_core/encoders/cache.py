@@ -59,17 +59,29 @@ KEYED_LISTS = 4
 
 def text_keys(texts: Sequence[str]) -> np.ndarray:
     with _keyed_lock:
-        for position, (known, keys) in enumerate(_keyed):
-            if len(texts) == len(known) and list(texts) == known:
-                _keyed.insert(0, _keyed.pop(position))
-                return keys
+        remembered = _remembered(texts)
+    if remembered is not None:
+        return remembered
     listed = list(texts)
     keys = as_keys(np.frombuffer(b"".join(text_key(t) for t in listed), dtype=np.uint8))
     keys.flags.writeable = False  # shared by the callers that ask for the same texts
     with _keyed_lock:
+        # Hashing runs outside the lock; a thread that keyed the same texts meanwhile stored them.
+        remembered = _remembered(listed)
+        if remembered is not None:
+            return remembered
         _keyed.insert(0, (listed, keys))
         del _keyed[KEYED_LISTS:]
     return keys
+
+
+def _remembered(texts: Sequence[str]) -> np.ndarray | None:
+    """The keys of texts keyed lately, moved to the front; call it holding the lock."""
+    for position, (known, keys) in enumerate(_keyed):
+        if len(texts) == len(known) and list(texts) == known:
+            _keyed.insert(0, _keyed.pop(position))
+            return keys
+    return None
 
 
 def _space_name(spec: str, role: Role) -> str:
