@@ -43,6 +43,8 @@ from melo_core.output import open_output, replaced_file
 from melo_core.tsv import UTF8_HINT, sniff_delimiter
 
 if TYPE_CHECKING:
+    import ray.data
+
     from melo_core.linker import Linker
 
 MAX_TITLE_CHARS = 1000  # longer cells are rejected, not linked (a job title is well under 200)
@@ -578,23 +580,10 @@ def run_ray(path: str, column: str, settings: LinkSettings, out: str, fmt: str =
     context.enable_progress_bars = not quiet
     if quiet:
         logging.getLogger("ray.data").setLevel(logging.WARNING)
-    try:
-        if fmt_in == "parquet":
-            dataset = ray.data.read_parquet(path, columns=[column])
-        else:
-            read, parse, convert = csv_options(fmt_in, None, input_delimiter(path, fmt_in))
-            dataset = ray.data.read_csv(path, read_options=read, parse_options=parse, convert_options=convert)
-        names = dataset.schema().names
-    except (OSError, pa.ArrowException, ValueError) as exc:
-        raise _arrow_error(exc, path, fmt_in) from None
-    if column not in names:
-        raise _missing_column(path, column, names)
-    titles = dataset.select_columns([column]).rename_columns({column: "title"})
-    count = titles.count()
-    numbered = ray.data.range(count).rename_columns({"id": "row"}).zip(titles)
+    numbered, count = ray_titles(path, column, fmt_in, batch_size)
     linked = numbered.map_batches(BatchLinker, fn_constructor_kwargs={"settings": settings}, batch_size=batch_size,
-                                  batch_format="pyarrow", concurrency=workers, num_cpus=1,
-                                  num_gpus=num_gpus or None)  # fmt: skip
+                                  batch_format="pyarrow", compute=ray.data.ActorPoolStrategy(size=workers),
+                                  num_cpus=1, num_gpus=num_gpus or None)  # fmt: skip
     target = out if remote else str(folder.with_name(f".{folder.name}.ray-tmp"))
     if not remote:
         shutil.rmtree(target, ignore_errors=True)  # a killed run's leftovers
@@ -616,6 +605,31 @@ def run_ray(path: str, column: str, settings: LinkSettings, out: str, fmt: str =
             folder.rmdir()  # empty (checked above)
         os.replace(target, folder)
     return summary
+
+
+def ray_titles(path: str, column: str, fmt_in: str, batch_size: int) -> tuple[ray.data.Dataset, int]:
+    """The input's titles as a Ray dataset with columns row (the position in the input) and title,
+    in blocks of at most ``batch_size`` rows, and their number. One block per batch: each actor
+    task is then one batch, so its rows are written as soon as it is linked (not after a reader's
+    block of many batches: 110 s to the first rows of 100,000 titles with `fast`, 30 s so), and
+    the actors share the work to the last batch."""
+    import ray.data
+
+    try:
+        if fmt_in == "parquet":
+            dataset = ray.data.read_parquet(path, columns=[column])
+        else:
+            read, parse, convert = csv_options(fmt_in, None, input_delimiter(path, fmt_in))
+            dataset = ray.data.read_csv(path, read_options=read, parse_options=parse, convert_options=convert)
+        names = dataset.schema().names
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise _arrow_error(exc, path, fmt_in) from None
+    if column not in names:
+        raise _missing_column(path, column, names)
+    titles = dataset.select_columns([column]).rename_columns({column: "title"})
+    count = titles.count()
+    numbered = ray.data.range(count).rename_columns({"id": "row"}).zip(titles)
+    return numbered.repartition(target_num_rows_per_block=batch_size), count
 
 
 def read_output(folder: str | Path) -> pa.Table:

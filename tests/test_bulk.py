@@ -30,6 +30,7 @@ from melo_core.bulk import (
     InputBatches,
     LinkSettings,
     input_delimiter,
+    ray_titles,
     read_output,
     run_local,
 )
@@ -189,6 +190,33 @@ def test_the_ray_engine_in_local_mode_writes_what_the_local_engine_writes(
                       for row in csv.DictReader(f.open(encoding="utf-8")))  # fmt: skip
     assert rejected == [60, 61]
     assert not list(tmp_path.glob(".ray.ray-tmp*"))
+
+
+def test_the_ray_engine_gives_its_actors_blocks_of_one_batch_with_row_positions(tmp_path: Path) -> None:
+    """Ray's CSV reader makes blocks of many batches; linked a block per actor task, no rows were
+    written until a whole block was (110 s for 100,000 titles) and one actor could be left alone
+    with the last block. The linking reads blocks of at most one batch, rows in input order."""
+    import ray
+    import ray.data
+
+    source = tmp_path / "titles.csv"
+    titles = [f"clerk, grade {i}" for i in range(300)]
+    with source.open("w", encoding="utf-8", newline="") as handle:
+        csv.writer(handle).writerows([["code", "title"], *[[i, t] for i, t in enumerate(titles)]])
+    context = ray.data.DataContext.get_current()
+    ordered = context.execution_options.preserve_order
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        context.execution_options.preserve_order = True
+        numbered, count = ray_titles(str(source), "title", "csv", 32)
+        blocks = list(numbered.iter_batches(batch_size=None, batch_format="pyarrow"))
+    finally:
+        context.execution_options.preserve_order = ordered
+        ray.shutdown()
+    assert count == 300
+    assert max(b.num_rows for b in blocks) <= 32 and sum(b.num_rows for b in blocks) == 300
+    assert [r for b in blocks for r in b.column("row").to_pylist()] == list(range(300))
+    assert [t for b in blocks for t in b.column("title").to_pylist()] == titles
 
 
 def test_bad_input_exits_2_with_one_line_or_rejects_the_row(nor_data: Path, titles: list[str], tmp_path: Path) -> None:
