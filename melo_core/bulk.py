@@ -29,6 +29,7 @@ import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -39,6 +40,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from melo_core.errors import MeloInputError
+from melo_core.memory import kept_until_exit
 from melo_core.output import open_output, replaced_file
 from melo_core.tsv import UTF8_HINT, sniff_delimiter
 
@@ -167,9 +169,14 @@ class BatchLinker:
     is linked once, and the last ``TITLE_CACHE`` distinct titles are remembered across batches.
     Rejected titles (``reject_reason``) give no rows."""
 
-    def __init__(self, settings: LinkSettings, linker: Linker | None = None, cache_size: int = TITLE_CACHE):
+    def __init__(self, settings: LinkSettings, linker: Linker | None = None, cache_size: int = TITLE_CACHE,
+                 own_process: bool = False):  # fmt: skip
         self.settings = settings
-        self.linker = linker if linker is not None else build_linker(settings, show_progress=False)
+        if linker is None:
+            # own_process (a Ray actor): the linker lives as long as the process (``kept_until_exit``)
+            with kept_until_exit() if own_process else nullcontext():
+                linker = build_linker(settings, show_progress=False)
+        self.linker = linker
         self.cache_size = cache_size
         self._cache: OrderedDict[str, tuple[tuple, ...]] = OrderedDict()
         self.distinct_linked = 0
@@ -581,7 +588,7 @@ def run_ray(path: str, column: str, settings: LinkSettings, out: str, fmt: str =
     if quiet:
         logging.getLogger("ray.data").setLevel(logging.WARNING)
     numbered, count = ray_titles(path, column, fmt_in, batch_size)
-    linked = numbered.map_batches(BatchLinker, fn_constructor_kwargs={"settings": settings}, batch_size=batch_size,
+    linked = numbered.map_batches(BatchLinker, fn_constructor_kwargs={"settings": settings, "own_process": True}, batch_size=batch_size,
                                   batch_format="pyarrow", compute=ray.data.ActorPoolStrategy(size=workers),
                                   num_cpus=1, num_gpus=num_gpus or None)  # fmt: skip
     target = out if remote else str(folder.with_name(f".{folder.name}.ray-tmp"))

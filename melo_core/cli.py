@@ -42,6 +42,7 @@ from melo_core.experiments.results import RESULTS_FILE
 from melo_core.index import INDEX_KINDS
 from melo_core.language_id import detect_language, detect_title_language
 from melo_core.linker import AGGREGATIONS, Linker
+from melo_core.memory import kept_until_exit, thawed_afterwards
 from melo_core.output import message_stream
 from melo_core.pipeline import (
     DEFAULT_PIPELINE,
@@ -295,26 +296,8 @@ def cmd_link(args: argparse.Namespace) -> int:
     elif args.input and (args.rejects or args.resume):
         raise MeloInputError("--rejects and --resume are for --engine local (the ray engine writes "
                              "OUT/_rejects into a new folder)")  # fmt: skip
-    if args.input and not args.query_lang:
-        # The benchmarks know each query's language; a file gets its own from its first titles.
-        sample = sample_titles(args.input, args.column, args.input_format)
-        if sample is None:
-            say("query language: unknown (the input is not on this machine; --query-lang sets it)")
-        else:
-            detection = detect_language(sample)
-            args.query_lang = detection.language
-            say(f"query language: {detection.describe()}")
-    elif args.query and not args.query_lang:
-        detection = detect_title_language(args.query)
-        args.query_lang = detection.language
-        say(f"query language: {detection.describe()}")
-    taxonomy = cached_taxonomy_from_melo(args.data)
-    languages = _link_languages(args.langs, args.query_lang, taxonomy)
-    if not args.langs:
-        why = ("the query language and English" if languages else
-               "the query language unknown" if not args.query_lang else "neither has labels here")  # fmt: skip
-        say(f"label languages: {', '.join(languages) if languages else 'all'} ({why}; --langs sets them)")
-    settings = _settings_for(args, taxonomy, languages)
+    with kept_until_exit():  # the taxonomy and what readiness loads stay for the run
+        settings = _link_settings(args, say)
     if args.input and args.engine == "ray":
         say(f"linking with {settings.scorer or 'pipeline ' + str(settings.pipeline)} on Ray "
             f"({args.address or 'a local Ray'}, {args.workers or os.cpu_count()} worker(s))")  # fmt: skip
@@ -334,6 +317,31 @@ def cmd_link(args: argparse.Namespace) -> int:
         print(f"{c.rank:>3}  {round(c.score, 6):.4f}  {c.label}  [{c.matched_language}: {c.matched_label}]  "
               f"{c.concept_uri}")  # fmt: skip
     return 0
+
+
+def _link_settings(args: argparse.Namespace, say: Callable[[str], None]) -> LinkSettings:
+    """What `link` links with: the query language (detected when not given), the label languages
+    and the pipeline or scorer (the default when it is ready)."""
+    if args.input and not args.query_lang:
+        # The benchmarks know each query's language; a file gets its own from its first titles.
+        sample = sample_titles(args.input, args.column, args.input_format)
+        if sample is None:
+            say("query language: unknown (the input is not on this machine; --query-lang sets it)")
+        else:
+            detection = detect_language(sample)
+            args.query_lang = detection.language
+            say(f"query language: {detection.describe()}")
+    elif args.query and not args.query_lang:
+        detection = detect_title_language(args.query)
+        args.query_lang = detection.language
+        say(f"query language: {detection.describe()}")
+    taxonomy = cached_taxonomy_from_melo(args.data)
+    languages = _link_languages(args.langs, args.query_lang, taxonomy)
+    if not args.langs:
+        why = ("the query language and English" if languages else
+               "the query language unknown" if not args.query_lang else "neither has labels here")  # fmt: skip
+        say(f"label languages: {', '.join(languages) if languages else 'all'} ({why}; --langs sets them)")
+    return _settings_for(args, taxonomy, languages)
 
 
 def _link_languages(langs: str | None, query_language: str | None, taxonomy: Taxonomy) -> list[str] | None:
@@ -380,7 +388,8 @@ def _settings_for(args: argparse.Namespace, taxonomy: Taxonomy, languages: list[
 
 def _linker(args: argparse.Namespace, settings: LinkSettings, say: Callable[[str], None]) -> Linker:
     """The linker of ``settings``, saying which pipeline variant it runs."""
-    linker = build_linker(settings, on_status=say, show_progress=not args.quiet)
+    with kept_until_exit():  # the linker lives as long as the run
+        linker = build_linker(settings, on_status=say, show_progress=not args.quiet)
     if settings.pipeline:
         kind = load_pipeline(settings.pipeline).variant_kind(args.query_lang, linker.languages)
         say(f"pipeline {load_pipeline(settings.pipeline).name} ({kind.replace('_', '-')} variant, "
@@ -779,7 +788,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(parser.epilog, file=sys.stderr)
         raise
     try:
-        code = args.func(args)
+        with thawed_afterwards():  # `link` freezes what it builds (kept_until_exit)
+            code = args.func(args)
         sys.stdout.flush()  # a reader gone (`| head`) shows here, not as a traceback at exit
         return code
     except MeloInputError as exc:

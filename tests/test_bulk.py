@@ -9,6 +9,7 @@ Real data: the Norwegian MELO corpus (nor_q_no_c_no) as the taxonomy, its 96 que
 from __future__ import annotations
 
 import csv
+import gc
 import gzip
 import json
 import os
@@ -104,6 +105,30 @@ def test_streams_batches_smaller_than_the_input_and_links_each_distinct_title_on
     by_title = {t: c for t, c in zip(titles[:2], engine.linker.link(titles[:2], top_k=3), strict=True)}
     first = [r for r in rows_of(table) if r[0] == 1]
     assert [(r[2], r[4]) for r in first] == [(c.concept_uri, round(c.score, 6)) for c in by_title[titles[1]]]
+
+
+def test_a_ray_actor_keeps_its_linker_out_of_collections_and_link_leaves_nothing_frozen(
+    nor_data: Path, titles: list[str], tmp_path: Path
+) -> None:
+    """A Ray actor builds its linker once and links until it ends: the linker is frozen, out of
+    the collector's walks (``kept_until_exit``). A `link` run in this process (as in a notebook)
+    freezes what it builds too, and gives it back when the command ends."""
+    settings = LinkSettings(data=str(nor_data), pipeline="lexical", top=3)
+    assert gc.get_freeze_count() == 0, "a test left objects frozen"
+    try:
+        actor = BatchLinker(settings, own_process=True)
+        assert gc.isenabled() and gc.get_freeze_count() > 10_000
+        assert not any(o is actor.linker for o in gc.get_objects())
+    finally:
+        gc.unfreeze()
+    in_process = BatchLinker(settings)
+    assert gc.get_freeze_count() == 0 and any(o is in_process.linker for o in gc.get_objects())
+    source = write_titles(tmp_path / "titles.csv", titles[:20])
+    code, _, err = run_cli(*link_args(nor_data, source, tmp_path / "links.csv"))
+    assert code == 0, err
+    code, out, err = run_cli("link", "--data", str(nor_data), "--pipeline", "lexical", "--query", titles[0])
+    assert code == 0 and out, err
+    assert gc.isenabled() and gc.get_freeze_count() == 0
 
 
 def test_a_semicolon_separated_csv_links_as_the_comma_separated_one(
