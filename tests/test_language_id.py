@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from db.testing import run_cli
+from melo_core import language_id
 from melo_core.bulk import sample_titles
 from melo_core.language_id import TITLE_CONFIDENCE, detect_language, detect_title_language
 from melo_core.taxonomy import reader_languages
@@ -162,3 +163,42 @@ def test_reader_languages_are_the_query_language_and_english_the_taxonomy_has() 
     assert reader_languages("el", ["en", "no"]) == ("en",)
     assert reader_languages("no", ["de"]) == ()
     assert reader_languages(None, ["en", "no"]) == ()
+
+
+def test_the_language_model_is_unpacked_once_into_the_cache_and_reads_as_py3langid_own(
+    datasets_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """py3langid's model is LZMA-compressed; unpacked once into the cache folder, a later process
+    reads it from there and names every title as py3langid's own loader does. A damaged copy is
+    unpacked again."""
+    import py3langid.modelio
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    def fresh_process() -> None:
+        language_id._model.cache_clear()
+        language_id._cached_identifier.cache_clear()
+
+    titles = [
+        t for name in ("dnk_q_da_c_en", "deu_q_de_c_de", "bgr_q_bg_c_en") for t in queries(datasets_dir, name)[:60]
+    ]
+    own = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    own.set_languages([x for x in language_id.ESCO_LANGUAGES if x in own.nb_classes])
+    expected = [own.classify(t) for t in titles]
+    monkeypatch.setenv("MELO_CACHE", str(tmp_path))
+    try:
+        fresh_process()
+        assert [language_id._identifier(language_id.ESCO_LANGUAGES, True).classify(t) for t in titles] == expected
+        (unpacked,) = (tmp_path / "language_id").glob("model-*.pickle")
+        fresh_process()
+        with monkeypatch.context() as patched:
+            patched.setattr(py3langid.modelio, "load_model", lambda path: pytest.fail("unpacked again"))
+            named = [detect_title_language(t) for t in titles]
+        assert [(d.confidence, d.language) for d in named] == [
+            (float(p), lang if p >= TITLE_CONFIDENCE else None) for lang, p in expected
+        ]
+        unpacked.write_bytes(b"not a pickle")
+        fresh_process()
+        assert [language_id._identifier(language_id.ESCO_LANGUAGES, True).classify(t) for t in titles] == expected
+        assert unpacked.stat().st_size > 1_000_000
+    finally:
+        fresh_process()  # the other tests' identifiers read the session's cache again
