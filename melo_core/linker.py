@@ -562,6 +562,7 @@ class Linker:
         before; ``mention_of`` records what each item became (None: dropped), ``sizes`` both
         dicts' sizes after each item."""
         new = []
+        position, size = self._concept_position, sizes.append  # 129,733 crosswalk mentions at start-up
         for item in items:
             if item not in mention_of:
                 if item in made:
@@ -569,14 +570,20 @@ class Linker:
                 else:
                     text, uri, language = item
                     form = mention_form(text)
-                    ok = form and uri in self._concept_position
-                    mention = Mention(" ".join(text.split()), uri, language or "", form) if ok else None
+                    if form and uri in position:  # without a bracket the form is the text, spaces collapsed
+                        mention = Mention(
+                            form if "(" not in text else " ".join(text.split()), uri, language or "", form
+                        )
+                    else:
+                        mention = None
                 mention_of[item] = mention
-                if mention is not None and (mention.form, mention.concept_uri) not in kept:
-                    kept[(mention.form, mention.concept_uri)] = mention
-                    new.append(mention)
-            sizes.append(len(mention_of))
-            sizes.append(len(kept))
+                if mention is not None:
+                    key = (mention.form, mention.concept_uri)
+                    if key not in kept:
+                        kept[key] = mention
+                        new.append(mention)
+            size(len(mention_of))
+            size(len(kept))
         return new
 
     def add_mentions(self, mentions: Iterable[tuple[str, str, str | None]]) -> int:

@@ -28,9 +28,10 @@ def shared_head(a: Sequence[object], b: Sequence[object]) -> int:
     return next(i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Mention:
-    """A term already linked to a concept: a crosswalk title or a curator's accepted decision."""
+    """A term already linked to a concept: a crosswalk title or a curator's accepted decision.
+    Slotted: a linker holds 129,000 of them."""
 
     text: str  # the term as written (shown as the matched label)
     concept_uri: str

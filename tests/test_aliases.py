@@ -141,8 +141,10 @@ def test_duplicates_unknown_concepts_and_empty_mentions_are_ignored(taxonomy: Ta
         "Fiskeoppdrettsvakt",
         "",
     )
+    assert linker.add_mentions([("  Nattevakt   på  skip ", uri, "no")]) == 1  # shown and scored with spaces collapsed
+    assert (linker.mentions[-1].text, linker.mentions[-1].form) == ("Nattevakt på skip", "Nattevakt på skip")
     # set_mentions keeps the wanted ones (not encoded again) and drops the rest.
-    assert linker.set_mentions([(ALIAS, uri, "no")]) == (0, 3)
+    assert linker.set_mentions([(ALIAS, uri, "no")]) == (0, 4)
     assert linker.remove_mentions([(ALIAS, uri)]) == 1
     assert ranking(linker, NEAR) == before
 
