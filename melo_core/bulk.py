@@ -588,9 +588,10 @@ def run_ray(path: str, column: str, settings: LinkSettings, out: str, fmt: str =
     if quiet:
         logging.getLogger("ray.data").setLevel(logging.WARNING)
     numbered, count = ray_titles(path, column, fmt_in, batch_size)
-    linked = numbered.map_batches(BatchLinker, fn_constructor_kwargs={"settings": settings, "own_process": True}, batch_size=batch_size,
-                                  batch_format="pyarrow", compute=ray.data.ActorPoolStrategy(size=workers),
-                                  num_cpus=1, num_gpus=num_gpus or None)  # fmt: skip
+    linked = numbered.map_batches(BatchLinker, fn_constructor_kwargs={"settings": settings, "own_process": True},
+                                  batch_size=batch_size, batch_format="pyarrow",
+                                  compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1,
+                                  num_gpus=num_gpus or None)  # fmt: skip
     target = out if remote else str(folder.with_name(f".{folder.name}.ray-tmp"))
     if not remote:
         shutil.rmtree(target, ignore_errors=True)  # a killed run's leftovers
