@@ -64,7 +64,7 @@ from melo_core.scorers.hybrid import POOL, HybridSpec, fuse, top_pool
 from melo_core.scorers.known_mentions import lift
 from melo_core.scorers.registry import create_scorer
 from melo_core.taxonomy import FormTable, Taxonomy, isco_group_uri, language_codes
-from melo_core.text import drop_gender_markers
+from melo_core.text import drop_gender_markers, may_hold_gender_marker
 from melo_core.vectors import concept_centroids
 
 AGGREGATIONS = ("max", "softmax")
@@ -570,10 +570,9 @@ class Linker:
                 else:
                     text, uri, language = item
                     form = mention_form(text)
-                    if form and uri in position:  # without a bracket the form is the text, spaces collapsed
-                        mention = Mention(
-                            form if "(" not in text else " ".join(text.split()), uri, language or "", form
-                        )
+                    if form and uri in position:  # without a marker the form is the text, spaces collapsed
+                        shown = " ".join(text.split()) if may_hold_gender_marker(text) else form
+                        mention = Mention(shown, uri, language or "", form)
                     else:
                         mention = None
                 mention_of[item] = mention
