@@ -57,7 +57,7 @@ def test_import_taxonomy_from_melo_corpora_is_idempotent(store_url: str, melo_sl
         stored = store.concept(concept.uri)
         assert stored is not None
         assert stored.labels["no"]["preferred"] == [concept.labels["no"].preferred]
-        assert stored.labels["no"].get("alternative", []) == concept.labels["no"].alternative
+        assert stored.labels["no"].get("alternative", []) == list(concept.labels["no"].alternative)
     before = snapshot(store_url)
     code, out, err = cli("import-taxonomy", "--data", str(melo_slice), "--db", store_url)
     assert code == 0 and "unchanged" in out
@@ -92,7 +92,7 @@ def test_import_taxonomy_from_esco_csv(store_url: str, esco_slice: Path) -> None
         assert (info.version, info.concepts) == ("v1.2.0", len(taxonomy))
         stored = store.concept(hidden[0].uri)
         assert stored is not None
-        assert stored.labels["en"]["hidden"] == hidden[0].labels["en"].hidden
+        assert stored.labels["en"]["hidden"] == list(hidden[0].labels["en"].hidden)
         assert stored.description == hidden[0].description and stored.description
         assert stored.isco_code == hidden[0].isco_code
         assert store.concept_labels([hidden[0].uri]) == {hidden[0].uri: hidden[0].labels["en"].preferred}

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import csv
+import gc
 from pathlib import Path
 
 import pytest
 
+import melo_core.taxonomy as taxonomy_module
 from melo_core import MeloInputError, Taxonomy, load_dataset, taxonomy_from_esco_csv, taxonomy_from_melo
-from melo_core.taxonomy import ISCO_GROUP, OCCUPATION, Concept, add_esco_details
+from melo_core.taxonomy import ISCO_GROUP, OCCUPATION, Concept, add_esco_details, cached_taxonomy_from_melo
 
 
 @pytest.fixture(scope="module")
@@ -36,12 +38,12 @@ def test_esco_csv_import_matches_the_files(esco_csv: Path) -> None:
     concept = taxonomy.by_uri[row["conceptUri"]]
     labels = concept.labels["en"]
     assert labels.preferred == row["preferredLabel"]
-    assert labels.alternative == [a.strip() for a in row["altLabels"].split("\n") if a.strip()]
+    assert labels.alternative == tuple(a.strip() for a in row["altLabels"].split("\n") if a.strip())
     assert concept.isco_code == row["iscoGroup"]
     assert concept.description == row["description"].strip()
     with_hidden = next(r for r in occupations if r["hiddenLabels"].strip())
     hidden = taxonomy.by_uri[with_hidden["conceptUri"]].labels["en"].hidden
-    assert hidden == [h.strip() for h in with_hidden["hiddenLabels"].split("\n") if h.strip()]
+    assert hidden == tuple(h.strip() for h in with_hidden["hiddenLabels"].split("\n") if h.strip())
 
 
 def test_the_descriptions_language_is_the_exports_and_travels_with_the_descriptions(
@@ -122,3 +124,19 @@ def test_form_table_takes_one_language_as_a_string(melo_union: Taxonomy) -> None
     assert melo_union.form_table("en").texts == english.texts
     assert set(melo_union.form_table("en").languages) == {"en"}
     assert [f.text for f in melo_union.surface_forms("en")] == english.texts
+
+
+def test_a_cached_taxonomy_leaves_its_labels_out_of_the_cycle_collector(
+    nor_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The union holds 75k LanguageLabels, each once an attribute dictionary and two lists: 300k
+    # objects that every full collection walked. Slotted, with tuples of strings, only they stay.
+    cached_taxonomy_from_melo(nor_data, tmp_path)
+    monkeypatch.setattr(taxonomy_module, "_last_loaded", None)  # read it back from its file
+    taxonomy = cached_taxonomy_from_melo(nor_data, tmp_path)
+    gc.collect()  # untracks the tuples that hold only strings
+    labels = [lang for concept in taxonomy.concepts for lang in concept.labels.values()]
+    assert len(labels) > 1000 and not any(hasattr(lang, "__dict__") for lang in labels)
+    assert not any(gc.is_tracked(lang.alternative) or gc.is_tracked(lang.hidden) for lang in labels)
+    with_alternatives = next(lang for lang in labels if lang.alternative)
+    assert with_alternatives.surface_forms() == [with_alternatives.preferred, *with_alternatives.alternative]
