@@ -42,7 +42,7 @@ from tqdm import tqdm
 from melo_core.errors import MeloInputError
 from melo_core.memory import kept_until_exit
 from melo_core.output import open_output, replaced_file
-from melo_core.tsv import UTF8_HINT, sniff_delimiter
+from melo_core.tsv import UTF8_HINT, sniff_delimiter, text_encoding
 
 if TYPE_CHECKING:
     import ray.data
@@ -57,7 +57,8 @@ TITLE_CACHE = 50_000  # distinct titles remembered per worker (LRU): repeated ti
 MANIFEST = "_manifest.json"
 REJECTS = "_rejects"
 FORMATS = ("parquet", "csv")
-INPUT_FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet", ".pq": "parquet"}
+# .txt: what a spreadsheet saves as "Unicode Text" (UTF-16, tab-separated, quoted as CSV is)
+INPUT_FORMATS = {".csv": "csv", ".txt": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet", ".pq": "parquet"}
 COLUMNS = ("row", "rank", "concept_uri", "label", "score", "matched_label", "matched_language")
 SCHEMA = pa.schema([("row", pa.int64()), ("rank", pa.int32()), ("concept_uri", pa.string()),
                     ("label", pa.string()), ("score", pa.float64()), ("matched_label", pa.string()),
@@ -243,12 +244,18 @@ def data_files(folder: str | Path) -> list[Path]:
     return sorted(f for f in Path(folder).iterdir() if f.is_file() and not f.name.startswith(("_", ".")))
 
 
-def input_delimiter(path: str | Path, fmt: str) -> str:
-    """The delimiter of a text input: a tab for TSV; for CSV, the one its header line uses
-    (``sniff_delimiter``: comma, semicolon or tab) in the file, or in the first file of a folder;
-    a comma for an input that is not on this machine."""
-    if fmt == "tsv":
-        return "\t"
+@dataclass(frozen=True)
+class TextLayout:
+    """How a text input is written: its encoding (``text_encoding``) and delimiter."""
+
+    encoding: str = "utf-8"
+    delimiter: str = ","
+
+
+def text_layout(path: str | Path, fmt: str) -> TextLayout:
+    """The encoding of a text input and its delimiter: a tab for TSV; for CSV, the one its header
+    line uses (``sniff_delimiter``: comma, semicolon or tab), read in the file or in the first
+    file of a folder; UTF-8 and a comma for an input that is not on this machine."""
     path = Path(path)
     if path.is_dir():
         path = next(iter(data_files(path)), path)
@@ -256,15 +263,19 @@ def input_delimiter(path: str | Path, fmt: str) -> str:
         with pa.input_stream(str(path), compression="detect") as stream:
             head = stream.read(1 << 16)
     except (OSError, pa.ArrowException):
-        return ","  # a URL, or unreadable: the reader says why
-    return sniff_delimiter(head.decode("utf-8", errors="replace"))
+        return TextLayout(delimiter="\t" if fmt == "tsv" else ",")  # a URL, or unreadable: the reader says why
+    encoding = text_encoding(head)
+    if fmt == "tsv":
+        return TextLayout(encoding, "\t")
+    return TextLayout(encoding, sniff_delimiter(head.decode(encoding, errors="replace").removeprefix("\ufeff")))
 
 
-def csv_options(fmt: str, column: str | None,
-                delimiter: str = ",") -> tuple[pacsv.ReadOptions, pacsv.ParseOptions, pacsv.ConvertOptions]:  # fmt: skip
+def csv_options(fmt: str, column: str | None, layout: TextLayout = TextLayout()
+                ) -> tuple[pacsv.ReadOptions, pacsv.ParseOptions, pacsv.ConvertOptions]:  # fmt: skip
     """The pyarrow CSV options both engines read with: every cell a string, empty cells empty."""
-    read = pacsv.ReadOptions(block_size=READ_BLOCK_BYTES)
-    parse = pacsv.ParseOptions(delimiter="\t" if fmt == "tsv" else delimiter, quote_char=False if fmt == "tsv" else '"',
+    read = pacsv.ReadOptions(block_size=READ_BLOCK_BYTES,  # pyarrow reads "utf8" itself, transcodes others
+                             encoding="utf8" if layout.encoding == "utf-8" else layout.encoding)  # fmt: skip
+    parse = pacsv.ParseOptions(delimiter="\t" if fmt == "tsv" else layout.delimiter, quote_char=False if fmt == "tsv" else '"',
                                newlines_in_values=fmt != "tsv")  # fmt: skip
     convert = pacsv.ConvertOptions(include_columns=[column] if column else None,
                                    column_types={column: pa.string()} if column else None,
@@ -276,7 +287,7 @@ def _arrow_error(exc: Exception, path: str | Path, fmt: str) -> MeloInputError:
     message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if "straddling" in message or "straddles" in message:
         message = f"a row is longer than the {READ_BLOCK_BYTES >> 20} MiB read block"
-    elif "invalid UTF8" in message:
+    elif "invalid UTF8" in message or isinstance(exc, UnicodeDecodeError):
         message = f"not UTF-8 text; {UTF8_HINT}"
     return MeloInputError(f"cannot read as {fmt.upper()} ({message})", path)
 
@@ -331,15 +342,15 @@ class InputBatches:
                     raise _missing_column(self.path, self.column, names)
                 self.total_rows = parquet.metadata.num_rows
                 return parquet.iter_batches(batch_size=self.batch_size, columns=[self.column])
-            delimiter = input_delimiter(self.path, self.format)
+            layout = text_layout(self.path, self.format)
             self._stream = pa.input_stream(str(self.path), compression="detect")
-            read, parse, convert = csv_options(self.format, None, delimiter)
+            read, parse, convert = csv_options(self.format, None, layout)
             header = pacsv.open_csv(self._stream, read_options=read, parse_options=parse,
                                     convert_options=convert).schema.names  # fmt: skip
             if self.column not in header:
                 raise _missing_column(self.path, self.column, header)
             self._stream = pa.input_stream(str(self.path), compression="detect")
-            read, parse, convert = csv_options(self.format, self.column, delimiter)
+            read, parse, convert = csv_options(self.format, self.column, layout)
             return iter(pacsv.open_csv(self._stream, read_options=read, parse_options=parse, convert_options=convert))
         except OSError as exc:
             raise MeloInputError(f"cannot read file ({exc.strerror or exc})", self.path) from None
@@ -627,7 +638,7 @@ def ray_titles(path: str, column: str, fmt_in: str, batch_size: int) -> tuple[ra
         if fmt_in == "parquet":
             dataset = ray.data.read_parquet(path, columns=[column])
         else:
-            read, parse, convert = csv_options(fmt_in, None, input_delimiter(path, fmt_in))
+            read, parse, convert = csv_options(fmt_in, None, text_layout(path, fmt_in))
             dataset = ray.data.read_csv(path, read_options=read, parse_options=parse, convert_options=convert)
         names = dataset.schema().names
     except (OSError, pa.ArrowException, ValueError) as exc:

@@ -19,7 +19,7 @@ from melo_core.builder import LabelCorpus
 from melo_core.datasets import MeloDataset
 from melo_core.errors import MeloInputError
 from melo_core.taxonomy import Taxonomy, language_codes
-from melo_core.tsv import UTF8_HINT, sniff_delimiter
+from melo_core.tsv import UTF8_HINT, sniff_delimiter, text_encoding
 
 # Dataset names of title sets start with this; MELO names start with a country.
 TITLES_PREFIX = "titles_"
@@ -53,8 +53,10 @@ def read_titles(path: str | Path, title_column: str = DEFAULT_TITLE_COLUMN,
     path = Path(path)
     if not path.is_file():
         raise MeloInputError("titles file not found", path)
+    with path.open("rb") as raw:
+        encoding = "utf-16" if text_encoding(raw.read(2)) == "utf-16" else "utf-8-sig"
     try:
-        with path.open(encoding="utf-8-sig", newline="") as handle:
+        with path.open(encoding=encoding, newline="") as handle:
             delimiter = sniff_delimiter(handle.readline())
             handle.seek(0)
             reader = csv.DictReader(handle, delimiter=delimiter)
@@ -66,6 +68,8 @@ def read_titles(path: str | Path, title_column: str = DEFAULT_TITLE_COLUMN,
                                      "and --uri-column", path)  # fmt: skip
             return [((row[title_column] or "").strip(), (row[uri_column] or "").strip()) for row in reader]
     except UnicodeDecodeError as exc:
+        if encoding == "utf-16":
+            raise MeloInputError(f"not valid UTF-16 text: {exc}", path) from None
         raise MeloInputError(f"not UTF-8 text ({UTF8_HINT}): {exc}", path) from None
     except csv.Error as exc:
         raise MeloInputError(f"not a readable CSV file: {exc}", path) from None

@@ -6,6 +6,7 @@ often hand-edited or produced by other tools.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import re
@@ -15,20 +16,30 @@ from pathlib import Path
 from melo_core.errors import MeloInputError
 from melo_core.output import open_output
 
-UTF8_HINT = "the file must be UTF-8: a spreadsheet saves it as 'CSV UTF-8'"
+UTF8_HINT = "save it as UTF-8 text: a spreadsheet's 'CSV UTF-8' (or its 'Unicode Text', UTF-16)"
+
+
+def text_encoding(head: bytes) -> str:
+    """How to decode a text file, from its first bytes: "utf-16" after a UTF-16 byte-order mark
+    (what a spreadsheet saves as "Unicode Text"; the mark says it, so nothing is guessed), else
+    "utf-8" (its own mark, if any, is dropped by the readers)."""
+    return "utf-16" if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else "utf-8"
 
 
 def read_text(path: Path) -> str:
-    """Read a UTF-8 file; an undecodable byte is reported with its line number."""
+    """Read a UTF-8 (or marked UTF-16) file; an undecodable byte is reported with its line number."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise MeloInputError("file not found", path) from None
     except OSError as exc:
         raise MeloInputError(f"cannot read file ({exc.strerror})", path) from None
+    encoding = text_encoding(data)
     try:
-        text = data.decode("utf-8")
+        text = data.decode(encoding)
     except UnicodeDecodeError as exc:
+        if encoding != "utf-8":
+            raise MeloInputError(f"not valid UTF-16 text ({exc.reason} at byte {exc.start})", path) from None
         line = data.count(b"\n", 0, exc.start) + 1
         raise MeloInputError(f"byte 0x{data[exc.start]:02x} is not valid UTF-8 ({UTF8_HINT})", path, line) from None
     return text.removeprefix("\ufeff")

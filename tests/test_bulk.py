@@ -30,10 +30,11 @@ from melo_core.bulk import (
     BatchLinker,
     InputBatches,
     LinkSettings,
-    input_delimiter,
+    TextLayout,
     ray_titles,
     read_output,
     run_local,
+    text_layout,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,25 +132,30 @@ def test_a_ray_actor_keeps_its_linker_out_of_collections_and_link_leaves_nothing
     assert gc.isenabled() and gc.get_freeze_count() == 0
 
 
-def test_a_semicolon_separated_csv_links_as_the_comma_separated_one(
+def test_a_semicolon_separated_csv_and_unicode_text_link_as_the_comma_separated_one(
     nor_data: Path, titles: list[str], tmp_path: Path
 ) -> None:
     """Spreadsheets in many European locales save CSV with ';'; the header line tells (here of a
-    gzipped file, with a title holding both separators)."""
+    gzipped file, with a title holding both separators). Their "Unicode Text" is UTF-16 with a
+    byte-order mark, tab-separated, in a .txt file."""
     chosen = [*titles[:20], "baker; konditor, sjef"]
     comma = write_titles(tmp_path / "comma.csv", chosen)
     semicolon = tmp_path / "sheet" / "semicolon.csv.gz"
     semicolon.parent.mkdir()
     with gzip.open(semicolon, "wt", encoding="utf-8", newline="") as handle:
         csv.writer(handle, delimiter=";").writerows([["code", "title"], *([i, t] for i, t in enumerate(chosen))])
-    assert input_delimiter(semicolon, "csv") == input_delimiter(semicolon.parent, "csv") == ";"  # a file; a folder
-    assert input_delimiter(comma, "csv") == "," and input_delimiter(comma, "tsv") == "\t"
+    assert text_layout(semicolon, "csv").delimiter == text_layout(semicolon.parent, "csv").delimiter == ";"  # a folder
+    assert text_layout(comma, "csv") == TextLayout("utf-8", ",") and text_layout(comma, "tsv").delimiter == "\t"
+    unicode_text = tmp_path / "sheet.txt"
+    with unicode_text.open("w", encoding="utf-16", newline="") as handle:
+        csv.writer(handle, delimiter="\t").writerows([["code", "title"], *([i, t] for i, t in enumerate(chosen))])
+    assert text_layout(unicode_text, "csv") == TextLayout("utf-16", "\t")
     linked = []
-    for source in (comma, semicolon):
+    for source in (comma, semicolon, unicode_text):
         code, _, err = run_cli(*link_args(nor_data, source, tmp_path / f"{source.name}.links.csv"))
         assert code == 0, err
         linked.append((tmp_path / f"{source.name}.links.csv").read_text(encoding="utf-8"))
-    assert linked[0] == linked[1] and len(linked[0].splitlines()) == 1 + 3 * len(chosen)
+    assert linked[0] == linked[1] == linked[2] and len(linked[0].splitlines()) == 1 + 3 * len(chosen)
 
 
 def test_a_killed_run_resumes_and_every_row_is_written_exactly_once(
@@ -258,6 +264,10 @@ def test_bad_input_exits_2_with_one_line_or_rejects_the_row(nor_data: Path, titl
     code, _, err = run_cli(*link_args(nor_data, broken, tmp_path / "out"))
     assert code == 2 and len(err.splitlines()) == 1 and str(broken) in err
     assert "not UTF-8 text" in err and "'CSV UTF-8'" in err  # says how to save it right
+    latin = tmp_path / "latin.csv"  # a spreadsheet's plain CSV: the header is no UTF-8 either
+    latin.write_bytes("Stellenbezeichnung,title\nBäcker,Bäcker\n".replace("e,", "ä,").encode("cp1252"))
+    code, _, err = run_cli(*link_args(nor_data, latin, tmp_path / "out"))
+    assert code == 2 and len(err.splitlines()) == 1 and "not UTF-8 text" in err and "'CSV UTF-8'" in err
     fake = tmp_path / "fake.parquet"
     fake.write_text("title\nlege\n", encoding="utf-8")
     code, _, err = run_cli(*link_args(nor_data, fake, tmp_path / "out"))

@@ -145,6 +145,12 @@ def test_import_terms_csv_is_idempotent_and_updates_changed_terms(store_url: str
     assert "0 terms added, 0 updated, 3 unchanged" in ok(
         "import-terms", "--scheme", "titles", "--csv", str(path), "--db", store_url
     )
+    # and from its "Unicode Text": UTF-16 with a byte-order mark, tab-separated
+    path.write_text("code\tlabel\tdescription\tlang\nA1\tBaker\tBakes\tnb\nA 2\tData scientist\t\ten\nA3\tNurse\tCares\t\n",
+                    encoding="utf-16")  # fmt: skip
+    assert "0 terms added, 0 updated, 3 unchanged" in ok(
+        "import-terms", "--scheme", "titles", "--csv", str(path), "--db", store_url
+    )
     path.write_text("code,label\nA1,Master baker\n", encoding="utf-8")
     assert "0 terms added, 1 updated, 0 unchanged" in ok(
         "import-terms", "--scheme", "titles", "--csv", str(path), "--db", store_url

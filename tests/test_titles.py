@@ -61,6 +61,9 @@ def test_titles_become_a_dataset_over_the_chosen_languages(taxonomy: Taxonomy, t
     spreadsheet = write_titles(tmp_path / "sheet.csv", [*labels, ("", labels[0][1]), ("Baker", "http://example.org/gone")],
                                delimiter=";")  # fmt: skip
     assert titles_dataset(spreadsheet, taxonomy, ["en"])[0].queries == dataset.queries
+    unicode_text = tmp_path / "sheet.txt"  # a spreadsheet's "Unicode Text": UTF-16 with its mark, tabs
+    unicode_text.write_bytes(spreadsheet.read_text(encoding="utf-8-sig").replace(";", "\t").encode("utf-16"))
+    assert titles_dataset(unicode_text, taxonomy, ["en"])[0].queries == dataset.queries
     # one language may come as a bare string: "en", not the languages "e" and "n"
     bare, _ = titles_dataset(path, taxonomy, "en")
     assert bare.corpus_ids == dataset.corpus_ids
