@@ -145,7 +145,12 @@ class Taxonomy:
 
     @property
     def languages(self) -> list[str]:
-        return sorted({lang for c in self.concepts for lang in c.labels})
+        """The languages of its labels, sorted; worked out once (nothing changes a Taxonomy once
+        built), as the Link page asks three times a rerun and each pass read 75k label sets."""
+        known = self.__dict__.get("_languages")
+        if known is None:
+            known = self.__dict__["_languages"] = tuple(sorted({lang for c in self.concepts for lang in c.labels}))
+        return list(known)
 
     def missing_languages(self, languages: Iterable[str]) -> list[str]:
         """Those of ``languages`` the taxonomy has no labels in, in the order given."""

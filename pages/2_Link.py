@@ -52,6 +52,19 @@ BUTTONS = (
 )
 PICK_KEYS = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "0")  # candidates 1..10
 STATUS_FILTERS = ("todo", "unsure", "done", "all")
+HOURLY_CHART = {
+    "width": {"step": 28},  # a bar per hour at most 24 wide, not one bar the page's width
+    "mark": {"type": "bar", "tooltip": True},
+    "encoding": {
+        "x": {"field": "hour", "type": "ordinal", "sort": None, "title": "hour (UTC)", "axis": {"labelAngle": -45}},
+        "y": {
+            "field": "decisions",
+            "type": "quantitative",
+            "title": "decisions",
+            "axis": {"format": "d", "tickMinStep": 1},
+        },
+    },
+}
 
 # -- queue filters (sidebar) ------------------------------------------------------------------
 names = [s.name for s in schemes]
@@ -412,7 +425,8 @@ st.caption(
 
 with st.expander("Your decisions per hour (last 24 h, UTC)"):
     if hourly:
-        st.bar_chart(pd.DataFrame({"hour": [h.hour for h in hourly], "decisions": [h.decisions for h in hourly]}),
-                     x="hour", y="decisions")  # fmt: skip
+        # A Vega-Lite spec of our own: st.bar_chart validated an Altair chart on every rerun (17 ms)
+        st.vega_lite_chart(pd.DataFrame({"hour": [f"{h.hour:%a %H}h" for h in hourly], "decisions": [h.decisions for h in hourly]}),
+                           HOURLY_CHART, width="content")  # fmt: skip
     else:
         st.caption("None yet.")

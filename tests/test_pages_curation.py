@@ -3,10 +3,12 @@ data folder holding one real dataset (nor_q_no_c_no) and one crosswalk (nor_no).
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -100,6 +102,9 @@ def test_accept_a_candidate_then_see_it_on_the_crosswalk_page(started: str) -> N
     button(app, "Exact").click().run()
     assert not app.exception
     assert app.subheader[0].value == first[1].label  # the accepted term left the todo queue
+    [hourly] = app.get("vega_lite_chart")  # "Your decisions per hour": this one, in this hour
+    per_hour = pa.ipc.open_stream(hourly.proto.data.data).read_pandas()
+    assert list(per_hour["decisions"]) == [1] and json.loads(hourly.proto.spec)["mark"]["type"] == "bar"
     with Store(started) as store:
         [decision] = store.current(first[0].id)
         assert decision.concept_uri == table.iloc[0]["uri"]

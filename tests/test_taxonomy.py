@@ -85,6 +85,8 @@ def test_esco_csv_with_undecodable_byte(tmp_path: Path, esco_csv: Path) -> None:
 
 def test_melo_union_covers_21_languages_and_every_corpus(melo_union: Taxonomy, datasets_dir: Path) -> None:
     assert len(melo_union.languages) == 21
+    melo_union.languages.append("xx")  # worked out once, but each caller gets its own list
+    assert "xx" not in melo_union.languages and melo_union.missing_languages(["xx", "en"]) == ["xx"]
     # Every concept of every corpus is in the union (datasets come from different ESCO
     # versions, so element numbering differs; concepts are matched by URI).
     for name in ("deu_q_de_c_de", "nor_q_no_c_en", "bgr_q_bg_c_bg"):
