@@ -12,6 +12,7 @@ country. Titles are evaluation data only: nothing here turns them into mentions 
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from melo_core.builder import LabelCorpus
 from melo_core.datasets import MeloDataset
 from melo_core.errors import MeloInputError
 from melo_core.taxonomy import Taxonomy, language_codes
-from melo_core.tsv import UTF8_HINT, sniff_delimiter, text_encoding
+from melo_core.tsv import read_text, sniff_delimiter
 
 # Dataset names of title sets start with this; MELO names start with a country.
 TITLES_PREFIX = "titles_"
@@ -53,24 +54,16 @@ def read_titles(path: str | Path, title_column: str = DEFAULT_TITLE_COLUMN,
     path = Path(path)
     if not path.is_file():
         raise MeloInputError("titles file not found", path)
-    with path.open("rb") as raw:
-        encoding = "utf-16" if text_encoding(raw.read(2)) == "utf-16" else "utf-8-sig"
+    text = read_text(path)  # UTF-8, or UTF-16 with its mark (a spreadsheet's "Unicode Text")
     try:
-        with path.open(encoding=encoding, newline="") as handle:
-            delimiter = sniff_delimiter(handle.readline())
-            handle.seek(0)
-            reader = csv.DictReader(handle, delimiter=delimiter)
-            header = reader.fieldnames or []
-            missing = [c for c in (title_column, uri_column) if c not in header]
-            if missing:
-                raise MeloInputError(f"no column {' or '.join(map(repr, missing))} (the header has "
-                                     f"{', '.join(map(repr, header)) or 'nothing'}); choose with --title-column "
-                                     "and --uri-column", path)  # fmt: skip
-            return [((row[title_column] or "").strip(), (row[uri_column] or "").strip()) for row in reader]
-    except UnicodeDecodeError as exc:
-        if encoding == "utf-16":
-            raise MeloInputError(f"not valid UTF-16 text: {exc}", path) from None
-        raise MeloInputError(f"not UTF-8 text ({UTF8_HINT}): {exc}", path) from None
+        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=sniff_delimiter(text))
+        header = reader.fieldnames or []
+        missing = [c for c in (title_column, uri_column) if c not in header]
+        if missing:
+            raise MeloInputError(f"no column {' or '.join(map(repr, missing))} (the header has "
+                                 f"{', '.join(map(repr, header)) or 'nothing'}); choose with --title-column "
+                                 "and --uri-column", path)  # fmt: skip
+        return [((row[title_column] or "").strip(), (row[uri_column] or "").strip()) for row in reader]
     except csv.Error as exc:
         raise MeloInputError(f"not a readable CSV file: {exc}", path) from None
 

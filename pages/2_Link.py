@@ -53,7 +53,7 @@ BUTTONS = (
 PICK_KEYS = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "0")  # candidates 1..10
 STATUS_FILTERS = ("todo", "unsure", "done", "all")
 HOURLY_CHART = {
-    "width": {"step": 28},  # a bar per hour at most 24 wide, not one bar the page's width
+    "width": {"step": 28},  # each hour's bar 28 px wide (24 hours at most), not one bar the page's width
     "mark": {"type": "bar", "tooltip": True},
     "encoding": {
         "x": {"field": "hour", "type": "ordinal", "sort": None, "title": "hour (UTC)", "axis": {"labelAngle": -45}},

@@ -83,6 +83,11 @@ def test_bad_titles_files_say_what_is_wrong(taxonomy: Taxonomy, tmp_path: Path) 
         titles_dataset(gone, taxonomy, ["xx"])
     with pytest.raises(MeloInputError, match="not found"):
         titles_dataset(tmp_path / "missing.csv", taxonomy, ["en"])
+    latin = tmp_path / "latin.csv"  # a spreadsheet's plain CSV
+    latin.write_bytes("vacancyTitle,conceptUri\nBäcker,http://example.org/baker\n".encode("cp1252"))
+    with pytest.raises(MeloInputError, match=r"byte 0xe4 is not valid UTF-8 .*'CSV UTF-8'") as info:
+        titles_dataset(latin, taxonomy, ["en"])
+    assert info.value.line == 2
 
 
 def test_titles_take_known_mentions_from_every_crosswalk(melo_data: Path) -> None:
