@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +22,13 @@ def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=600,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        env=bare_env(),
     )
+
+
+def bare_env() -> dict[str, str]:
+    """No MELO_* settings but the run's cache (``tests/conftest.py::run_cache``)."""
+    return {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MELO_CACHE": os.environ["MELO_CACHE"]}
 
 
 def published_value(melo_data: Path, model: str, dataset: str, metric: str) -> float:
@@ -60,7 +66,7 @@ def test_a_reader_that_stops_early_ends_the_command_quietly() -> None:
     """`python -m melo_core scorers | head -1`: the pipe's reader is gone before the output is
     written; the command says nothing on stderr and exits as a tool killed by SIGPIPE."""
     process = subprocess.Popen([sys.executable, "-m", "melo_core", "scorers"], cwd=ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})  # fmt: skip
+                               stderr=subprocess.PIPE, env=bare_env())  # fmt: skip
     assert process.stdout is not None and process.stderr is not None
     process.stdout.close()  # long before the interpreter has imported the project
     stderr = process.stderr.read().decode()
