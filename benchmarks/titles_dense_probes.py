@@ -22,6 +22,10 @@ Then, on the same vectors:
 - ``--add-encoder SPEC --add-weights W,...``: adds W times a second encoder's score (each label's
   cosine mixed with its concept centroid's, as ``--centroid``; a concept scores its best label),
   to the encoder's or, with ``--pipeline``, to the pipeline's fused concept scores.
+- ``--alias-table`` (with ``--pipeline``): an alias table's exact match first, as entity linkers
+  look a mention up before they score it: the concepts with an English label equal to the title
+  once both are lowercased, folded and lemmatised (the lexical component's text preparation) rank
+  above all others, in the pipeline's order.
 - ``--pool T,...``: the encoder's ``@pool=T`` (``melo_core.scorers.dense.soft_pooled``): a concept
   scores the log-sum-exp of its labels' scores at temperature T instead of its best label's.
 
@@ -33,6 +37,8 @@ Then, on the same vectors:
         --pipeline best --late-interaction 0.05,0.1,0.2,0.4
     python benchmarks/titles_dense_probes.py --data ../shared/melo --titles ../shared/jobbert/titles.csv \
         --pipeline best --add-encoder st:models/minilm-esco --add-weights 0.1,0.2,0.3,0.5
+    python benchmarks/titles_dense_probes.py --data ../shared/melo --titles ../shared/jobbert/titles.csv \
+        --pipeline best --alias-table
 """
 
 from __future__ import annotations
@@ -53,9 +59,11 @@ from melo_core.encoders.cache import cached_encoder
 from melo_core.pipeline import PipelineScorer, load_pipeline
 from melo_core.scorers.dense import concept_centroids, soft_pooled
 from melo_core.taxonomy import cached_taxonomy_from_melo
+from melo_core.text import TextPrep
 from melo_core.titles import titles_dataset
 
 HUB_NEIGHBOURS = 10
+ALIAS = "alias table first"
 CHUNK = 1000
 
 
@@ -155,6 +163,8 @@ def main() -> None:
     parser.add_argument("--pool", type=floats, default=[], help="temperatures of @pool (a concept's log-sum-exp)")
     parser.add_argument("--token-cache", help="folder that keeps the token vectors between runs")
     parser.add_argument("--late-top", type=int, default=50, help="the pipeline's first concepts it re-scores")
+    parser.add_argument("--alias-table", action="store_true", help="with --pipeline: concepts with a label "
+                        "equal to the title (lowercased, folded, lemmatised) first")  # fmt: skip
     parser.add_argument("--pipeline", help="add WordLlama to this pipeline's fused concept scores "
                         "(as `eval` links: known mentions, descriptions) instead of the encoder's")  # fmt: skip
     args = parser.parse_args()
@@ -162,8 +172,8 @@ def main() -> None:
         parser.error("--hubness and --pool probe the encoder alone; leave them out with --pipeline")
     if bool(args.add_encoder) != bool(args.add_weights):
         parser.error("--add-encoder and --add-weights go together")
-    if args.late_interaction and not args.pipeline:
-        parser.error("--late-interaction re-scores a pipeline's candidates; name it with --pipeline")
+    if (args.late_interaction or args.alias_table) and not args.pipeline:
+        parser.error("--late-interaction and --alias-table re-rank a pipeline's candidates; name it with --pipeline")
 
     dataset, report = titles_dataset(args.titles, cached_taxonomy_from_melo(args.data), "en")
     print(report.describe(), f"over {len(dataset.corpus):,} English labels", flush=True)
@@ -188,6 +198,13 @@ def main() -> None:
     added = {f"+ {w} x {args.add_encoder}": w for w in args.add_weights}
     late = {f"+ {w} x late interaction ({kind})": (kind, w) for kind in ("recall", "precision", "f1")
             for w in args.late_interaction}  # fmt: skip
+    if args.alias_table:
+        prepared = TextPrep(lemma_language="en").build()
+        concepts_named: dict[str, set[int]] = {}
+        for label, c in zip(dataset.corpus, concept, strict=True):
+            concepts_named.setdefault(prepared(label), set()).add(int(c))
+        named = [sorted(concepts_named.get(prepared(title), ())) for title in dataset.queries]
+        print(f"{sum(map(bool, named)):,} titles equal a label of {sum(map(len, named)):,} concepts in all", flush=True)
     if late:
         keep = Path(args.token_cache) if args.token_cache else None
         label_tokens = TokenVectors(dataset.corpus, cache=keep / "labels.npz" if keep else None)
@@ -209,7 +226,7 @@ def main() -> None:
         return np.maximum.reduceat(sims[:, order], starts, axis=1)
 
     reciprocal: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {
-        name: [] for name in variants | late | added
+        name: [] for name in [*variants, *late, *added, *([ALIAS] if args.alias_table else [])]
     }
 
     def record(name: str, scores: np.ndarray, wanted: np.ndarray) -> None:
@@ -233,6 +250,13 @@ def main() -> None:
             first = best_label(dense)
             for name, w in added.items():
                 record(name, first + w * second, wanted)
+        if args.alias_table:  # the named concepts above every other, in the pipeline's order among them
+            fused = best_label(dense)
+            lifted = np.where(np.isfinite(fused), fused, np.nanmin(np.where(np.isfinite(fused), fused, np.nan)) - 1)
+            lift_by = lifted.max() - lifted.min() + 1
+            for row, found in enumerate(named[begin : begin + CHUNK]):
+                fused[row, found] = lifted[row, found] + lift_by
+            record(ALIAS, fused, wanted)
         if late:
             fused, ends = best_label(dense), np.r_[starts[1:], len(order)]
             bonus = {kind: np.zeros_like(fused) for kind in ("recall", "precision", "f1")}
