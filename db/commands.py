@@ -293,7 +293,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     given = terms.add_mutually_exclusive_group(required=True)
     given.add_argument(
         "--csv",
-        help="CSV with a header: code,label[,description][,lang] (commas, or semicolons as spreadsheets save them)",
+        help="CSV with a header: code,label[,description][,lang] (commas, or semicolons as spreadsheets save them), "
+        "or an Excel workbook (.xlsx) whose first sheet has those columns",
     )
     given.add_argument("--crosswalk", help="crosswalk code (e.g. nor_no, looked up under --data) or a JSON file")
     given.add_argument("--skos-csv", help="a SKOS CSV written by `export --format skos-csv`")

@@ -370,7 +370,7 @@ def read_skos_csv(path: str | Path) -> TermFile:
 
 # The kinds of term files, as the CLI options and the Import page name them.
 TERM_FORMATS = {
-    "csv": "terms CSV (code,label[,description][,lang])",
+    "csv": "terms CSV or Excel sheet (code,label[,description][,lang])",
     "crosswalk": "standardised crosswalk JSON",
     "skos-csv": "SKOS CSV written by our export (terms and decisions)",
 }

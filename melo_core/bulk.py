@@ -42,7 +42,7 @@ from tqdm import tqdm
 from melo_core.errors import MeloInputError
 from melo_core.memory import kept_until_exit
 from melo_core.output import open_output, replaced_file
-from melo_core.tsv import UTF8_HINT, sniff_delimiter, text_encoding
+from melo_core.tsv import UTF8_HINT, read_text, sniff_delimiter, text_encoding
 
 if TYPE_CHECKING:
     import ray.data
@@ -58,7 +58,8 @@ MANIFEST = "_manifest.json"
 REJECTS = "_rejects"
 FORMATS = ("parquet", "csv")
 # .txt: what a spreadsheet saves as "Unicode Text" (UTF-16, tab-separated, quoted as CSV is)
-INPUT_FORMATS = {".csv": "csv", ".txt": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet", ".pq": "parquet"}
+INPUT_FORMATS = {".csv": "csv", ".txt": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet", ".pq": "parquet",
+                 ".xlsx": "xlsx", ".xlsm": "xlsx"}  # fmt: skip
 COLUMNS = ("row", "rank", "concept_uri", "label", "score", "matched_label", "matched_language")
 SCHEMA = pa.schema([("row", pa.int64()), ("rank", pa.int32()), ("concept_uri", pa.string()),
                     ("label", pa.string()), ("score", pa.float64()), ("matched_label", pa.string()),
@@ -226,7 +227,7 @@ class BatchLinker:
 
 
 def input_format(path: str | Path, given: str | None = None) -> str:
-    """csv, tsv or parquet: ``given``, else from the file name's suffix."""
+    """csv, tsv, parquet or xlsx: ``given``, else from the file name's suffix."""
     if given:
         return given
     suffixes = Path(str(path)).suffixes
@@ -342,15 +343,21 @@ class InputBatches:
                     raise _missing_column(self.path, self.column, names)
                 self.total_rows = parquet.metadata.num_rows
                 return parquet.iter_batches(batch_size=self.batch_size, columns=[self.column])
-            layout = text_layout(self.path, self.format)
-            self._stream = pa.input_stream(str(self.path), compression="detect")
-            read, parse, convert = csv_options(self.format, None, layout)
+            if self.format == "xlsx":  # the first sheet, read as the CSV text it would save
+                text = read_text(self.path).encode("utf-8")
+                self.size = len(text)  # the progress bar follows the reader through that text
+                fmt, layout, source = "csv", TextLayout(), lambda: pa.BufferReader(text)
+            else:
+                fmt, layout = self.format, text_layout(self.path, self.format)
+                source = lambda: pa.input_stream(str(self.path), compression="detect")  # noqa: E731
+            self._stream = source()
+            read, parse, convert = csv_options(fmt, None, layout)
             header = pacsv.open_csv(self._stream, read_options=read, parse_options=parse,
                                     convert_options=convert).schema.names  # fmt: skip
             if self.column not in header:
                 raise _missing_column(self.path, self.column, header)
-            self._stream = pa.input_stream(str(self.path), compression="detect")
-            read, parse, convert = csv_options(self.format, self.column, layout)
+            self._stream = source()
+            read, parse, convert = csv_options(fmt, self.column, layout)
             return iter(pacsv.open_csv(self._stream, read_options=read, parse_options=parse, convert_options=convert))
         except OSError as exc:
             raise MeloInputError(f"cannot read file ({exc.strerror or exc})", self.path) from None
@@ -637,6 +644,11 @@ def ray_titles(path: str, column: str, fmt_in: str, batch_size: int) -> tuple[ra
     try:
         if fmt_in == "parquet":
             dataset = ray.data.read_parquet(path, columns=[column])
+        elif fmt_in == "xlsx":  # a sheet is at most 1,048,576 rows: read here, as the CSV text it would save
+            text = read_text(Path(path)).encode("utf-8")
+            read, parse, convert = csv_options("csv", None)
+            dataset = ray.data.from_arrow(pacsv.read_csv(pa.BufferReader(text), read_options=read,
+                                                         parse_options=parse, convert_options=convert))  # fmt: skip
         else:
             read, parse, convert = csv_options(fmt_in, None, text_layout(path, fmt_in))
             dataset = ray.data.read_csv(path, read_options=read, parse_options=parse, convert_options=convert)

@@ -590,8 +590,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--data", default=config.data_dir(), help=data_help)
     ev.add_argument("--datasets", help="'all' (default without --titles), or comma-separated dataset names or "
                     "folder paths")  # fmt: skip
-    ev.add_argument("--titles", help="also (or, without --datasets, only) a CSV of job-ad titles with their ESCO "
-                    "concept URIs, ranked against the ESCO labels of --langs: concept-level metrics to depth 100")  # fmt: skip
+    ev.add_argument("--titles", help="also (or, without --datasets, only) a CSV (or an Excel workbook's first "
+                    "sheet) of job-ad titles with their ESCO concept URIs, ranked against the ESCO labels of --langs: concept-level metrics to depth 100")  # fmt: skip
     ev.add_argument("--title-column", default=DEFAULT_TITLE_COLUMN,
                     help=f"--titles: the column of titles (default {DEFAULT_TITLE_COLUMN})")  # fmt: skip
     ev.add_argument("--uri-column", default=DEFAULT_URI_COLUMN,
@@ -678,9 +678,10 @@ def build_parser() -> argparse.ArgumentParser:
     ln.add_argument("--query", help="one occupation name")
     ln.add_argument(
         "--input",
-        help="CSV (comma or semicolon, as its header shows), TSV or Parquet file with a header (the ray engine: also a folder or URI)",
+        help="CSV (comma or semicolon, as its header shows), TSV, Parquet or Excel (.xlsx: its first sheet) file "
+        "with a header (the ray engine: also a folder or URI)",
     )
-    ln.add_argument("--input-format", choices=("csv", "tsv", "parquet"), help="default: from the file name")
+    ln.add_argument("--input-format", choices=("csv", "tsv", "parquet", "xlsx"), help="default: from the file name")
     ln.add_argument("--column", help="the column holding the names")
     ln.add_argument("--out", help="FILE.csv (- for stdout): row,rank,concept_uri,label,score,...; or a FOLDER: one "
                     "shard per batch (resumable), rejected rows in FOLDER/_rejects")  # fmt: skip

@@ -1,4 +1,5 @@
-"""Strict readers for the benchmark's TSV files and for CSV exports, and a CSV writer for outputs.
+"""Strict readers for the benchmark's TSV files and for CSV exports (or an Excel workbook's first
+sheet, read as the CSV it would save), and a CSV writer for outputs.
 
 Every problem is reported with the file and 1-based line number, because these files are
 often hand-edited or produced by other tools.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import datetime
 import io
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -26,14 +28,69 @@ def text_encoding(head: bytes) -> str:
     return "utf-16" if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else "utf-8"
 
 
+XLSX_MAGIC = b"PK\x03\x04"  # an Excel workbook (.xlsx, .xlsm) is a zip archive
+XLS_MAGIC = b"\xd0\xcf\x11\xe0"  # Excel 97-2003 (.xls): an OLE2 compound file
+
+
+def is_workbook(head: bytes) -> bool:
+    return head.startswith(XLSX_MAGIC)
+
+
+def sheet_text(data: bytes, path: Path) -> str:
+    """The first worksheet of an Excel workbook as the CSV text the spreadsheet would save as
+    "CSV UTF-8": one line per row (an empty row a blank line, which the readers skip), so a line
+    number is the sheet's row number while no cell holds a line break. Formulas give the value
+    Excel last computed; a whole number is written without ".0", with the leading zeros a format
+    such as "0000" shows (ISCO's "0110"); a date as ISO 8601."""
+    from openpyxl import load_workbook  # only for workbooks: 0.2 s to import
+
+    try:
+        book = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+    except Exception as exc:  # a damaged or foreign zip: zipfile, KeyError, openpyxl's own errors
+        raise MeloInputError(f"cannot read as an Excel workbook ({type(exc).__name__}: {exc})", path) from None
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    try:
+        for row in book.worksheets[0].iter_rows():
+            cells = [_cell_text(cell.value, getattr(cell, "number_format", "General")) for cell in row]
+            while cells and not cells[-1]:
+                cells.pop()  # formatted but empty cells at the end of the row
+            writer.writerow(cells)
+    finally:
+        book.close()
+    return out.getvalue()
+
+
+_ZEROS = re.compile(r"0+")  # a number format such as "0000": leading zeros shown, as codes need
+
+
+def _cell_text(value: object, number_format: str) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # 2611.0: a code typed as a number
+    if isinstance(value, int):
+        return str(value).zfill(len(number_format)) if _ZEROS.fullmatch(number_format) else str(value)
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    return str(value)
+
+
 def read_text(path: Path) -> str:
-    """Read a UTF-8 (or marked UTF-16) file; an undecodable byte is reported with its line number."""
+    """Read a UTF-8 (or marked UTF-16) file, or an Excel workbook's first sheet as CSV text
+    (``sheet_text``); an undecodable byte is reported with its line number."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise MeloInputError("file not found", path) from None
     except OSError as exc:
         raise MeloInputError(f"cannot read file ({exc.strerror})", path) from None
+    if is_workbook(data):
+        return sheet_text(data, path)
+    if data.startswith(XLS_MAGIC):
+        raise MeloInputError("an Excel 97-2003 workbook (.xls): save it as .xlsx or as 'CSV UTF-8'", path)
     encoding = text_encoding(data)
     try:
         text = data.decode(encoding)
@@ -79,21 +136,22 @@ def read_csv_records(path: Path, required: list[str]) -> Iterator[tuple[int, dic
     The line number is that of the record's first physical line (cells may span lines).
     """
     text = read_text(path)
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=sniff_delimiter(text))
-    header = reader.fieldnames or []
-    missing = [name for name in required if name not in header]
-    if missing:
-        raise MeloInputError(
-            f"missing column(s) {', '.join(missing)}; found {', '.join(header) or 'no header'}",
-            path,
-            1,
-        )
-    start = reader.line_num + 1
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sniff_delimiter(text))
     try:
-        for row in reader:
-            if None in row:
-                raise MeloInputError("row has more cells than the header", path, start)
-            yield start, {k: (v or "") for k, v in row.items()}
+        header = next(reader, [])
+        missing = [name for name in required if name not in header]
+        if missing:
+            raise MeloInputError(
+                f"missing column(s) {', '.join(missing)}; found {', '.join(header) or 'no header'}",
+                path,
+                1,
+            )
+        start = reader.line_num + 1
+        for cells in reader:  # not csv.DictReader: it skips blank lines unseen, and lines after them were misnumbered
+            if cells:
+                if len(cells) > len(header):
+                    raise MeloInputError("row has more cells than the header", path, start)
+                yield start, dict(zip(header, [*cells, *[""] * (len(header) - len(cells))], strict=True))
             start = reader.line_num + 1
     except csv.Error as exc:
         raise MeloInputError(f"malformed CSV ({exc})", path, reader.line_num) from None

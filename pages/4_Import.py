@@ -114,8 +114,8 @@ with file_tab:
         key="import_with_decisions",
         disabled=file_format != "crosswalk",
     )
-    # txt: a spreadsheet's "Unicode Text" (UTF-16, tab-separated)
-    uploaded = st.file_uploader("Term file", type=["csv", "txt", "json"], key="import_terms_file")
+    # txt: a spreadsheet's "Unicode Text" (UTF-16, tab-separated); xlsx: a workbook's first sheet
+    uploaded = st.file_uploader("Term file", type=["csv", "txt", "xlsx", "json"], key="import_terms_file")
     if st.button("Import the terms", key="import_terms_go", type="primary", disabled=uploaded is None):
         if not scheme:
             st.error("Give the scheme a name first.")

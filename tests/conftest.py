@@ -135,6 +135,28 @@ def write_tsv(path: Path, rows: list[tuple[str, ...]]) -> None:
     path.write_text("".join("\t".join(r) + "\n" for r in rows), encoding="utf-8")
 
 
+def write_workbook(path: Path, rows: list[list[object]], styled_empty_column: int | None = None,
+                   number_formats: dict[str, str] | None = None) -> Path:  # fmt: skip
+    """An Excel workbook whose first sheet holds ``rows`` (numbers stay numbers), written by
+    openpyxl; a second sheet that no reader should see. ``styled_empty_column``: a bold cell
+    without a value in that column of the header row, as a spreadsheet leaves after formatting;
+    ``number_formats``: cell ("A2") -> number format ("0000")."""
+    from openpyxl import Workbook
+    from openpyxl.styles import Font
+
+    book = Workbook()
+    sheet = book.active
+    for row in rows:
+        sheet.append(row)
+    if styled_empty_column is not None:
+        sheet.cell(row=1, column=styled_empty_column).font = Font(bold=True)
+    for cell, number_format in (number_formats or {}).items():
+        sheet[cell].number_format = number_format
+    book.create_sheet("notes").append(["not", "this", "sheet"])
+    book.save(path)
+    return path
+
+
 @pytest.fixture
 def tiny_dataset(tmp_path: Path) -> Path:
     """A hand-made dataset folder in the official layout (no concept_mapping.tsv, like older releases)."""

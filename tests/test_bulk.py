@@ -36,6 +36,7 @@ from melo_core.bulk import (
     run_local,
     text_layout,
 )
+from tests.conftest import write_workbook
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -150,12 +151,14 @@ def test_a_semicolon_separated_csv_and_unicode_text_link_as_the_comma_separated_
     with unicode_text.open("w", encoding="utf-16", newline="") as handle:
         csv.writer(handle, delimiter="\t").writerows([["code", "title"], *([i, t] for i, t in enumerate(chosen))])
     assert text_layout(unicode_text, "csv") == TextLayout("utf-16", "\t")
+    # An Excel workbook's first sheet: codes as numbers, a formatted empty cell after the header
+    workbook = write_workbook(tmp_path / "sheet.xlsx", [["code", "title"], *([i, t] for i, t in enumerate(chosen))], 4)
     linked = []
-    for source in (comma, semicolon, unicode_text):
+    for source in (comma, semicolon, unicode_text, workbook):
         code, _, err = run_cli(*link_args(nor_data, source, tmp_path / f"{source.name}.links.csv"))
         assert code == 0, err
         linked.append((tmp_path / f"{source.name}.links.csv").read_text(encoding="utf-8"))
-    assert linked[0] == linked[1] == linked[2] and len(linked[0].splitlines()) == 1 + 3 * len(chosen)
+    assert linked[0] == linked[1] == linked[2] == linked[3] and len(linked[0].splitlines()) == 1 + 3 * len(chosen)
 
 
 def test_a_killed_run_resumes_and_every_row_is_written_exactly_once(
@@ -241,6 +244,11 @@ def test_the_ray_engine_gives_its_actors_blocks_of_one_batch_with_row_positions(
         context.execution_options.preserve_order = True
         numbered, count = ray_titles(str(source), "title", "csv", 32)
         blocks = list(numbered.iter_batches(batch_size=None, batch_format="pyarrow"))
+        workbook = write_workbook(
+            tmp_path / "titles.xlsx", [["code", "title"], *[[i, t] for i, t in enumerate(titles)]]
+        )
+        from_sheet, sheet_count = ray_titles(str(workbook), "title", "xlsx", 32)
+        sheet_blocks = list(from_sheet.iter_batches(batch_size=None, batch_format="pyarrow"))
     finally:
         context.execution_options.preserve_order = ordered
         ray.shutdown()
@@ -248,6 +256,9 @@ def test_the_ray_engine_gives_its_actors_blocks_of_one_batch_with_row_positions(
     assert max(b.num_rows for b in blocks) <= 32 and sum(b.num_rows for b in blocks) == 300
     assert [r for b in blocks for r in b.column("row").to_pylist()] == list(range(300))
     assert [t for b in blocks for t in b.column("title").to_pylist()] == titles
+    assert sheet_count == 300 and max(b.num_rows for b in sheet_blocks) <= 32  # the workbook reads as its CSV
+    assert [(r, t) for b in sheet_blocks for r, t in zip(b.column("row").to_pylist(), b.column("title").to_pylist(),
+                                                          strict=True)] == list(enumerate(titles))  # fmt: skip
 
 
 def test_bad_input_exits_2_with_one_line_or_rejects_the_row(nor_data: Path, titles: list[str], tmp_path: Path) -> None:
@@ -272,6 +283,19 @@ def test_bad_input_exits_2_with_one_line_or_rejects_the_row(nor_data: Path, titl
     fake.write_text("title\nlege\n", encoding="utf-8")
     code, _, err = run_cli(*link_args(nor_data, fake, tmp_path / "out"))
     assert code == 2 and len(err.splitlines()) == 1 and "cannot read as PARQUET" in err
+    sheet = write_workbook(tmp_path / "names.xlsx", [["code", "name"], [1, "lege"]])
+    code, _, err = run_cli(*link_args(nor_data, sheet, tmp_path / "out"))
+    assert code == 2 and err.splitlines() == [f"error: {sheet}:1: missing column title; found code, name"]
+    damaged = tmp_path / "damaged.xlsx"
+    damaged.write_bytes(sheet.read_bytes()[:300])  # a download cut short: a zip without its directory
+    code, _, err = run_cli(*link_args(nor_data, damaged, tmp_path / "out"))
+    assert code == 2 and len(err.splitlines()) == 1 and "cannot read as an Excel workbook" in err
+    old_excel = tmp_path / "old.xlsx"  # Excel 97-2003's format, whatever the name says
+    old_excel.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504))
+    code, _, err = run_cli(*link_args(nor_data, old_excel, tmp_path / "out"))
+    assert code == 2 and err.splitlines() == [
+        f"error: {old_excel}: an Excel 97-2003 workbook (.xls): save it as .xlsx or as 'CSV UTF-8'"]  # fmt: skip
+    assert not (tmp_path / "out").exists()
 
     huge = "lege " * (2 * 2**20)  # 10 MB
     feed = write_titles(tmp_path / "feed.csv", [titles[0], "", huge, titles[1], "   "])

@@ -12,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from db.store import Store
+from tests.conftest import write_workbook
 
 ROOT = Path(__file__).resolve().parent.parent
 IMPORT = "pages/4_Import.py"
@@ -40,7 +41,7 @@ def upload_terms(app: AppTest, scheme: str, name: str, content: bytes, file_form
     return app
 
 
-def test_upload_a_terms_csv_twice_changes_nothing_the_second_time(url: str) -> None:
+def test_upload_a_terms_csv_twice_changes_nothing_the_second_time(url: str, tmp_path: Path) -> None:
     content = "code,label,description,lang\nB1,Bäcker,backt Brot,de\nB2,Konditor,,de\n".encode()
     app = upload_terms(import_page(), "titles", "titles.csv", content)
     assert [s.value for s in app.success] == ["scheme titles: 2 terms added, 0 updated, 0 unchanged"]
@@ -51,6 +52,12 @@ def test_upload_a_terms_csv_twice_changes_nothing_the_second_time(url: str) -> N
             ("B2", "Konditor", ""),
         ]
     app.button(key="import_terms_go").click().run()  # the same upload again
+    assert [s.value for s in app.success] == ["scheme titles: 0 terms added, 0 updated, 2 unchanged"]
+    # the same terms as an Excel workbook, which the uploader offers
+    assert ".xlsx" in app.file_uploader(key="import_terms_file").proto.type
+    workbook = write_workbook(tmp_path / "titles.xlsx", [["code", "label", "description", "lang"],
+                                                         ["B1", "Bäcker", "backt Brot", "de"], ["B2", "Konditor", None, "de"]])  # fmt: skip
+    app = upload_terms(app, "titles", "titles.xlsx", workbook.read_bytes())
     assert [s.value for s in app.success] == ["scheme titles: 0 terms added, 0 updated, 2 unchanged"]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from db.store import Store
 from db.testing import run_cli, run_cli_ok, snapshot
 from melo_core.taxonomy import taxonomy_from_esco_csv, taxonomy_from_melo
+from tests.conftest import write_workbook
 
 cli, ok = run_cli, run_cli_ok
 
@@ -151,6 +153,12 @@ def test_import_terms_csv_is_idempotent_and_updates_changed_terms(store_url: str
     assert "0 terms added, 0 updated, 3 unchanged" in ok(
         "import-terms", "--scheme", "titles", "--csv", str(path), "--db", store_url
     )
+    # and from an Excel workbook's first sheet (empty cells, a row that stops after its description)
+    sheet = write_workbook(tmp_path / "titles.xlsx", [["code", "label", "description", "lang"], ["A1", "Baker", "Bakes", "nb"],
+                                                      ["A 2", "Data scientist", None, "en"], ["A3", "Nurse", "Cares"]])  # fmt: skip
+    assert "0 terms added, 0 updated, 3 unchanged" in ok(
+        "import-terms", "--scheme", "titles", "--csv", str(sheet), "--db", store_url
+    )
     path.write_text("code,label\nA1,Master baker\n", encoding="utf-8")
     assert "0 terms added, 1 updated, 0 unchanged" in ok(
         "import-terms", "--scheme", "titles", "--csv", str(path), "--db", store_url
@@ -164,6 +172,20 @@ def test_import_terms_csv_is_idempotent_and_updates_changed_terms(store_url: str
         "import-terms", "--scheme", "titles", "--csv", str(path), "--kind", "terminology", "--db", store_url
     )
     assert "exists with kind 'job-titles'" in line
+    # codes typed as numbers in a sheet read as shown: not "2612.0", and "0110" where the format
+    # shows four digits; a date reads as ISO 8601
+    codes = write_workbook(tmp_path / "codes.xlsx", [["code", "label", "description"], [110, "Officers", None],
+                                                     [2611, "Lawyers", None], [2612.0, "Judges", datetime(2024, 5, 1)]],
+                           number_formats={"A2": "0000"})  # fmt: skip
+    assert "3 terms added" in ok("import-terms", "--scheme", "isco", "--csv", str(codes), "--db", store_url)
+    with Store(store_url) as store:
+        assert [(t.code, t.description) for t in store.terms("isco")] == [
+            ("0110", ""), ("2611", ""), ("2612", "2024-05-01T00:00:00")]  # fmt: skip
+    # a bad cell is reported with its row in the sheet
+    line = rejected("import-terms", "--scheme", "isco", "--csv",
+                    str(write_workbook(tmp_path / "bad.xlsx", [["code", "label"], ["A", "Alpha"], [None, None], ["B", None]])),
+                    "--db", store_url)  # fmt: skip
+    assert "bad.xlsx:4" in line and "empty label" in line
 
 
 def test_base_uri_gives_the_terms_uris(tmp_path: Path) -> None:
@@ -181,6 +203,7 @@ BAD_CSVS = [
     (b"code,description\nA,Alpha\n", 1, None, "missing column(s) label"),
     (b"code,label,label\nA,Alpha,B\n", 1, "label", "twice"),
     (b"code,label\nA,Alpha\nB,\n", 3, "label", "empty label"),
+    (b"code,label\nA,Alpha\n\nB,\n", 4, "label", "empty label"),  # after a blank line (line 3 before)
     (b"code,label\nA,Alpha\n,Beta\n", 3, "code", "empty code"),
     (b"code,label\nA,Alpha\nA,Again\n", 3, "code", "duplicate code 'A' (first on line 2)"),
     (b"code,label,lang\nA,Alpha,no\nB,Beta,english\n", 3, "lang", "not a language code"),

@@ -12,6 +12,7 @@ from melo_core.errors import MeloInputError
 from melo_core.scorers.known_mentions import crosswalk_mentions, dataset_mentions
 from melo_core.taxonomy import Taxonomy, cached_taxonomy_from_melo
 from melo_core.titles import titles_dataset
+from tests.conftest import write_workbook
 from tests.test_cli import cli
 
 JOBBERT = Path(__file__).resolve().parent.parent.parent / "shared" / "jobbert" / "titles.csv"
@@ -64,6 +65,12 @@ def test_titles_become_a_dataset_over_the_chosen_languages(taxonomy: Taxonomy, t
     unicode_text = tmp_path / "sheet.txt"  # a spreadsheet's "Unicode Text": UTF-16 with its mark, tabs
     unicode_text.write_bytes(spreadsheet.read_text(encoding="utf-8-sig").replace(";", "\t").encode("utf-16"))
     assert titles_dataset(unicode_text, taxonomy, ["en"])[0].queries == dataset.queries
+    # an Excel workbook's first sheet, the same rows (an empty row between them is skipped)
+    rows = [["vacancyTitle", "conceptUri"], *map(list, labels[:2]), [None, None], *map(list, labels[2:]),
+            ["", labels[0][1]], ["Baker", "http://example.org/gone"]]  # fmt: skip
+    workbook, workbook_report = titles_dataset(write_workbook(tmp_path / "ads.xlsx", rows), taxonomy, ["en"])
+    assert (workbook.name, workbook.queries, workbook.relevant) == (dataset.name, dataset.queries, dataset.relevant)
+    assert (workbook_report.rows, workbook_report.kept, workbook_report.empty) == (7, 5, 1)
     # one language may come as a bare string: "en", not the languages "e" and "n"
     bare, _ = titles_dataset(path, taxonomy, "en")
     assert bare.corpus_ids == dataset.corpus_ids
