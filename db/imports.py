@@ -47,7 +47,7 @@ from db.store import IMPORT_CURATOR_PREFIX, Store, search_text
 from melo_core.crosswalk import load_crosswalk
 from melo_core.errors import MeloInputError
 from melo_core.taxonomy import Taxonomy
-from melo_core.tsv import read_csv_records, read_text, sniff_delimiter
+from melo_core.tsv import header_row, read_csv_records, read_text, sniff_delimiter
 
 TERM_CSV_COLUMNS = ("code", "label", "description", "lang")
 # Mirrors melo_core.crosswalk: the relations of the standardised crosswalk JSON, and its aliases.
@@ -128,11 +128,11 @@ def _check_code(path: Path, line: int, column: str, code: str, first_seen: dict[
 def read_terms_csv(path: str | Path) -> TermFile:
     """``code,label[,description][,lang]`` with a header; one term per row."""
     path = Path(path)
-    header = _csv_header(path)
+    header, header_line = _csv_header(path)
     unknown = [name for name in header if name not in TERM_CSV_COLUMNS]
     if unknown:
         raise MeloInputError(
-            f"column {unknown[0]!r}: unknown column (expected code,label[,description][,lang])", path, 1
+            f"column {unknown[0]!r}: unknown column (expected code,label[,description][,lang])", path, header_line
         )
     terms: list[TermRecord] = []
     first_seen: dict[str, int] = {}
@@ -153,17 +153,19 @@ def read_terms_csv(path: str | Path) -> TermFile:
         description = row.get("description", "").strip() if "description" in header else None
         terms.append(TermRecord(line, code, label, description, language))
     if not terms:
-        raise MeloInputError("no terms (only a header)", path, 1)
+        raise MeloInputError("no terms (only a header)", path, header_line)
     return TermFile(path, terms)
 
 
-def _csv_header(path: Path) -> list[str]:
+def _csv_header(path: Path) -> tuple[list[str], int]:
+    """The header of a CSV (its first row that is not an empty line) and its line."""
     text = read_text(path)
-    header = next(csv.reader(io.StringIO(text, newline=""), delimiter=sniff_delimiter(text)), [])
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sniff_delimiter(text))
+    header = header_row(reader)
     duplicates = sorted({name for name in header if header.count(name) > 1})
     if duplicates:
-        raise MeloInputError(f"column {duplicates[0]!r}: appears twice in the header", path, 1)
-    return header
+        raise MeloInputError(f"column {duplicates[0]!r}: appears twice in the header", path, reader.line_num)
+    return header, max(reader.line_num, 1)
 
 
 def _key_offset(text: str, key: str, start: int = 0) -> int | None:
@@ -294,14 +296,15 @@ def read_crosswalk(path: str | Path, with_decisions: bool = False) -> TermFile:
 def read_skos_csv(path: str | Path) -> TermFile:
     """Our own SKOS CSV export: terms, and the decisions of the crosswalk it was exported from."""
     path = Path(path)
-    header = _csv_header(path)
+    header, header_line = _csv_header(path)
     if tuple(header) != SKOS_COLUMNS:
         missing = [c for c in SKOS_COLUMNS if c not in header]
         extra = [c for c in header if c not in SKOS_COLUMNS]
         detail = (
             f"missing column {missing[0]!r}" if missing else f"unknown column {extra[0]!r}" if extra else "wrong order"
         )
-        raise MeloInputError(f"not a MELO SKOS CSV ({detail}); expected header {','.join(SKOS_COLUMNS)}", path, 1)
+        raise MeloInputError(f"not a MELO SKOS CSV ({detail}); expected header {','.join(SKOS_COLUMNS)}", path,
+                             header_line)  # fmt: skip
     terms: dict[str, TermRecord] = {}
     uris: dict[str, tuple[str, int]] = {}
     decisions: list[DecisionRecord] = []
@@ -361,7 +364,7 @@ def read_skos_csv(path: str | Path) -> TermFile:
             DecisionRecord(line, code, target, outcome, curator, decided_at, row["target_label"].strip() or None)
         )
     if not terms:
-        raise MeloInputError("no terms (only a header)", path, 1)
+        raise MeloInputError("no terms (only a header)", path, header_line)
     return TermFile(path, list(terms.values()), decisions)
 
 

@@ -20,7 +20,7 @@ from melo_core.builder import LabelCorpus
 from melo_core.datasets import MeloDataset
 from melo_core.errors import MeloInputError
 from melo_core.taxonomy import Taxonomy, language_codes
-from melo_core.tsv import read_text, sniff_delimiter
+from melo_core.tsv import header_row, read_text, sniff_delimiter
 
 # Dataset names of title sets start with this; MELO names start with a country.
 TITLES_PREFIX = "titles_"
@@ -57,7 +57,7 @@ def read_titles(path: str | Path, title_column: str = DEFAULT_TITLE_COLUMN,
     text = read_text(path)  # UTF-8, or UTF-16 with its mark (a spreadsheet's "Unicode Text")
     try:
         reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=sniff_delimiter(text))
-        header = reader.fieldnames or []
+        header = reader.fieldnames = header_row(reader.reader)
         missing = [c for c in (title_column, uri_column) if c not in header]
         if missing:
             raise MeloInputError(f"no column {' or '.join(map(repr, missing))} (the header has "

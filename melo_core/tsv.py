@@ -106,12 +106,19 @@ CSV_DELIMITERS = (",", ";", "\t")
 
 
 def sniff_delimiter(header: str) -> str:
-    """A CSV's delimiter from its header line: the most frequent of comma, semicolon and tab
-    outside quoted names (spreadsheets in many European locales save CSV with ';'); a comma when
-    none occurs or on a tie."""
+    """A CSV's delimiter from its header line (the first that is not empty): the most frequent of
+    comma, semicolon and tab outside quoted names (spreadsheets in many European locales save CSV
+    with ';'); a comma when none occurs or on a tie."""
+    header = header.lstrip("\r\n")  # a sheet saved with empty rows above its header
     end = header.find("\n")  # callers may pass a whole file: only its first line is read
     bare = re.sub(r'"[^"]*"', "", header if end < 0 else header[:end])
     return max(CSV_DELIMITERS, key=bare.count)  # the first, a comma, on a tie
+
+
+def header_row(reader: Iterator[list[str]]) -> list[str]:
+    """A CSV's header: its first row that is not an empty line, as pyarrow's reader (``link
+    --input``) takes it; the reader's ``line_num`` is then the header's line."""
+    return next((row for row in reader if row), [])
 
 
 def read_tsv(path: Path, n_fields: int) -> Iterator[tuple[int, list[str]]]:
@@ -138,13 +145,13 @@ def read_csv_records(path: Path, required: list[str]) -> Iterator[tuple[int, dic
     text = read_text(path)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=sniff_delimiter(text))
     try:
-        header = next(reader, [])
+        header = header_row(reader)
         missing = [name for name in required if name not in header]
         if missing:
             raise MeloInputError(
                 f"missing column(s) {', '.join(missing)}; found {', '.join(header) or 'no header'}",
                 path,
-                1,
+                max(reader.line_num, 1),
             )
         start = reader.line_num + 1
         for cells in reader:  # not csv.DictReader: it skips blank lines unseen, and lines after them were misnumbered

@@ -147,6 +147,9 @@ def test_a_semicolon_separated_csv_and_unicode_text_link_as_the_comma_separated_
         csv.writer(handle, delimiter=";").writerows([["code", "title"], *([i, t] for i, t in enumerate(chosen))])
     assert text_layout(semicolon, "csv").delimiter == text_layout(semicolon.parent, "csv").delimiter == ";"  # a folder
     assert text_layout(comma, "csv") == TextLayout("utf-8", ",") and text_layout(comma, "tsv").delimiter == "\t"
+    below = tmp_path / "below.csv"  # empty lines above the header: the delimiter is the header's
+    below.write_text("\n\ncode;title\n1;lege\n", encoding="utf-8")
+    assert text_layout(below, "csv").delimiter == ";"
     unicode_text = tmp_path / "sheet.txt"
     with unicode_text.open("w", encoding="utf-16", newline="") as handle:
         csv.writer(handle, delimiter="\t").writerows([["code", "title"], *([i, t] for i, t in enumerate(chosen))])

@@ -153,8 +153,9 @@ def test_import_terms_csv_is_idempotent_and_updates_changed_terms(store_url: str
     assert "0 terms added, 0 updated, 3 unchanged" in ok(
         "import-terms", "--scheme", "titles", "--csv", str(path), "--db", store_url
     )
-    # and from an Excel workbook's first sheet (empty cells, a row that stops after its description)
-    sheet = write_workbook(tmp_path / "titles.xlsx", [["code", "label", "description", "lang"], ["A1", "Baker", "Bakes", "nb"],
+    # and from an Excel workbook's first sheet (its header on row 2, empty cells, a row that stops
+    # after its description)
+    sheet = write_workbook(tmp_path / "titles.xlsx", [[None], ["code", "label", "description", "lang"], ["A1", "Baker", "Bakes", "nb"],
                                                       ["A 2", "Data scientist", None, "en"], ["A3", "Nurse", "Cares"]])  # fmt: skip
     assert "0 terms added, 0 updated, 3 unchanged" in ok(
         "import-terms", "--scheme", "titles", "--csv", str(sheet), "--db", store_url
@@ -200,6 +201,7 @@ def test_base_uri_gives_the_terms_uris(tmp_path: Path) -> None:
 BAD_CSVS = [
     # (content, line, column or None, words in the message)
     (b"code,title\nA,Alpha\n", 1, "title", "unknown column"),
+    (b"\n\ncode,title\nA,Alpha\n", 3, "title", "unknown column"),  # the header after empty lines, as pyarrow reads it
     (b"code,description\nA,Alpha\n", 1, None, "missing column(s) label"),
     (b"code,label,label\nA,Alpha,B\n", 1, "label", "twice"),
     (b"code,label\nA,Alpha\nB,\n", 3, "label", "empty label"),

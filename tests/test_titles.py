@@ -65,6 +65,9 @@ def test_titles_become_a_dataset_over_the_chosen_languages(taxonomy: Taxonomy, t
     unicode_text = tmp_path / "sheet.txt"  # a spreadsheet's "Unicode Text": UTF-16 with its mark, tabs
     unicode_text.write_bytes(spreadsheet.read_text(encoding="utf-8-sig").replace(";", "\t").encode("utf-16"))
     assert titles_dataset(unicode_text, taxonomy, ["en"])[0].queries == dataset.queries
+    below = tmp_path / "below.csv"  # empty lines above the header, as a sheet with empty rows saves
+    below.write_text("\r\n\r\n" + spreadsheet.read_text(encoding="utf-8-sig"), encoding="utf-8")
+    assert titles_dataset(below, taxonomy, ["en"])[0].queries == dataset.queries
     # an Excel workbook's first sheet, the same rows (an empty row between them is skipped)
     rows = [["vacancyTitle", "conceptUri"], *map(list, labels[:2]), [None, None], *map(list, labels[2:]),
             ["", labels[0][1]], ["Baker", "http://example.org/gone"]]  # fmt: skip
