@@ -591,7 +591,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--datasets", help="'all' (default without --titles), or comma-separated dataset names or "
                     "folder paths")  # fmt: skip
     ev.add_argument("--titles", help="also (or, without --datasets, only) a CSV (or an Excel workbook's first "
-                    "sheet) of job-ad titles with their ESCO concept URIs, ranked against the ESCO labels of --langs: concept-level metrics to depth 100")  # fmt: skip
+                    "sheet) of job-ad titles with their ESCO concept URIs, ranked against the ESCO labels of "
+                    "--langs: concept-level metrics to depth 100")  # fmt: skip
     ev.add_argument("--title-column", default=DEFAULT_TITLE_COLUMN,
                     help=f"--titles: the column of titles (default {DEFAULT_TITLE_COLUMN})")  # fmt: skip
     ev.add_argument("--uri-column", default=DEFAULT_URI_COLUMN,

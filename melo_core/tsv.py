@@ -32,10 +32,6 @@ XLSX_MAGIC = b"PK\x03\x04"  # an Excel workbook (.xlsx, .xlsm) is a zip archive
 XLS_MAGIC = b"\xd0\xcf\x11\xe0"  # Excel 97-2003 (.xls): an OLE2 compound file
 
 
-def is_workbook(head: bytes) -> bool:
-    return head.startswith(XLSX_MAGIC)
-
-
 def sheet_text(data: bytes, path: Path) -> str:
     """The first worksheet of an Excel workbook as the CSV text the spreadsheet would save as
     "CSV UTF-8": one line per row (an empty row a blank line, which the readers skip), so a line
@@ -87,7 +83,7 @@ def read_text(path: Path) -> str:
         raise MeloInputError("file not found", path) from None
     except OSError as exc:
         raise MeloInputError(f"cannot read file ({exc.strerror})", path) from None
-    if is_workbook(data):
+    if data.startswith(XLSX_MAGIC):
         return sheet_text(data, path)
     if data.startswith(XLS_MAGIC):
         raise MeloInputError("an Excel 97-2003 workbook (.xls): save it as .xlsx or as 'CSV UTF-8'", path)
