@@ -30,6 +30,8 @@ def text_encoding(head: bytes) -> str:
 
 XLSX_MAGIC = b"PK\x03\x04"  # an Excel workbook (.xlsx, .xlsm) is a zip archive
 XLS_MAGIC = b"\xd0\xcf\x11\xe0"  # Excel 97-2003 (.xls): an OLE2 compound file
+# An OpenDocument spreadsheet (.ods) is a zip too; its first entry, stored, names its type.
+ODS_MIMETYPE = b"mimetypeapplication/vnd.oasis.opendocument.spreadsheet"
 
 
 def sheet_text(data: bytes, path: Path) -> str:
@@ -83,6 +85,8 @@ def read_text(path: Path) -> str:
         raise MeloInputError("file not found", path) from None
     except OSError as exc:
         raise MeloInputError(f"cannot read file ({exc.strerror})", path) from None
+    if data.startswith(XLSX_MAGIC) and data.startswith(ODS_MIMETYPE, 30):  # after the zip entry's header
+        raise MeloInputError("an OpenDocument spreadsheet (.ods): save it as .xlsx or as 'CSV UTF-8'", path)
     if data.startswith(XLSX_MAGIC):
         return sheet_text(data, path)
     if data.startswith(XLS_MAGIC):

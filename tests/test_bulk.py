@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -298,6 +299,13 @@ def test_bad_input_exits_2_with_one_line_or_rejects_the_row(nor_data: Path, titl
     code, _, err = run_cli(*link_args(nor_data, old_excel, tmp_path / "out"))
     assert code == 2 and err.splitlines() == [
         f"error: {old_excel}: an Excel 97-2003 workbook (.xls): save it as .xlsx or as 'CSV UTF-8'"]  # fmt: skip
+    calc = tmp_path / "calc.xlsx"  # LibreOffice's own format: a zip whose first entry, stored, names it
+    with zipfile.ZipFile(calc, "w") as archive:
+        archive.writestr(zipfile.ZipInfo("mimetype"), "application/vnd.oasis.opendocument.spreadsheet")
+        archive.writestr("content.xml", "<office:document-content/>")
+    code, _, err = run_cli(*link_args(nor_data, calc, tmp_path / "out"))
+    assert code == 2 and err.splitlines() == [
+        f"error: {calc}: an OpenDocument spreadsheet (.ods): save it as .xlsx or as 'CSV UTF-8'"]  # fmt: skip
     assert not (tmp_path / "out").exists()
 
     huge = "lege " * (2 * 2**20)  # 10 MB
