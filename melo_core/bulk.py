@@ -589,6 +589,9 @@ def run_ray(path: str, column: str, settings: LinkSettings, out: str, fmt: str =
                              "--resume is for --engine local)", out)  # fmt: skip
     if "://" not in path and not Path(path).exists():
         raise MeloInputError("cannot read file (No such file or directory)", path)
+    if "://" in path and fmt_in == "xlsx":
+        raise MeloInputError("an Excel workbook is read on this machine: give its local path, or save its "
+                             "sheet as CSV for the cluster to read", path)  # fmt: skip
     workers = workers or max(1, os.cpu_count() or 1)
     env = {k: os.environ[k] for k in PROPAGATED_ENV if os.environ.get(k)}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),

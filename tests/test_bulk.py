@@ -67,7 +67,7 @@ def write_titles(path: Path, titles: list[str]) -> Path:
     return path
 
 
-def link_args(data: Path, source: Path, out: Path | str, *more: str) -> list[str]:
+def link_args(data: Path, source: Path | str, out: Path | str, *more: str) -> list[str]:
     return ["link", "--data", str(data), "--pipeline", "lexical", "--input", str(source), "--column", "title",
             "--out", str(out), "--top", "3", "--quiet", *more]  # fmt: skip
 
@@ -306,6 +306,9 @@ def test_bad_input_exits_2_with_one_line_or_rejects_the_row(nor_data: Path, titl
     code, _, err = run_cli(*link_args(nor_data, calc, tmp_path / "out"))
     assert code == 2 and err.splitlines() == [
         f"error: {calc}: an OpenDocument spreadsheet (.ods): save it as .xlsx or as 'CSV UTF-8'"]  # fmt: skip
+    remote = "s3://bucket/ads.xlsx"  # a cluster reads files in parallel; a workbook is read here
+    code, _, err = run_cli(*link_args(nor_data, remote, tmp_path / "out", "--engine", "ray"))
+    assert code == 2 and len(err.splitlines()) == 1 and f"{remote}: an Excel workbook is read on this machine" in err
     assert not (tmp_path / "out").exists()
 
     huge = "lege " * (2 * 2**20)  # 10 MB
