@@ -109,9 +109,10 @@ def sniff_delimiter(header: str) -> str:
     """A CSV's delimiter from its header line (the first that is not empty): the most frequent of
     comma, semicolon and tab outside quoted names (spreadsheets in many European locales save CSV
     with ';'); a comma when none occurs or on a tie."""
-    header = header.lstrip("\r\n")  # a sheet saved with empty rows above its header
-    end = header.find("\n")  # callers may pass a whole file: only its first line is read
-    bare = re.sub(r'"[^"]*"', "", header if end < 0 else header[:end])
+    # past empty lines, as a sheet saves empty rows above its header (no copy of a whole file)
+    start = next((i for i, char in enumerate(header) if char not in "\r\n"), len(header))
+    end = header.find("\n", start)  # callers may pass a whole file: only its header line is read
+    bare = re.sub(r'"[^"]*"', "", header[start:] if end < 0 else header[start:end])
     return max(CSV_DELIMITERS, key=bare.count)  # the first, a comma, on a tie
 
 
