@@ -128,7 +128,8 @@ def _check_code(path: Path, line: int, column: str, code: str, first_seen: dict[
 def read_terms_csv(path: str | Path) -> TermFile:
     """``code,label[,description][,lang]`` with a header; one term per row."""
     path = Path(path)
-    header, header_line = _csv_header(path)
+    text = read_text(path)
+    header, header_line = _csv_header(path, text)
     unknown = [name for name in header if name not in TERM_CSV_COLUMNS]
     if unknown:
         raise MeloInputError(
@@ -136,7 +137,7 @@ def read_terms_csv(path: str | Path) -> TermFile:
         )
     terms: list[TermRecord] = []
     first_seen: dict[str, int] = {}
-    for line, row in read_csv_records(path, ["code", "label"]):
+    for line, row in read_csv_records(path, ["code", "label"], text):
         code = row["code"].strip()
         _check_code(path, line, "code", code, first_seen)
         first_seen[code] = line
@@ -157,9 +158,8 @@ def read_terms_csv(path: str | Path) -> TermFile:
     return TermFile(path, terms)
 
 
-def _csv_header(path: Path) -> tuple[list[str], int]:
-    """The header of a CSV (its first row that is not an empty line) and its line."""
-    text = read_text(path)
+def _csv_header(path: Path, text: str) -> tuple[list[str], int]:
+    """The header of a CSV's ``text`` (its first row that is not an empty line) and its line."""
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=sniff_delimiter(text))
     header = header_row(reader)
     duplicates = sorted({name for name in header if header.count(name) > 1})
@@ -296,7 +296,8 @@ def read_crosswalk(path: str | Path, with_decisions: bool = False) -> TermFile:
 def read_skos_csv(path: str | Path) -> TermFile:
     """Our own SKOS CSV export: terms, and the decisions of the crosswalk it was exported from."""
     path = Path(path)
-    header, header_line = _csv_header(path)
+    text = read_text(path)
+    header, header_line = _csv_header(path, text)
     if tuple(header) != SKOS_COLUMNS:
         missing = [c for c in SKOS_COLUMNS if c not in header]
         extra = [c for c in header if c not in SKOS_COLUMNS]
@@ -309,7 +310,7 @@ def read_skos_csv(path: str | Path) -> TermFile:
     uris: dict[str, tuple[str, int]] = {}
     decisions: list[DecisionRecord] = []
     pairs: dict[tuple[str, str], int] = {}
-    for line, raw in read_csv_records(path, list(SKOS_COLUMNS)):
+    for line, raw in read_csv_records(path, list(SKOS_COLUMNS), text):
         row = {k: unneutralise(v) for k, v in raw.items()}
 
         def fail(column: str, message: str, line: int = line) -> MeloInputError:

@@ -137,13 +137,14 @@ def read_tsv(path: Path, n_fields: int) -> Iterator[tuple[int, list[str]]]:
         yield number, fields
 
 
-def read_csv_records(path: Path, required: list[str]) -> Iterator[tuple[int, dict[str, str]]]:
+def read_csv_records(path: Path, required: list[str], text: str | None = None) -> Iterator[tuple[int, dict[str, str]]]:
     """Yield (line number, row) of a CSV with a header containing ``required`` columns, separated
     by commas, semicolons or tabs (``sniff_delimiter``).
 
     The line number is that of the record's first physical line (cells may span lines).
     """
-    text = read_text(path)
+    if text is None:  # a caller that has read it already passes it: a workbook is not parsed twice
+        text = read_text(path)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=sniff_delimiter(text))
     try:
         header = header_row(reader)
