@@ -32,7 +32,9 @@ test: $(STAMP)
 		-n $(TEST_WORKERS) --dist loadfile
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy

@@ -438,11 +438,11 @@ def _turtle(
     graph.add((concept_scheme, SKOS.prefLabel, Literal(scheme)))
     language = info.language
     for term in store.terms(scheme):
-        node = URIRef(term.uri)
-        graph.add((node, RDF.type, SKOS.Concept))
-        graph.add((node, SKOS.inScheme, concept_scheme))
-        graph.add((node, SKOS.notation, Literal(term.code)))
-        graph.add((node, SKOS.prefLabel, Literal(term.label, lang=term.language or language)))
+        term_node = URIRef(term.uri)
+        graph.add((term_node, RDF.type, SKOS.Concept))
+        graph.add((term_node, SKOS.inScheme, concept_scheme))
+        graph.add((term_node, SKOS.notation, Literal(term.code)))
+        graph.add((term_node, SKOS.prefLabel, Literal(term.label, lang=term.language or language)))
     for i, m in enumerate(found, start=1):
         subject, target_uri, predicate = URIRef(m.subject_uri), URIRef(m.object_uri), SKOS[m.predicate]
         if not m.negated and m.mapping_tool is None:

@@ -13,12 +13,13 @@ import io
 import itertools
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import cast
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import Table, delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from db.formats import (
@@ -56,6 +57,7 @@ _MAX_CODE = 500
 _BATCH = 5000
 
 Progress = Callable[[int], None]
+Row = Mapping[str, object]  # column -> value, as an insert takes it
 
 
 @dataclass(frozen=True)
@@ -496,13 +498,13 @@ def import_terms(
     return report
 
 
-def _bulk_insert(s: Session, model: type[Base], rows: Sequence[dict[str, object]]) -> None:
+def _bulk_insert(s: Session, model: type[Base], rows: Sequence[Row]) -> None:
     """Insert many rows at once: COPY on PostgreSQL with psycopg (an executemany there sends
     one statement per row), executemany elsewhere."""
     if not rows:
         return
     connection = s.connection()
-    table = model.__table__
+    table = cast(Table, model.__table__)  # a declarative model's table
     if connection.dialect.name == "postgresql" and connection.dialect.driver == "psycopg":
         from psycopg import sql
 
@@ -518,7 +520,7 @@ def _bulk_insert(s: Session, model: type[Base], rows: Sequence[dict[str, object]
         s.execute(insert(table), rows)
 
 
-def _batches(rows: Sequence[dict[str, object]], size: int = _BATCH) -> Iterable[Sequence[dict[str, object]]]:
+def _batches(rows: Sequence[Row], size: int = _BATCH) -> Iterable[Sequence[Row]]:
     for start in range(0, len(rows), size):
         yield rows[start : start + size]
 

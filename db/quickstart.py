@@ -26,7 +26,7 @@ def start_curation(
     store: Store,
     data_dir: str | Path,
     crosswalk: str,
-    on_progress: Callable[[float, str], None] = lambda fraction, message: None,
+    on_progress: Callable[[float, str], object] = lambda fraction, message: None,
 ) -> StartReport:
     """Import the taxonomy (skipped when already there) and the crosswalk's terms, without its
     decisions (the curators make those), as the scheme named like the crosswalk (``nor_no``).

@@ -36,7 +36,7 @@ from melo_core.version import code_version as current_code_version
 OURS = "ours"
 PUBLISHED = "published"
 # (queries done, queries in all, "dataset / scorer" being evaluated)
-Progress = Callable[[int, int, str], None]
+Progress = Callable[[int, int, str], object]  # what it returns is ignored (a Streamlit bar's element)
 
 RUN_COLUMNS = ["run_id", "scorer", "dataset", "source", "read_only", "mode", "depth", "n_queries", "created_at"]
 QUERY_COLUMNS = ["position", "query_id", "query_text", "first_rank", "reciprocal_rank", "gold", "top"]

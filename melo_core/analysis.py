@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, cast
@@ -62,7 +62,10 @@ def _paper_distance(query: str, element: str) -> float:
     return 1.0 - fuzz.ratio(query, element) / 100.0
 
 
-_DISTANCES = {"indel": _paper_distance, "levenshtein": Levenshtein.normalized_distance}
+_DISTANCES: dict[str, Callable[[str, str], float]] = {
+    "indel": _paper_distance,
+    "levenshtein": Levenshtein.normalized_distance,
+}
 # Bump when the cached distances change meaning (preprocessing, definition).
 OVERLAP_CACHE_VERSION = 1
 _CONCEPT_IN_ID = re.compile(r"^(C\d+)_")
@@ -240,17 +243,17 @@ def overlap_table(
 def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> tuple[float, float]:
     """Spearman's rho and its two-sided p-value over the pairs where both values are finite;
     (NaN, NaN) for fewer than 3 pairs or a constant side, where rho is undefined."""
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    if x.shape != y.shape:
-        raise ValueError(f"x and y differ in length ({x.size} and {y.size})")
-    keep = np.isfinite(x) & np.isfinite(y)
-    x, y = x[keep], y[keep]
-    if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+    xs = np.asarray(x, dtype=np.float64)
+    ys = np.asarray(y, dtype=np.float64)
+    if xs.shape != ys.shape:
+        raise ValueError(f"x and y differ in length ({xs.size} and {ys.size})")
+    keep = np.isfinite(xs) & np.isfinite(ys)
+    xs, ys = xs[keep], ys[keep]
+    if xs.size < 3 or np.ptp(xs) == 0 or np.ptp(ys) == 0:
         return math.nan, math.nan
     from scipy import stats  # imported here: scipy.stats alone takes ~1 s to import
 
-    result = stats.spearmanr(x, y)
+    result = stats.spearmanr(xs, ys)
     return float(result.statistic), float(result.pvalue)
 
 

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -375,7 +376,7 @@ def _settings_for(args: argparse.Namespace, taxonomy: Taxonomy, languages: list[
                   mentions=not args.no_mentions, hold_out_country=args.hold_out_country, top=args.top,
                   query_cache=not args.no_query_cache)  # fmt: skip
     if args.scorer:
-        return LinkSettings(scorer=args.scorer, **common)  # type: ignore[arg-type]
+        return LinkSettings(scorer=args.scorer, **common)
     definition, why = choose_ready(args.pipeline, taxonomy, languages,
                                    lambda d: [] if args.no_mentions else _mention_texts(args, d, taxonomy),
                                    query_language=args.query_lang)  # fmt: skip
@@ -383,7 +384,7 @@ def _settings_for(args: argparse.Namespace, taxonomy: Taxonomy, languages: list[
         print(why, file=sys.stderr)  # said even with --quiet: the user gets less than the default
     name = args.pipeline if args.pipeline and args.pipeline.endswith(".toml") else definition.name
     # The default pipeline serves with the known mentions embedded so far; a named one embeds all.
-    return LinkSettings(pipeline=name, embedded_mentions_only=args.pipeline is None, **common)  # type: ignore[arg-type]
+    return LinkSettings(pipeline=name, embedded_mentions_only=args.pipeline is None, **common)
 
 
 def _linker(args: argparse.Namespace, settings: LinkSettings, say: Callable[[str], None]) -> Linker:
@@ -491,7 +492,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     with tqdm(total=1000, desc=f"preparing {definition.name}", disable=args.quiet, file=sys.stderr,
               bar_format="{l_bar}{bar}| {postfix}") as bar:  # fmt: skip
         serving = {"now": False}
-        last = {"fraction": 0.0, "message": "starting"}
+        last: dict[str, Any] = {"fraction": 0.0, "message": "starting"}
 
         def progress(fraction: float, message: str) -> None:
             bar.update(round(fraction * 1000) - bar.n)

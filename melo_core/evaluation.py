@@ -90,7 +90,7 @@ def rank_batch(
     all_ranks, all_top = [], []
     for i, rel in enumerate(relevant):
         row = ranked[i]
-        if depth:
+        if kth is not None:  # a depth cut
             candidates = _candidates(scores[i], depth, kth[i])
             rel = rel[np.isin(rel, candidates)]
         else:

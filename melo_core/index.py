@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import cast
 
 import faiss
 import numpy as np
@@ -30,12 +31,14 @@ class VectorIndex:
             raise ValueError(f"unknown index kind {kind!r}; expected one of {', '.join(INDEX_KINDS)}")
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         dim = vectors.shape[1]
+        index: faiss.Index
         if kind == "exact":
             index = faiss.IndexFlatIP(dim)
         else:
-            index = faiss.IndexHNSWFlat(dim, m, faiss.METRIC_INNER_PRODUCT)
-            index.hnsw.efConstruction = ef_construction
-            index.hnsw.efSearch = ef_search
+            hnsw = faiss.IndexHNSWFlat(dim, m, faiss.METRIC_INNER_PRODUCT)
+            hnsw.hnsw.efConstruction = ef_construction
+            hnsw.hnsw.efSearch = ef_search
+            index = hnsw
         index.add(vectors)
         return cls(index, kind)
 
@@ -44,7 +47,7 @@ class VectorIndex:
 
     def set_ef_search(self, ef_search: int) -> None:
         if self.kind == "hnsw":
-            self.index.hnsw.efSearch = ef_search
+            cast(faiss.IndexHNSWFlat, self.index).hnsw.efSearch = ef_search  # read_index downcasts
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(scores, ids), each (len(queries), k), best first; ids -1 where fewer exist."""

@@ -350,7 +350,7 @@ class _Component:
                 rows = lift(rows, best, weight)
             for q, row in enumerate(rows):
                 pool = top_pool(row, size)
-                out.append(_Pool(pool, row[pool], lambda ids, r=row: r[ids],
+                out.append(_Pool(pool, row[pool], row.__getitem__,
                                  self._mention_lookup(per_mention, q, mentions)))  # fmt: skip
         return out
 

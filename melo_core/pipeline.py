@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -378,9 +379,9 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
     from melo_core.linker import table_fingerprint, vector_files
 
     out: list[Requirement] = []
-    if taxonomy is not None:
-        languages = tuple(sorted(set(language_codes(languages)) if languages else taxonomy.languages))
-    encoders = definition.encoders(languages if taxonomy is not None else None)
+    label_languages = None if taxonomy is None else tuple(sorted(set(language_codes(languages)) if languages
+                                                                 else taxonomy.languages))  # fmt: skip
+    encoders = definition.encoders(label_languages)
     unbuilt: set[str] = set()  # kinds whose model is not built yet: nothing of theirs is cached
     models: dict[str, Requirement] = {}
     describers = definition.description_encoders()
@@ -393,11 +394,11 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
             unbuilt.add(kind)
         models[kind] = Requirement(model.what, ready, str(model.folder()) if ready else "built on ESCO labels on first use",
                                    0.0 if ready else model.seconds * 2 / _cores())  # fmt: skip
-    if taxonomy is None:
+    if taxonomy is None or label_languages is None:  # no data: the models only
         return list(models.values())
     cache = Path(cache_dir or config.cache_dir())
-    table = taxonomy.form_table(languages)
-    fingerprint = table_fingerprint(table, languages)
+    table = taxonomy.form_table(label_languages)
+    fingerprint = table_fingerprint(table, label_languages)
     mention_texts = list(dict.fromkeys(mention_cache_text(t) for t in mentions))
     texts: list[str] = []
     for spec in encoders:
@@ -628,7 +629,7 @@ class Pipeline:
         self.taxonomy = taxonomy
         self.forms = forms
         self.languages = tuple(sorted(set(language_codes(languages)) if languages else set(forms.languages if forms else taxonomy.languages)))  # fmt: skip
-        self._options = dict(aggregation=aggregation, index_kind=index_kind, cache_dir=cache_dir,
+        self._options: dict[str, Any] = dict(aggregation=aggregation, index_kind=index_kind, cache_dir=cache_dir,
                              display_languages=language_codes(display_languages), on_status=on_status, persist=persist,
                              show_progress=show_progress, cache_queries=cache_queries)  # fmt: skip
         self._linkers: dict[tuple[str, str | None, str, float, str], Linker] = {}
@@ -683,13 +684,13 @@ class Pipeline:
         linker = self._linkers.get(key)
         if linker is None:
             if out:
-                self._options["on_status"](self.left_out(query_language))  # type: ignore[operator]
+                self._options["on_status"](self.left_out(query_language))
             try:
                 linker = Linker(self.taxonomy, variant.spec(query_language), self.languages, forms=self.forms,
                                 query_language=query_language, mention_weight=variant.mention_weight or 1.0,
                                 mention_prior=variant.mention_prior, description_weight=described.description_weight,
                                 description_encoder=described.description_encoder,
-                                query_rules=self.definition.query_rules, **self._options)  # type: ignore[arg-type]  # fmt: skip
+                                query_rules=self.definition.query_rules, **self._options)  # fmt: skip
             except ValueError as exc:
                 raise MeloInputError(f"pipeline {self.name!r}: {exc}") from None
             if variant.mention_weight and self._mentions:

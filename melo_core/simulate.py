@@ -240,7 +240,7 @@ def simulate(
 
     static_ranks = _ranks(linker, sequence, depth, progress)  # before any alias: the static linker
     learning_ranks: list[float] = []
-    remaining = {"learning": {}, "static": {}}
+    remaining: dict[str, dict[float, float]] = {"learning": {}, "static": {}}
     steps = []
     for i, term in enumerate(sequence):
         if i in positions:

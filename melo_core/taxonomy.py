@@ -371,7 +371,7 @@ def cached_taxonomy_from_melo(
         _remember(target, cached)
         return cached
     taxonomy = taxonomy_from_melo(data_dir)
-    if esco_files:
+    if esco and esco_files:
         add_esco_details(taxonomy, taxonomy_from_esco_csv(esco))
     taxonomy.form_table()  # stored with it: generating 316k forms takes longer than unpickling them
     save_pickle(target, taxonomy)

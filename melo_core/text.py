@@ -78,7 +78,7 @@ class Preparer:
         return {"prep": self.prep}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["prep"])
+        Preparer.__init__(self, state["prep"])
 
     def __call__(self, text: str) -> str:
         if self.prep.lowercase:

@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,6 +42,11 @@ from melo_core.errors import MeloInputError
 from melo_core.memory import release_freed_memory
 from melo_core.taxonomy import Taxonomy
 from melo_core.vectors import concept_centroids
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+Indices = Sequence[int] | np.ndarray  # label positions
 
 STATIC = "static"
 CARD = "MODEL_CARD.md"
@@ -241,7 +247,7 @@ def describe_positives(labels: Labels, batches: list[list[tuple[int, int]]], des
 SPECIAL_TOKENS = ["[UNK]", "[PAD]"]
 
 
-def _wordpiece_tokenizer(vocab: dict[str, int] | None = None) -> object:
+def _wordpiece_tokenizer(vocab: dict[str, int] | None = None) -> Tokenizer:
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
 
     tokenizer = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
@@ -253,17 +259,17 @@ def _wordpiece_tokenizer(vocab: dict[str, int] | None = None) -> object:
     return tokenizer
 
 
-def continuing_characters(tokenizer: object, texts: Sequence[str]) -> list[str]:
+def continuing_characters(tokenizer: Tokenizer, texts: Sequence[str]) -> list[str]:
     """Every ``##c`` piece the WordPiece trainer will start from (a character after a word's
     first), sorted."""
-    pieces = set()
+    pieces: set[str] = set()
     for text in texts:
-        for word, _ in tokenizer.pre_tokenizer.pre_tokenize_str(tokenizer.normalizer.normalize_str(text)):  # type: ignore[attr-defined]
+        for word, _ in tokenizer.pre_tokenizer.pre_tokenize_str(tokenizer.normalizer.normalize_str(text)):
             pieces.update("##" + c for c in word[1:])
     return sorted(pieces)
 
 
-def train_tokenizer(texts: Sequence[str], vocab_size: int) -> object:
+def train_tokenizer(texts: Sequence[str], vocab_size: int) -> Tokenizer:
     """A WordPiece tokenizer on the labels: lowercased, accents stripped (``ingénieur`` and
     ``ingeniero`` share pieces), split on whitespace and punctuation.
 
@@ -276,9 +282,9 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int) -> object:
     tokenizer = _wordpiece_tokenizer()
     reserved = SPECIAL_TOKENS + continuing_characters(tokenizer, texts)
     trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=reserved, show_progress=False)
-    tokenizer.train_from_iterator(texts, trainer=trainer)  # type: ignore[attr-defined]
-    clean = _wordpiece_tokenizer(tokenizer.get_vocab())  # type: ignore[attr-defined]
-    clean.add_special_tokens(SPECIAL_TOKENS)  # type: ignore[attr-defined]
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    clean = _wordpiece_tokenizer(tokenizer.get_vocab())
+    clean.add_special_tokens(SPECIAL_TOKENS)
     return clean
 
 
@@ -321,7 +327,7 @@ def _base_model(config: TrainConfig, texts: Sequence[str], device: str = "cpu"):
     if config.freeze_word_embeddings and embeddings is not None:
         embeddings.weight.requires_grad_(False)  # most pieces are in no ESCO label; Adam on them costs ~3x
     if config.frozen_layers:
-        auto = model[0].auto_model
+        auto: Any = model[0].auto_model  # a transformers model: torch's Module types no attributes
         layers = auto.encoder.layer
         if config.frozen_layers >= len(layers):
             raise MeloInputError(f"frozen_layers must be below the model's {len(layers)} layers")
@@ -347,10 +353,10 @@ class LabelFeatures:
     def __init__(self, model, texts: Sequence[str], prompt: str = "") -> None:
         self.model, self.texts, self.prompt = model, texts, prompt
 
-    def features(self, indices: Sequence[int]) -> dict:
+    def features(self, indices: Indices) -> dict:
         return _on_device(self.model.preprocess([self.prompt + self.texts[i] for i in indices]), self.model.device)
 
-    def encode(self, indices: Sequence[int]) -> np.ndarray:
+    def encode(self, indices: Indices) -> np.ndarray:
         return _encode(self.model, [self.prompt + self.texts[i] for i in indices], batch_size=256)
 
 
@@ -364,7 +370,7 @@ class StaticLabelFeatures(LabelFeatures):
         encodings = model[0].tokenizer.encode_batch(list(texts), add_special_tokens=False)
         self.ids = [encoding.ids for encoding in encodings]
 
-    def features(self, indices: Sequence[int]) -> dict:
+    def features(self, indices: Indices) -> dict:
         import torch
 
         ids = [self.ids[i] for i in indices]
@@ -372,7 +378,7 @@ class StaticLabelFeatures(LabelFeatures):
         features = {"input_ids": torch.tensor([t for row in ids for t in row], dtype=torch.long), "offsets": offsets}
         return _on_device(features, self.model.device)
 
-    def encode(self, indices: Sequence[int], batch_size: int = 2048) -> np.ndarray:
+    def encode(self, indices: Indices, batch_size: int = 2048) -> np.ndarray:
         import torch
 
         chunks = []

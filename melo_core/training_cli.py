@@ -119,7 +119,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     tr = commands.add_parser(
         "train",
         help="train a multilingual occupation encoder on ESCO labels",
-        description=cmd_train.__doc__ + " Positive pairs are two labels of one concept in any two "
+        description=(cmd_train.__doc__ or "") + " Positive pairs are two labels of one concept in any two "
         "languages; in-batch negatives plus mined hard negatives. No MELO query or annotation is used.",
     )
     source = tr.add_mutually_exclusive_group()

@@ -226,7 +226,7 @@ with st.container(key="cw_review"):  # one block: the review queue (docs/review-
         column_config={"conflict": st.column_config.TextColumn("conflict", width="large")},
     )
     every = st.checkbox(f"Select all {len(items)} shown", key="cw_review_all", disabled=not items)
-    rows = range(len(items)) if every else [r for r in selection.selection.rows if r < len(items)]  # type: ignore[attr-defined]
+    rows = range(len(items)) if every else [r for r in selection.selection.rows if r < len(items)]
     selected = [items[r] for r in rows]
     if auth.role(curator) in (None, "reviewer"):
         review_comment = st.text_input("Review comment (optional)", key="cw_review_comment")
@@ -289,7 +289,7 @@ st.subheader("Download")
 negatives = st.checkbox("Include rejections", key="cw_negatives")
 confirmed_only = st.checkbox("Only confirmed mappings", key="cw_confirmed_only",
                              help="Only the mappings whose current decision a reviewer confirmed")  # fmt: skip
-downloads = (
+downloads: tuple[tuple[str, Callable[..., str], str, str, str], ...] = (
     ("SKOS CSV", skos_csv_text, "csv", "text/csv", "cw_download_skos"),
     ("SSSOM TSV", sssom_text, "sssom.tsv", "text/tab-separated-values", "cw_download_sssom"),
     ("SKOS Turtle", turtle_text, "ttl", "text/turtle", "cw_download_turtle"),

@@ -83,8 +83,8 @@ with csv_tab:
     version = st.text_input("Version", value="esco-csv", key="import_esco_version")
     if st.button("Import the ESCO CSV files", key="import_esco_go", disabled=not esco_files):
         with tempfile.TemporaryDirectory(prefix="melo-esco-") as folder:
-            for uploaded in esco_files or []:
-                Path(folder, safe_name(uploaded.name)).write_bytes(uploaded.getvalue())
+            for esco_file in esco_files or []:
+                Path(folder, safe_name(esco_file.name)).write_bytes(esco_file.getvalue())
             try:
                 taxonomy = taxonomy_from_esco_csv(folder)
                 import_with_progress(taxonomy, TAXONOMY_NAME, version.strip() or "esco-csv", "upload")
@@ -116,13 +116,13 @@ with file_tab:
     )
     # txt: a spreadsheet's "Unicode Text" (UTF-16, tab-separated); xlsx: a workbook's first sheet
     uploaded = st.file_uploader("Term file", type=["csv", "txt", "xlsx", "json"], key="import_terms_file")
-    if st.button("Import the terms", key="import_terms_go", type="primary", disabled=uploaded is None):
+    if st.button("Import the terms", key="import_terms_go", type="primary", disabled=uploaded is None) and uploaded:
         if not scheme:
             st.error("Give the scheme a name first.")
         else:
             with tempfile.TemporaryDirectory(prefix="melo-terms-") as folder:
-                path = Path(folder, safe_name(uploaded.name))  # type: ignore[union-attr]
-                path.write_bytes(uploaded.getvalue())  # type: ignore[union-attr]
+                path = Path(folder, safe_name(uploaded.name))
+                path.write_bytes(uploaded.getvalue())
                 try:
                     source = read_term_file(path, file_format, with_decisions and file_format == "crosswalk")
                     report = import_terms(store, scheme, source, kind=kind, language=language, base_uri=base_uri)

@@ -56,7 +56,7 @@ def oidc_configured() -> bool:
         auth = st.secrets.get("auth")
     except Exception:  # no secrets file at all
         return False
-    return bool(auth) and "redirect_uri" in auth and "cookie_secret" in auth
+    return bool(auth and "redirect_uri" in auth and "cookie_secret" in auth)
 
 
 def _oidc_identity() -> str | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import cast
 
 from rapidfuzz import fuzz, process
 from sqlalchemy import func, select
@@ -149,15 +150,15 @@ class VersionQueries(StoreBase):
             target = self._target(s, to_version, name or (source.name if source else None))
             if source is not None and source.id == target.id:
                 raise MeloInputError(f"scheme {scheme!r} already targets {target.name} {target.version}")
-            report, items = self._compare(s, row, source, target, min_similarity)
+            counts, items = self._compare(s, row, source, target, min_similarity)
             report = MigrationReport(
                 scheme=scheme,
                 from_version=source.version if source else None,
                 to_version=target.version,
-                carried_over=report["carried_over"],
-                relabelled=report["relabelled"],
-                replaced=report["replaced"],
-                gone=report["gone"],
+                carried_over=counts["carried_over"],
+                relabelled=counts["relabelled"],
+                replaced=counts["replaced"],
+                gone=counts["gone"],
                 review=(),
                 dry_run=dry_run,
             )
@@ -180,11 +181,12 @@ class VersionQueries(StoreBase):
             s.flush()
             review = []
             for item in items:
+                decision = cast(DecisionRow, item["decision"])
                 review_row = MigrationReviewRow(
                     migration_id=migration.id,
-                    decision_id=item["decision"].id,
-                    term_id=item["decision"].term_id,
-                    concept_uri=item["decision"].concept_uri,
+                    decision_id=decision.id,
+                    term_id=decision.term_id,
+                    concept_uri=decision.concept_uri,
                     change=item["change"],
                     old_label=item["old_label"],
                     new_label=item["new_label"],

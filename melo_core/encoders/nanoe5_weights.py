@@ -165,7 +165,7 @@ def compile_charsmap(normalisation: dict[int, tuple[int, ...]]) -> bytes:
         sentencepiece.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(prefix), vocab_size=40,
                                                  model_type="unigram", normalization_rule_tsv=str(rules),
                                                  minloglevel=2, hard_vocab_limit=False)  # fmt: skip
-        proto = sentencepiece_model_pb2.ModelProto()
+        proto = sentencepiece_model_pb2.ModelProto()  # type: ignore[attr-defined]  # generated, no stubs
         proto.ParseFromString((prefix.parent / "m.model").read_bytes())
     return proto.normalizer_spec.precompiled_charsmap
 

@@ -144,8 +144,8 @@ def _run_evaluate(experiment: Experiment, plan: Evaluate, data_dir: Path, result
     for row in means:
         if row["metric"] == "mrr":
             say(
-                f"{row['dataset']:<20} {row['pipeline']:<16} MRR {float(row['value']):.4f} over {row['queries']} datasets"
-            )  # type: ignore[arg-type]
+                f"{row['dataset']:<20} {row['pipeline']:<16} MRR {float(str(row['value'])):.4f} over {row['queries']} datasets"
+            )
     return rows + means
 
 

@@ -47,12 +47,13 @@ def crosswalk_mentions(
     unknown = sorted(set(wanted) - set(known))
     if unknown:
         raise MeloInputError(f"known mentions: unknown crosswalk(s) {', '.join(unknown)} (known: {', '.join(known)})")
+    readable = None if languages is None else frozenset(languages)  # an iterator is read once
     texts, concepts = [], []
     for code in wanted:
         if crosswalk_country(code) == hold_out_country:
             continue
         for title, uri, language in crosswalk_decisions(data_dir, code, relations):
-            if languages is None or language in languages:
+            if readable is None or language in readable:
                 texts.append(title)
                 concepts.append(uri)
     return KnownMentions(tuple(texts), tuple(concepts), weight)

@@ -63,9 +63,9 @@ def memo_columns(
         memo.clear()
         last = None
     head = shared_head(last[0], texts) if last is not None else 0
-    if head and head == len(texts):  # the same or fewer: an undo
+    if last is not None and head and head == len(texts):  # the same or fewer: an undo
         columns = last[1][:, : len(texts)]
-    elif head and (head == len(last[0]) or len(texts) - head <= APPEND_LIMIT):
+    elif last is not None and head and (head == len(last[0]) or len(texts) - head <= APPEND_LIMIT):
         # The last texts and a few more (the Link page after a decision; after an undo with other
         # curators' decisions since, fewer and then theirs): restacking them all took 0.15 s.
         kept = last[1] if head == len(last[0]) else last[1][:, :head]  # slicing copies: only when cut
