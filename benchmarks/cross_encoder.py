@@ -241,6 +241,8 @@ def report(job: Job, scores: np.ndarray, out: str) -> None:
     from melo_core.tsv import write_csv
 
     linked = job.linked
+    if linked is None:
+        raise SystemExit("the job has no linked titles (a copy sent to the GPU): report from the full job")
     score = SIGNALS.index("score")
     scores = scores.astype(np.float64)  # in float32, 1000 + a score rounds and makes ties
 
@@ -297,7 +299,8 @@ def main() -> int:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "job.pkl").write_bytes(pickle.dumps(vars(job)))
         (folder / "job-gpu.pkl").write_bytes(pickle.dumps(vars(replace(job, linked=None))))
-        print(f"{len(job.pairs)} pairs of {job.linked.queries} titles written to {folder}", file=sys.stderr)
+        titles = job.linked.queries if job.linked is not None else "the job's"
+        print(f"{len(job.pairs)} pairs of {titles} titles written to {folder}", file=sys.stderr)
         return 0
     if args.scores:
         scores = np.load(args.scores)

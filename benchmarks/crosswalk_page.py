@@ -76,7 +76,7 @@ def timed(app: AppTest, what: str, turtle: bool = False) -> None:
     if app.exception:
         raise SystemExit(f"the page failed: {app.exception[0].message}")
     served = ["SKOS CSV", "SSSOM TSV", *(["SKOS Turtle"] if turtle else [])]
-    assert [d.label for d in app.get("download_button")] == served
+    assert [d.label for d in app.get("download_button")] == served  # type: ignore[union-attr]
     print(f"  {what}: {seconds:.2f} s")
 
 

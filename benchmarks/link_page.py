@@ -94,7 +94,7 @@ def profiled(app: AppTest) -> cProfile.Profile:
         finally:
             profiler.disable()
 
-    threading.Thread.run = profiled_run  # type: ignore[method-assign]
+    threading.Thread.run = profiled_run  # type: ignore[method-assign,assignment]
     try:
         app.run()
     finally:

@@ -52,7 +52,7 @@ def gold_ranks(gold: list[tuple[str, set[str]]], links: Path) -> np.ndarray:
     """Per row with a text and a concept, the rank of its first concept in `link`'s output (inf
     when absent); rows without either are left out, as `eval --titles` leaves them."""
     table = read_output(links) if links.is_dir() else pacsv.read_csv(links)
-    rank_of: dict[tuple[int, str], int] = {}
+    rank_of: dict[tuple[int, str], float] = {}  # inf: absent
     for row, rank, uri in zip(*(table.column(c).to_pylist() for c in ("row", "rank", "concept_uri")), strict=True):
         rank_of[(int(row), uri)] = min(int(rank), rank_of.get((int(row), uri), math.inf))
     ranks = [min((rank_of.get((row, uri), math.inf) for uri in uris), default=math.inf)
@@ -93,10 +93,10 @@ def main() -> None:
         path = Path(args.out)
         new = not path.exists()
         with path.open("a", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(row))
+            row_writer = csv.DictWriter(handle, fieldnames=list(row))
             if new:
-                writer.writeheader()
-            writer.writerow(row)
+                row_writer.writeheader()
+            row_writer.writerow(row)
 
 
 if __name__ == "__main__":

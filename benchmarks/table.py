@@ -26,15 +26,15 @@ def main() -> None:
     for dataset, cells in by_dataset.items():
         parts = []
         for scorer in scorers:
-            row = cells.get(scorer)
-            if row is None:
+            cell = cells.get(scorer)
+            if cell is None:
                 parts.append("")
-            elif row.get("published_mrr"):
+            elif cell.get("published_mrr"):
                 parts.append(
-                    f"{float(row['mrr']):.4f} ({float(row['published_mrr']):.4f}, {float(row['diff_mrr']):+.4f})"
+                    f"{float(cell['mrr']):.4f} ({float(cell['published_mrr']):.4f}, {float(cell['diff_mrr']):+.4f})"
                 )
             else:
-                parts.append(f"{float(row['mrr']):.4f} (–)")
+                parts.append(f"{float(cell['mrr']):.4f} (–)")
         print(f"| {dataset} | " + " | ".join(parts) + " |")
     means = []
     for scorer in scorers:

@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -96,7 +97,8 @@ class TokenVectors:
         from melo_core.text import calm_capitals
 
         model = SentenceTransformer(str(E5_ESCO_MODEL.on_first_use("building")), device="cpu")
-        tokenizer, bert = model.tokenizer, model[0].auto_model
+        tokenizer = model.tokenizer
+        bert: Any = model[0].auto_model  # a transformers model: torch's Module types no call
         prompt = len(tokenizer("query:", add_special_tokens=False)["input_ids"])  # "▁query", ":"
         rows, lengths = [], []
         with torch.inference_mode():

@@ -72,7 +72,9 @@ def check_concepts(concepts: Sequence[str], corpus: Sequence[str], needed_by: st
 class Scorer(Protocol):
     """Scores queries against a fixed corpus of surface forms. Higher is better."""
 
-    name: str
+    @property
+    def name(self) -> str:  # read-only: an attribute or a property
+        ...
 
     def fit(self, corpus: Sequence[str]) -> None:
         """Index the corpus surface forms."""
