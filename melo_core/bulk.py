@@ -21,6 +21,7 @@ empty or longer than ``MAX_TITLE_CHARS`` are not linked: they go to ``_rejects/`
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import logging
 import os
@@ -641,7 +642,13 @@ def ray_titles(path: str, column: str, fmt_in: str, batch_size: int) -> tuple[ra
     in blocks of at most ``batch_size`` rows, and their number. One block per batch: each actor
     task is then one batch, so its rows are written as soon as it is linked (not after a reader's
     block of many batches: 110 s to the first rows of 100,000 titles with `fast`, 30 s so), and
-    the actors share the work to the last batch."""
+    the actors share the work to the last batch.
+
+    Positions: the titles are read once and kept in Ray's object store, in input order (the
+    caller sets ``preserve_order``), and each block numbers its rows from the sizes of the blocks
+    before it. (``Dataset.zip`` with ``range``, which did this, is deprecated since Ray 2.60 and
+    read the input twice.)"""
+    import ray
     import ray.data
 
     try:
@@ -655,15 +662,30 @@ def ray_titles(path: str, column: str, fmt_in: str, batch_size: int) -> tuple[ra
         else:
             read, parse, convert = csv_options(fmt_in, None, text_layout(path, fmt_in))
             dataset = ray.data.read_csv(path, read_options=read, parse_options=parse, convert_options=convert)
-        names = dataset.schema().names
+        schema = dataset.schema()
     except (OSError, pa.ArrowException, ValueError) as exc:
         raise _arrow_error(exc, path, fmt_in) from None
+    if schema is None:  # no rows to read a schema from (a header alone): nothing to link, as locally
+        return ray.data.from_arrow(_numbered_block(pa.table({"title": pa.array([], pa.string())}), 0)), 0
+    names = schema.names
     if column not in names:
         raise _missing_column(path, column, names)
-    titles = dataset.select_columns([column]).rename_columns({column: "title"})
-    count = titles.count()
-    numbered = ray.data.range(count).rename_columns({"id": "row"}).zip(titles)
-    return numbered.repartition(target_num_rows_per_block=batch_size), count
+    blocks = dataset.select_columns([column]).rename_columns({column: "title"}).materialize().to_arrow_refs()
+    block_rows, numbered_block = ray.remote(_block_rows), ray.remote(_numbered_block)
+    sizes = ray.get([block_rows.remote(block) for block in blocks])
+    starts = itertools.accumulate(sizes, initial=0)  # one more than the blocks: the total
+    numbered = ray.data.from_arrow_refs([numbered_block.remote(block, start)
+                                         for block, start in zip(blocks, starts, strict=False)])  # fmt: skip
+    return numbered.repartition(target_num_rows_per_block=batch_size), sum(sizes)
+
+
+def _block_rows(block: pa.Table) -> int:
+    return block.num_rows
+
+
+def _numbered_block(block: pa.Table, start: int) -> pa.Table:
+    """The block's titles with their positions in the input, ``start`` on."""
+    return pa.table({"row": pa.array(range(start, start + block.num_rows), pa.int64()), "title": block["title"]})
 
 
 def read_output(folder: str | Path) -> pa.Table:

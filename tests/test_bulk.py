@@ -253,6 +253,18 @@ def test_the_ray_engine_gives_its_actors_blocks_of_one_batch_with_row_positions(
         )
         from_sheet, sheet_count = ray_titles(str(workbook), "title", "xlsx", 32)
         sheet_blocks = list(from_sheet.iter_batches(batch_size=None, batch_format="pyarrow"))
+        folder = tmp_path / "feed"  # three files: three read blocks, numbered on from each other
+        folder.mkdir()
+        for part, start in enumerate((0, 70, 190)):
+            with (folder / f"part-{part}.csv").open("w", encoding="utf-8", newline="") as handle:
+                csv.writer(handle).writerows([["title"], *[[t] for t in titles[start : start + (70, 120, 110)[part]]]])
+        from_folder, folder_count = ray_titles(str(folder), "title", "csv", 32)
+        header_only = tmp_path / "header.csv"
+        header_only.write_text("title\n", encoding="utf-8")
+        from_header, header_count = ray_titles(str(header_only), "title", "csv", 32)  # Ray reads no schema
+        header_rows = from_header.count()
+        folder_rows = [row for b in from_folder.iter_batches(batch_size=None, batch_format="pyarrow")
+                       for row in zip(b.column("row").to_pylist(), b.column("title").to_pylist(), strict=True)]  # fmt: skip
     finally:
         context.execution_options.preserve_order = ordered
         ray.shutdown()
@@ -263,6 +275,8 @@ def test_the_ray_engine_gives_its_actors_blocks_of_one_batch_with_row_positions(
     assert sheet_count == 300 and max(b.num_rows for b in sheet_blocks) <= 32  # the workbook reads as its CSV
     assert [(r, t) for b in sheet_blocks for r, t in zip(b.column("row").to_pylist(), b.column("title").to_pylist(),
                                                           strict=True)] == list(enumerate(titles))  # fmt: skip
+    assert folder_count == 300 and folder_rows == list(enumerate(titles))
+    assert header_count == header_rows == 0  # nothing to link, as the local engine
 
 
 def test_bad_input_exits_2_with_one_line_or_rejects_the_row(nor_data: Path, titles: list[str], tmp_path: Path) -> None:
