@@ -671,7 +671,8 @@ def ray_titles(path: str, column: str, fmt_in: str, batch_size: int) -> tuple[ra
     if column not in names:
         raise _missing_column(path, column, names)
     blocks = dataset.select_columns([column]).rename_columns({column: "title"}).materialize().to_arrow_refs()
-    block_rows, numbered_block = ray.remote(_block_rows), ray.remote(_numbered_block)
+    # No CPU reserved for these small tasks: with one, Ray warned that the linking found no free CPU.
+    block_rows, numbered_block = ray.remote(num_cpus=0)(_block_rows), ray.remote(num_cpus=0)(_numbered_block)
     sizes = ray.get([block_rows.remote(block) for block in blocks])
     starts = itertools.accumulate(sizes, initial=0)  # one more than the blocks: the total
     numbered = ray.data.from_arrow_refs([numbered_block.remote(block, start)
