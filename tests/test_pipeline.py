@@ -281,6 +281,28 @@ def test_link_falls_back_while_best_is_not_ready_then_prepare_makes_it_ready(env
     assert "not ready" not in stderr and "pipeline best (monolingual variant" in stderr
 
 
+def test_after_prepare_the_first_link_fits_and_reads_nothing_new(env: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """`prepare` ends with what the first `link` of its query language did before its first
+    suggestion: the lexical scorer fitted, the known mentions' lexical columns written."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("MELO_CACHE", str(cache))
+    query = ("--data", str(env), "--pipeline", "lexical", "--langs", "no", "--query-lang", "no")
+    code, _, stderr = run_cli("prepare", *query, "--quiet")
+    assert code == 0, stderr
+
+    def kept() -> list[Path]:
+        return sorted(p.relative_to(cache) for p in (cache / "lexical").rglob("*") if p.is_file())
+
+    prepared = kept()
+    assert [p.suffix for p in prepared].count(".pkl") == 1, prepared  # the fitted char TF-IDF
+    assert [p.suffix for p in prepared].count(".npz") == 1, prepared  # the known mentions' columns
+    code, stdout, stderr = run_cli("link", *query, "--query", "lege", "--top", "3")
+    assert code == 0, stderr
+    assert "fitting" not in stderr and len(stdout.strip().splitlines()) == 3
+    assert kept() == prepared
+
+
 def test_the_progress_file_says_at_once_when_the_pipeline_serves_and_which_stage_runs(
     env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
