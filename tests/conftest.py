@@ -5,13 +5,18 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from db.store import Store
 from db.testing import BACKENDS, empty_store_url, pg_url
+
+if TYPE_CHECKING:
+    from melo_core.pipeline import PipelineDefinition
+    from melo_core.taxonomy import Taxonomy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -104,7 +109,7 @@ def nor_data(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
                         ("processed/melo/nor_q_no_c_no", "raw/crosswalks_standard/nor_no"))  # fmt: skip
 
 
-def described_pipeline(esco_csv: Path, folder: Path, variant: str) -> tuple[object, object]:
+def described_pipeline(esco_csv: Path, folder: Path, variant: str) -> tuple[Taxonomy, PipelineDefinition]:
     """(ESCO's cooks, ISCO 512, as a taxonomy; a pipeline whose two variants are ``variant``, TOML
     lines, written to ``folder``): where the description tests link."""
     from melo_core.pipeline import load_pipeline
@@ -135,7 +140,7 @@ def write_tsv(path: Path, rows: list[tuple[str, ...]]) -> None:
     path.write_text("".join("\t".join(r) + "\n" for r in rows), encoding="utf-8")
 
 
-def write_workbook(path: Path, rows: list[list[object]], styled_empty_column: int | None = None,
+def write_workbook(path: Path, rows: Sequence[Sequence[object]], styled_empty_column: int | None = None,
                    number_formats: dict[str, str] | None = None) -> Path:  # fmt: skip
     """An Excel workbook whose first sheet holds ``rows`` (numbers stay numbers), written by
     openpyxl; a second sheet that no reader should see. ``styled_empty_column``: a bold cell

@@ -7,6 +7,7 @@ import csv
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from melo_core.crosswalk import crosswalk_decisions, load_crosswalk
 from melo_core.linker import Linker, mention_form
 from melo_core.mention_index import MentionIndex
 from melo_core.scorers import ScorerContext, create_scorer
+from melo_core.scorers.base import ExtendableScorer
 from melo_core.simulate import simulate
 from melo_core.taxonomy import Taxonomy, taxonomy_from_melo
 
@@ -59,6 +61,7 @@ def ranking(linker: Linker, query: str, top_k: int = 10) -> list[tuple[str, floa
 def test_score_against_corpus_texts_equals_their_fitted_scores(taxonomy: Taxonomy, name: str) -> None:
     corpus = taxonomy.form_table().texts[:3000]
     scorer = create_scorer(name, ScorerContext("no", ("no",)))
+    assert isinstance(scorer, ExtendableScorer)
     scorer.fit(corpus)
     queries = ["sykepleier", "baker og konditor", NEAR]
     some = [5, 17, 2999, 400]
@@ -247,9 +250,12 @@ def test_a_few_mentions_given_after_the_others_are_indexed_as_if_given_at_once(
     linker.set_mentions([*earlier, *later[:5]])
     builds: list[int] = []
     build = MentionIndex.build.__func__  # type: ignore[attr-defined]
-    monkeypatch.setattr(
-        MentionIndex, "build", classmethod(lambda cls, *a, **k: builds.append(1) or build(cls, *a, **k))
-    )
+
+    def counted(cls: type[MentionIndex], *a: Any, **k: Any) -> MentionIndex:
+        builds.append(1)
+        return build(cls, *a, **k)
+
+    monkeypatch.setattr(MentionIndex, "build", classmethod(counted))
     for given in ([*earlier, *later[:2], *later[3:5]], [*earlier, later[0], *later[3:5], (ALIAS, later[2][1], "no")]):
         keys_before = {(m.form, m.concept_uri) for m in linker.mentions}
         changed = linker.set_mentions(given)
@@ -383,9 +389,9 @@ def test_the_learning_linker_gains_where_later_terms_repeat_earlier_wording(
         assert "left out: 1 vague" in stdout  # the broad match: not kept by the benchmark's rule
         steps = list(csv.DictReader(out.open(encoding="utf-8")))
         assert len(steps) == 8
-        learning = [float(s["learning_rank"]) for s in steps]
-        static = [float(s["static_rank"]) for s in steps]
-        assert all(a <= b for a, b in zip(learning, static, strict=True))
+        learning_ranks = [float(s["learning_rank"]) for s in steps]
+        static_ranks = [float(s["static_rank"]) for s in steps]
+        assert all(a <= b for a, b in zip(learning_ranks, static_ranks, strict=True))
         seen: set[str] = set()
         for step in steps:  # the second of each pair is found first by the learner
             pair = step["code"][1:]
@@ -470,6 +476,7 @@ def test_a_new_linker_reads_the_known_mentions_vectors_a_process_built_before(
     first.set_mentions(sets[0])
     expected = ranking(first, NEAR)
     [folder] = (tmp_path / "linker").glob("*.mentions")
+    assert first._mention_index is not None
     assert [p.name.split("-")[1] for p in folder.glob("*.npy")] == [f"{len(first._mention_index.texts)}.npy"]
 
     def no_lookup(self: _Component, texts: list[str]) -> np.ndarray:

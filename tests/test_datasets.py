@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from melo_core import MeloInputError, list_datasets, load_dataset
-from melo_core.datasets import parse_dataset_name, write_dataset
+from melo_core.datasets import DatasetName, parse_dataset_name, write_dataset
 from melo_core.evaluation import Protocol, evaluate
 from melo_core.scorers import create_scorer
 
@@ -38,10 +38,17 @@ def test_load_official_dataset(datasets_dir: Path) -> None:
         assert ds.concept_of[elements[0]].startswith("http://data.europa.eu/esco/")
 
 
+def parsed(name: str) -> DatasetName:
+    """An official folder name's parts (parse_dataset_name gives None for other names)."""
+    result = parse_dataset_name(name)
+    assert result is not None
+    return result
+
+
 def test_dataset_kinds_are_parsed_from_folder_names() -> None:
-    assert parse_dataset_name("deu_q_de_c_de").kind == "monolingual"
-    assert parse_dataset_name("deu_q_de_c_en").kind == "cross-lingual"
-    multi = parse_dataset_name("bel_q_fr_c_de_en_fr_nl")
+    assert parsed("deu_q_de_c_de").kind == "monolingual"
+    assert parsed("deu_q_de_c_en").kind == "cross-lingual"
+    multi = parsed("bel_q_fr_c_de_en_fr_nl")
     assert multi.corpus_languages == ("de", "en", "fr", "nl") and multi.kind == "multilingual"
     assert parse_dataset_name("my custom set") is None
 

@@ -11,7 +11,7 @@ import numpy as np
 from melo_core.encoders import CachedEncoder, EmbeddingCache, load_encoder
 from melo_core.published import published_model, published_protocol
 from melo_core.scorers import ScorerContext, create_scorer
-from melo_core.scorers.dense import caps_rule
+from melo_core.scorers.dense import DenseScorer, caps_rule
 from melo_core.text import calm_capitals
 from melo_core.vectors import concept_centroids
 
@@ -35,6 +35,7 @@ def test_caps_rules() -> None:
 
 def test_caps_option_is_the_scorers_not_the_encoders(tmp_path: Path) -> None:
     scorer = create_scorer("muse@caps=keep@threads=1", ScorerContext("es", ("es",), cache_dir=str(tmp_path)))
+    assert isinstance(scorer, DenseScorer)
     assert scorer.name == "muse@caps=keep@threads=1"
     assert scorer.encoder.spec == "muse"  # same cache space as plain muse
     scorer.fit(["director general", "panadero"])

@@ -296,7 +296,7 @@ def test_compaction_sees_shards_written_by_another_process_meanwhile(
     theirs = EmbeddingCache(tmp_path)._space(SPEC, "query")  # another process's view of the same space
     real_write = cache_module._Space.write
 
-    def write_while_another_process_writes(self: object, keys: np.ndarray, vectors: np.ndarray) -> object:
+    def write_while_another_process_writes(self: cache_module._Space, keys: np.ndarray, vectors: np.ndarray) -> str:
         written = real_write(self, keys, vectors)
         if len(keys) > 1:  # the merged shard has landed; the other process lands a shard now
             monkeypatch.setattr(cache_module._Space, "write", real_write)
@@ -359,7 +359,7 @@ def test_compaction_survives_a_temporary_file_renamed_meanwhile(
     in_flight.write_bytes(b"PK")
     real_stat = Path.stat
 
-    def stat_after_rename(self: Path, **kwargs: object) -> os.stat_result:
+    def stat_after_rename(self: Path, **kwargs: bool) -> os.stat_result:
         if self == in_flight and os.path.exists(in_flight):
             in_flight.unlink()  # the other process renames its finished shard right now
         return real_stat(self, **kwargs)
@@ -502,7 +502,12 @@ def test_the_same_texts_are_keyed_once_for_every_encoder_that_asks(monkeypatch: 
     once while the texts asked stay the same, and shared read-only."""
     hashed: list[str] = []
     key = cache_module.text_key
-    monkeypatch.setattr(cache_module, "text_key", lambda text: hashed.append(text) or key(text))
+
+    def hashing(text: str) -> bytes:
+        hashed.append(text)
+        return key(text)
+
+    monkeypatch.setattr(cache_module, "text_key", hashing)
     monkeypatch.setattr(cache_module, "_keyed", [])
     first = cache_module.text_keys(list(TITLES))
     again = cache_module.text_keys([str(t) for t in TITLES])  # equal texts, another list

@@ -401,6 +401,7 @@ def test_long_texts_are_embedded_in_smaller_batches_with_the_same_vectors(
     from melo_core.encoders import onnx_transformer
 
     reader = load_encoder(f"st:{bert_model}@query_prompt=query@passage_prompt=passage")
+    assert isinstance(reader, onnx_transformer.OnnxTransformerEncoder)
     assert "_session" not in vars(reader)
     shapes: list[tuple[int, int]] = []
     session = reader._session

@@ -7,6 +7,7 @@ import csv
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,8 +74,8 @@ dense = ["word-tfidf"]
 """,
     )
     results = tmp_path / "results.csv"
-    rows = run_experiment(load_experiment(path), data, results=results, limit_queries=LIMIT, show_progress=False,
-                          say=lambda line: None)  # fmt: skip
+    rows: list[dict[str, Any]] = run_experiment(load_experiment(path), data, results=results, limit_queries=LIMIT,
+                                                show_progress=False, say=lambda line: None)  # fmt: skip
     written = list(csv.DictReader(results.open(encoding="utf-8")))
     assert [(r["dataset"], r["metric"], float(r["value"])) for r in written] == [
         (r["dataset"], r["metric"], r["value"]) for r in rows
@@ -97,9 +98,9 @@ dense = ["word-tfidf"]
         others = [o for o in MONO if o != name]
         best = max(scores[name], key=lambda spec: sum(scores[o][spec] for o in others))
         assert reported[name]["pipeline"] == best
-        full = evaluate_one(data, datasets[name], best, Protocol("trec", 0))
-        assert reported[name]["value"] == round(full.metrics["mrr"], 6)
-        assert reported[name]["queries"] == len(full.query_ids)
+        chosen = evaluate_one(data, datasets[name], best, Protocol("trec", 0))
+        assert reported[name]["value"] == round(chosen.metrics["mrr"], 6)
+        assert reported[name]["queries"] == len(chosen.query_ids)
     mean = next(r for r in rows if r["dataset"] == "mean:monolingual" and r["metric"] == "mrr")
     assert mean["pipeline"] == "chosen leave-one-out"
     assert mean["value"] == pytest.approx(sum(float(reported[n]["value"]) for n in MONO) / 3, abs=1e-6)

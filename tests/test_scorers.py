@@ -10,6 +10,7 @@ import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from melo_core import Protocol, Scorer, ScorerContext, create_scorer, evaluate, load_dataset, scorer_names
+from melo_core.scorers.tfidf import TfidfScorer
 from melo_core.text import TextPrep
 
 LEXICAL = ["edit-distance", "word-tfidf", "char-tfidf", "bm25", "word-tfidf-lemmas", "char-tfidf-lemmas", "bm25-lemmas"]
@@ -91,6 +92,7 @@ def test_pickled_tfidf_scores_like_scikit_learn_without_it(name: str, datasets_d
     np.testing.assert_array_equal(restored.score(queries), scorer.score(queries))  # ties rank alike
     reference = TfidfVectorizer(analyzer="char" if name == "char-tfidf" else "word",
                                 ngram_range=(1, 3) if name == "char-tfidf" else (1, 1))  # fmt: skip
+    assert isinstance(scorer, TfidfScorer)
     prepare = scorer._prepare
     expected = (
         reference.fit_transform([prepare(c) for c in corpus]) @ reference.transform([prepare(q) for q in queries]).T
@@ -114,7 +116,12 @@ def test_the_known_mentions_matrix_kept_on_disk_serves_the_next_process(
         scorer.memo_folder = folder  # type: ignore[attr-defined]
         prepared: list[str] = []
         prepare = scorer._prepare  # type: ignore[attr-defined]
-        scorer._prepare = lambda text: prepared.append(text) or prepare(text)  # type: ignore[attr-defined]
+
+        def recording(text: str) -> str:
+            prepared.append(text)
+            return prepare(text)
+
+        scorer._prepare = recording  # type: ignore[attr-defined]
         return scorer, prepared
 
     folder = tmp_path / "memo"

@@ -37,8 +37,8 @@ def tiny_taxonomy() -> Taxonomy:
                 2,
                 "occupation",
                 {
-                    "en": LanguageLabels("baker", ["bread baker"], ["bakery worker"]),
-                    "no": LanguageLabels("baker (no)", ["brødbaker"]),
+                    "en": LanguageLabels("baker", ("bread baker",), ("bakery worker",)),
+                    "no": LanguageLabels("baker (no)", ("brødbaker",)),
                     "de": LanguageLabels("Bäckerin"),
                 },
                 isco_code="7512",

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from rdflib import Graph, Literal, Namespace, URIRef
+from rdflib.term import Node
 
 import db.exports
 from db.exports import machine_justification, sssom_text, turtle_text, validate_sssom
@@ -155,7 +156,7 @@ def test_turtle_reads_back_with_skos_triples_and_provenance(published: str) -> N
     nodes = set(graph.objects(mapping_set, SSSOM.mappings))
     assert len(nodes) == 7 and all((n, RDF.type, OWL.Axiom) in graph for n in nodes)
 
-    def axiom(source: URIRef, target: str, tool: str | None = None) -> dict[URIRef, object]:
+    def axiom(source: URIRef, target: str, tool: str | None = None) -> dict[Node, object]:
         [node] = [
             n
             for n in nodes

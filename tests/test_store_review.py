@@ -5,6 +5,7 @@ MELO_TEST_PG_URL is set."""
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -32,7 +33,7 @@ def add_terms(store: Store, tmp_path: Path) -> dict[str, int]:
 
 
 @pytest.fixture
-def shared(store_url: str, tmp_path: Path) -> tuple[Store, dict[str, int]]:
+def shared(store_url: str, tmp_path: Path) -> Iterator[tuple[Store, dict[str, int]]]:
     """A shared app's store (sign-in required): curators alice and bob, reviewer rita, terms."""
     with Store(store_url) as setup:
         terms = add_terms(setup, tmp_path)
@@ -52,7 +53,7 @@ def test_passwords_are_stored_as_salted_scrypt_hashes(store: Store, store_url: s
     store.add_account("bob", "reviewer", "same-password")
     engine = create_engine(store_url)
     with engine.connect() as connection:
-        hashes = dict(connection.execute(text("SELECT username, password_hash FROM accounts")).all())
+        hashes: dict[str, str] = dict(connection.execute(text("SELECT username, password_hash FROM accounts")).all())
     engine.dispose()
     assert all(h.startswith("scrypt$") and "same-password" not in h for h in hashes.values())
     assert hashes["alice"] != hashes["bob"]  # a salt of its own

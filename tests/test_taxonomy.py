@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import gc
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -32,7 +33,7 @@ def test_esco_csv_import_matches_the_files(esco_csv: Path) -> None:
     # ISCO groups first (by code), then occupations.
     kinds = [c.kind for c in taxonomy.concepts]
     assert kinds == [ISCO_GROUP] * len(groups) + [OCCUPATION] * len(occupations)
-    codes = [c.isco_code for c in taxonomy.concepts[: len(groups)]]
+    codes = cast("list[str]", [c.isco_code for c in taxonomy.concepts[: len(groups)]])  # every ISCO group has a code
     assert codes == sorted(codes)
     row = occupations[0]
     concept = taxonomy.by_uri[row["conceptUri"]]

@@ -4,6 +4,7 @@ languages, bad files, and known mentions from every crosswalk (titles belong to 
 from __future__ import annotations
 
 import csv
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -69,8 +70,9 @@ def test_titles_become_a_dataset_over_the_chosen_languages(taxonomy: Taxonomy, t
     below.write_text("\r\n\r\n" + spreadsheet.read_text(encoding="utf-8-sig"), encoding="utf-8")
     assert titles_dataset(below, taxonomy, ["en"])[0].queries == dataset.queries
     # an Excel workbook's first sheet, the same rows (an empty row between them is skipped)
-    rows = [["vacancyTitle", "conceptUri"], *map(list, labels[:2]), [None, None], *map(list, labels[2:]),
-            ["", labels[0][1]], ["Baker", "http://example.org/gone"]]  # fmt: skip
+    rows: list[Sequence[object]] = [["vacancyTitle", "conceptUri"], *map(list, labels[:2]), [None, None],
+                                    *map(list, labels[2:]), ["", labels[0][1]],
+                                    ["Baker", "http://example.org/gone"]]  # fmt: skip
     workbook, workbook_report = titles_dataset(write_workbook(tmp_path / "ads.xlsx", rows), taxonomy, ["en"])
     assert (workbook.name, workbook.queries, workbook.relevant) == (dataset.name, dataset.queries, dataset.relevant)
     assert (workbook_report.rows, workbook_report.kept, workbook_report.empty) == (7, 5, 1)

@@ -137,11 +137,11 @@ def test_the_model_card_says_what_it_was_trained_on(tiny_model: Path, two_langua
 def test_the_wordpiece_vocabulary_is_the_same_in_every_run(two_languages: Taxonomy) -> None:
     # The upstream trainer alone gave 4 different vocabularies in 4 runs on these labels.
     texts = sorted({form.text for form in two_languages.surface_forms()})
-    vocabularies = {json.dumps(sorted(train_tokenizer(texts, 3000).get_vocab().items())) for _ in range(4)}  # type: ignore[attr-defined]
+    vocabularies = {json.dumps(sorted(train_tokenizer(texts, 3000).get_vocab().items())) for _ in range(4)}
     assert len(vocabularies) == 1
     tokenizer = train_tokenizer(texts, 3000)
-    assert [t.content for t in tokenizer.get_added_tokens_decoder().values()] == ["[UNK]", "[PAD]"]  # type: ignore[attr-defined]
-    assert "[UNK]" not in tokenizer.encode("Sykepleier / nurse").tokens  # type: ignore[attr-defined]
+    assert [t.content for t in tokenizer.get_added_tokens_decoder().values()] == ["[UNK]", "[PAD]"]
+    assert "[UNK]" not in tokenizer.encode("Sykepleier / nurse").tokens
 
 
 def test_a_retrain_with_the_same_seed_gives_the_same_model(
@@ -166,8 +166,8 @@ def test_distillation_pulls_the_similarities_towards_the_teacher(
 ) -> None:
     distilled = tmp_path / "distilled"
     train(two_languages, distilled, TrainConfig(**{**TINY.__dict__, "teacher": "muse", "distill_weight": 5.0}))
-    texts = [c.labels[lang].preferred for c in two_languages.concepts[:400] for lang in ("no", "en")
-             if lang in c.labels and c.labels[lang].preferred]  # fmt: skip
+    texts = [preferred for c in two_languages.concepts[:400] for lang in ("no", "en")
+             if lang in c.labels and (preferred := c.labels[lang].preferred)]  # fmt: skip
     teacher = load_encoder("muse").encode(texts, "passage")
     plain = teacher_agreement(load_encoder(f"st:{tiny_model}"), teacher, texts)
     taught = teacher_agreement(load_encoder(f"st:{distilled}"), teacher, texts)
