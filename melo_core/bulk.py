@@ -309,21 +309,26 @@ def sample_titles(path: str | Path, column: str, fmt: str | None = None, rows: i
         path = files[0]
     elif not path.exists():
         return None
-    _, table = next(iter(InputBatches(path, column, rows, fmt)), (0, pa.table({"title": pa.array([], pa.string())})))
+    batches = InputBatches(path, column, rows, fmt, head=rows)
+    _, table = next(iter(batches), (0, pa.table({"title": pa.array([], pa.string())})))
     return table.column("title").to_pylist()
 
 
 class InputBatches:
     """The rows of a CSV, TSV or Parquet file's ``column`` in batches of exactly ``batch_size``
     rows (the last may be shorter) as tables (row, title); ``row`` counts data rows from 0, so
-    batch ``n`` holds rows ``n * batch_size`` … on every run."""
+    batch ``n`` holds rows ``n * batch_size`` … on every run. ``head``: only the first rows are
+    wanted (a sample); a workbook's sheet is then read no further (its whole sheet took 2.9 s per
+    100,000 rows)."""
 
-    def __init__(self, path: str | Path, column: str, batch_size: int, fmt: str | None = None):
+    def __init__(self, path: str | Path, column: str, batch_size: int, fmt: str | None = None,
+                 head: int | None = None):  # fmt: skip
         if batch_size < 1:
             raise MeloInputError(f"--batch-size must be at least 1, got {batch_size}")
         self.path = Path(path)
         self.column = column
         self.batch_size = batch_size
+        self.head = head
         self.format = input_format(path, fmt)
         try:
             self.size = self.path.stat().st_size
@@ -345,7 +350,8 @@ class InputBatches:
                 self.total_rows = parquet.metadata.num_rows
                 return parquet.iter_batches(batch_size=self.batch_size, columns=[self.column])
             if self.format == "xlsx":  # the first sheet, read as the CSV text it would save
-                text = read_text(self.path).encode("utf-8")
+                sheet_rows = None if self.head is None else self.head + 1  # and the header row
+                text = read_text(self.path, sheet_rows).encode("utf-8")
                 self.size = len(text)  # the progress bar follows the reader through that text
                 fmt, layout, source = "csv", TextLayout(), lambda: pa.BufferReader(text)
             else:

@@ -34,12 +34,12 @@ XLS_MAGIC = b"\xd0\xcf\x11\xe0"  # Excel 97-2003 (.xls): an OLE2 compound file
 ODS_MIMETYPE = b"mimetypeapplication/vnd.oasis.opendocument.spreadsheet"
 
 
-def sheet_text(data: bytes, path: Path) -> str:
+def sheet_text(data: bytes, path: Path, rows: int | None = None) -> str:
     """The first worksheet of an Excel workbook as the CSV text the spreadsheet would save as
     "CSV UTF-8": one line per row (an empty row a blank line, which the readers skip), so a line
     number is the sheet's row number while no cell holds a line break. Formulas give the value
     Excel last computed; a whole number is written without ".0", with the leading zeros a format
-    such as "0000" shows (ISCO's "0110"); a date as ISO 8601."""
+    such as "0000" shows (ISCO's "0110"); a date as ISO 8601. ``rows``: the first rows only."""
     from openpyxl import load_workbook  # only for workbooks: 0.2 s to import
 
     try:
@@ -49,7 +49,7 @@ def sheet_text(data: bytes, path: Path) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     try:
-        for row in book.worksheets[0].iter_rows():
+        for row in book.worksheets[0].iter_rows(max_row=rows):
             cells = [_cell_text(cell.value, getattr(cell, "number_format", "General")) for cell in row]
             while cells and not cells[-1]:
                 cells.pop()  # formatted but empty cells at the end of the row
@@ -76,9 +76,10 @@ def _cell_text(value: object, number_format: str) -> str:
     return str(value)
 
 
-def read_text(path: Path) -> str:
+def read_text(path: Path, sheet_rows: int | None = None) -> str:
     """Read a UTF-8 (or marked UTF-16) file, or an Excel workbook's first sheet as CSV text
-    (``sheet_text``); an undecodable byte is reported with its line number."""
+    (``sheet_text``; ``sheet_rows``: its first rows only); an undecodable byte is reported with its
+    line number."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -88,7 +89,7 @@ def read_text(path: Path) -> str:
     if data.startswith(XLSX_MAGIC) and data.startswith(ODS_MIMETYPE, 30):  # after the zip entry's header
         raise MeloInputError("an OpenDocument spreadsheet (.ods): save it as .xlsx or as 'CSV UTF-8'", path)
     if data.startswith(XLSX_MAGIC):
-        return sheet_text(data, path)
+        return sheet_text(data, path, sheet_rows)
     if data.startswith(XLS_MAGIC):
         raise MeloInputError("an Excel 97-2003 workbook (.xls): save it as .xlsx or as 'CSV UTF-8'", path)
     encoding = text_encoding(data)

@@ -15,7 +15,8 @@ from melo_core import language_id
 from melo_core.bulk import sample_titles
 from melo_core.language_id import TITLE_CONFIDENCE, detect_language, detect_title_language
 from melo_core.taxonomy import reader_languages
-from tests.conftest import linked_slice
+from melo_core.tsv import read_text
+from tests.conftest import linked_slice, write_workbook
 
 TITLES_CSV = Path(__file__).resolve().parent.parent.parent / "shared" / "jobbert" / "titles.csv"
 
@@ -94,13 +95,27 @@ def test_job_ad_titles_named_one_by_one_are_english() -> None:
     assert named and named.count("en") >= 0.98 * len(named)
 
 
-def test_link_input_ranks_a_file_in_its_detected_language(nor_data: Path, datasets_dir: Path, tmp_path: Path) -> None:
+def test_link_input_ranks_a_file_in_its_detected_language(nor_data: Path, datasets_dir: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """The detected language picks the variant, as --query-lang does: Norwegian titles against the
     Norwegian labels are monolingual, English ones cross-lingual; a given --query-lang wins."""
     norwegian = write_titles(tmp_path / "no.csv", queries(datasets_dir, "nor_q_no_c_no")[:60])
     english = write_titles(tmp_path / "en.csv", queries(datasets_dir, "usa_q_en_c_en")[:60])
     assert sample_titles(norwegian, "title", rows=10) == queries(datasets_dir, "nor_q_no_c_no")[:10]
     assert sample_titles("s3://feeds/2026-11/", "title") is None  # not on this machine: not read
+    # a workbook's sample reads its sheet no further than the rows sampled (the header, then 10)
+    titles = queries(datasets_dir, "nor_q_no_c_no")[:60]
+    book = write_workbook(tmp_path / "no.xlsx", [("id", "title"), *((i, t) for i, t in enumerate(titles))])
+    asked: list[int | None] = []
+
+    def reading(path: Path, sheet_rows: int | None = None) -> str:
+        asked.append(sheet_rows)
+        return read_text(path, sheet_rows)
+
+    monkeypatch.setattr("melo_core.bulk.read_text", reading)
+    assert sample_titles(book, "title", rows=10) == titles[:10] and asked == [11]
+    head = read_text(book, sheet_rows=11).splitlines()
+    assert len(head) == 11 and head[0] == "id,title" and head[10].startswith("9,")
     common = ("--data", str(nor_data), "--column", "title", "--langs", "no", "--pipeline", "lexical", "--top", "2")
     for path, language, variant in ((norwegian, "no", "monolingual"), (english, "en", "cross-lingual")):
         code, _, stderr = run_cli("link", "--input", str(path), "--out", str(tmp_path / f"{language}.out.csv"), *common)
