@@ -205,7 +205,7 @@ st.session_state["link_term"] = wanted
 term_id = st.selectbox(
     f"Term ({in_queue} in this queue{', the first 200 listed' if in_queue > len(queue) else ''})",
     list(by_id),
-    format_func=lambda i: f"{by_id[i].label}  ·  {by_id[i].code}  [{by_id[i].status}]",
+    format_func=lambda i: f"{by_id[i].label}  ·  {ui.shown_code(by_id[i].code, by_id[i].uri)}  [{by_id[i].status}]",
     key="link_term",
 )
 term = by_id[term_id]
@@ -213,7 +213,7 @@ st.query_params["scheme"] = scheme_name
 st.query_params["term"] = str(term.id)
 
 st.subheader(term.label)
-st.caption(f"Code `{term.code}` · {term.uri} · status **{term.status}**")
+st.caption(f"Code `{ui.shown_code(term.code, term.uri)}` · {term.uri} · status **{term.status}**")
 if term.description:
     st.markdown(term.description)
 

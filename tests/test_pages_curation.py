@@ -79,6 +79,12 @@ def test_first_run_asks_the_curator_then_imports_with_one_click(env: str) -> Non
         assert store.taxonomies()[0].concepts > 1000
         first = store.queue("nor_no", limit=1)[0]
     assert app.subheader[0].value == first.label  # straight into the queue
+    # the crosswalk is keyed by URI: the code shows as its last segment, the URI once beside it
+    code = first.code.rsplit("/", 1)[-1]
+    assert first.code == first.uri and code.isdigit()
+    assert app.selectbox(key="link_term").options[0] == f"{first.label}  ·  {code}  [todo]"
+    (caption,) = [c.value for c in app.caption if c.value.startswith("Code ")]
+    assert caption == f"Code `{code}` · {first.uri} · status **todo**"
 
 
 def test_accept_a_candidate_then_see_it_on_the_crosswalk_page(started: str) -> None:

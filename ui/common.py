@@ -141,6 +141,15 @@ def _crosswalk_mentions(data_dir: str, cache_dir: str, relations: tuple[str, ...
     return mentions, MentionTexts(texts, hashlib.blake2b("\n".join(texts).encode(), digest_size=16).hexdigest())
 
 
+def shown_code(code: str, uri: str) -> str:
+    """A term's code as the Link page shows it: a code that is the term's own URI (MELO's
+    crosswalks are keyed by URI) by its last segment, ".../norwegian-occupations/110" as 110, the
+    URI being shown beside it."""
+    if code == uri and "/" in code.rstrip("/"):
+        return code.rstrip("/").rsplit("/", 1)[-1]
+    return code
+
+
 def scheme_country(scheme: str) -> str | None:
     """The country of a scheme named like a national crosswalk (``nor_no``): its crosswalks are no
     known mentions while it is linked."""
