@@ -58,6 +58,9 @@ st.dataframe(
     hide_index=True,
     key="drill_queries",
     column_config={"first_rank": st.column_config.NumberColumn(format="%.0f")},
+    # What a reader compares first: the query, its gold labels, the ranks and the top predictions;
+    # the concepts' URIs (as wide as all of these) last. The CSV keeps the table's own order.
+    column_order=[c for c in shown.columns if c != "gold concepts"] + ["gold concepts"],
 )
 st.download_button("Queries (CSV)", ui.csv_bytes(shown), file_name=f"{dataset}_{model}_queries.csv", key="drill_csv")
 

@@ -160,6 +160,9 @@ def test_drill_down_failures_and_a_paired_comparison(url: str) -> None:
         b = run_queries(store, runs["edit-distance"])
     table = app.dataframe[0].value
     assert list(table["query_id"]) == list(a["query_id"]) and len(table) == RUN_SET_QUERIES
+    order = list(app.dataframe[0].proto.column_order)  # the URIs last: as wide as all the rest
+    assert order[:4] == ["query_id", "query", "gold labels", "first_rank"] and order[-1] == "gold concepts"
+    assert sorted(order) == sorted(table.columns)
     top1_hits = table["top 1"].str.startswith("✔")
     assert list(top1_hits) == list(a["first_rank"] == 1)  # the gold is marked where it ranks first
 
