@@ -382,9 +382,15 @@ def _settings_for(args: argparse.Namespace, taxonomy: Taxonomy, languages: list[
                                    query_language=args.query_lang)  # fmt: skip
     if why:
         print(why, file=sys.stderr)  # said even with --quiet: the user gets less than the default
-    name = args.pipeline if args.pipeline and args.pipeline.endswith(".toml") else definition.name
     # The default pipeline serves with the known mentions embedded so far; a named one embeds all.
-    return LinkSettings(pipeline=name, embedded_mentions_only=args.pipeline is None, **common)
+    return LinkSettings(pipeline=_pipeline_setting(args.pipeline, definition),
+                        embedded_mentions_only=args.pipeline is None, **common)  # fmt: skip
+
+
+def _pipeline_setting(requested: str | None, definition: PipelineDefinition) -> str:
+    """How a pipeline travels in ``LinkSettings`` (to Ray workers too): a PATH.toml as given, else
+    by name."""
+    return requested if requested and requested.endswith(".toml") else definition.name
 
 
 def _linker(args: argparse.Namespace, settings: LinkSettings, say: Callable[[str], None]) -> Linker:
@@ -533,8 +539,8 @@ def _first_link(args: argparse.Namespace, definition: PipelineDefinition, langua
     and rank one query: its lexical scorers are fitted and the known mentions' lexical columns and
     vectors written to the cache, which the first `link` after `prepare` did before its first
     suggestion (13.1-13.8 s, now 3.6-4.2 s, `--query-lang en --langs en`: docs/benchmarks.md)."""
-    name = args.pipeline if args.pipeline.endswith(".toml") else definition.name
-    settings = LinkSettings(data=str(args.data), pipeline=name, languages=tuple(languages) if languages else None,
+    settings = LinkSettings(data=str(args.data), pipeline=_pipeline_setting(args.pipeline, definition),
+                            languages=tuple(languages) if languages else None,
                             query_language=args.query_lang, hold_out_country=args.hold_out_country,
                             query_cache=False, embedded_mentions_only=True)  # fmt: skip
     build_linker(settings, show_progress=False).link([definition.name], top_k=1)  # any text: it is not kept
