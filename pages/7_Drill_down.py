@@ -53,11 +53,20 @@ st.caption(
     f"{model} on {dataset}: {len(queries)} queries, MRR {queries['reciprocal_rank'].mean():.4f}, "
     f"{len(failures(table, int(k)))} with no relevant element in the top {int(k)} (run {int(run['run_id'])})."
 )
+depth = int(run["depth"]) if run["depth"] else None  # 0: the whole corpus was ranked
 st.dataframe(
-    shown,
+    # A gold concept past the run's depth has no rank (inf in the CSV): an empty cell, not "Infinity".
+    shown.assign(first_rank=shown["first_rank"].where(shown["first_rank"] != float("inf"))),
     hide_index=True,
     key="drill_queries",
-    column_config={"first_rank": st.column_config.NumberColumn(format="%.0f")},
+    column_config={
+        "first_rank": st.column_config.NumberColumn(
+            format="%.0f",
+            help=f"Rank of the first relevant element; empty when none is in the top {depth}"
+            if depth
+            else "Rank of the first relevant element",
+        )
+    },
     # What a reader compares first: the query, its gold labels, the ranks and the top predictions;
     # the concepts' URIs (as wide as all of these) last. The CSV keeps the table's own order.
     column_order=[c for c in shown.columns if c != "gold concepts"] + ["gold concepts"],

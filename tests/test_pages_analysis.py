@@ -163,6 +163,9 @@ def test_drill_down_failures_and_a_paired_comparison(url: str) -> None:
     order = list(app.dataframe[0].proto.column_order)  # the URIs last: as wide as all the rest
     assert order[:4] == ["query_id", "query", "gold labels", "first_rank"] and order[-1] == "gold concepts"
     assert sorted(order) == sorted(table.columns)
+    past_depth = a["first_rank"] == float("inf")  # no relevant element in the stored top 100
+    assert past_depth.any() and table["first_rank"][past_depth].isna().all()  # an empty cell, not "Infinity"
+    assert list(table["first_rank"][~past_depth]) == list(a["first_rank"][~past_depth])
     top1_hits = table["top 1"].str.startswith("✔")
     assert list(top1_hits) == list(a["first_rank"] == 1)  # the gold is marked where it ranks first
 
