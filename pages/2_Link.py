@@ -375,7 +375,6 @@ for c in candidates:
         "rank": c.rank,
         "name": shown(c),
         "text": f"{c.rank}. {shown(c)} — “{c.matched_label}” ({c.matched_language}{', mention' if c.via_mention else ''})"
-        + f" · {c.concept_uri.rsplit('/', 1)[-1]}"
         + (f" · ISCO {c.isco_code}" if c.isco_code and c.kind != ISCO_GROUP else "")
         + f" · {c.score:.3f}  [{PICK_KEYS[c.rank - 1]}]",
     }

@@ -107,6 +107,10 @@ def test_accept_a_candidate_then_see_it_on_the_crosswalk_page(started: str) -> N
     choice = app.radio(key=f"link_choice_{first[0].id}")
     assert choice.value is not None
     assert choice.index == 0 and choice.value.startswith("1|")  # the top candidate is preselected
+    # An option reads rank, label, matched label, ISCO code and score; a URI's last segment (a UUID
+    # for an occupation) made it wrap onto a second line.
+    assert [o.split(".", 1)[0] for o in choice.options] == [str(r) for r in table["rank"]]
+    assert not any(uri.rsplit("/", 1)[-1] in o for o, uri in zip(choice.options, table["uri"], strict=True))
 
     button(app, "Exact").click().run()
     assert not app.exception
