@@ -60,12 +60,18 @@ st.dataframe(
     hide_index=True,
     key="drill_queries",
     column_config={
+        # Each as wide as a short label: a long query or gold list kept the ranks and predictions off screen.
+        **{
+            c: st.column_config.TextColumn(width="medium")
+            for c in shown.columns
+            if c in ("query", "gold labels") or c.startswith("top ")
+        },
         "first_rank": st.column_config.NumberColumn(
             format="%.0f",
             help=f"Rank of the first relevant element; empty when none is in the top {depth}"
             if depth
             else "Rank of the first relevant element",
-        )
+        ),
     },
     # What a reader compares first: the query, its gold labels, the ranks and the top predictions;
     # the concepts' URIs (as wide as all of these) last. The CSV keeps the table's own order.
