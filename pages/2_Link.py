@@ -310,39 +310,38 @@ st.caption(f"Candidates by {produced_by}.")
 if candidates and not store.suggestions(term.id, suggestion_source):
     store.save_suggestions(term.id, suggestion_source, [(c.concept_uri, c.score) for c in candidates])
 
-candidate_table = pd.DataFrame(
-    [
-        {
-            "rank": c.rank,
-            "concept": shown(c),
-            # What a curator decides on comes first, then why it ranks there: at 1400 px the
-            # score and the decision were past the right edge, behind labels and components.
-            "score": round(c.score, 4),
-            "decision": current[c.concept_uri].outcome if c.concept_uri in current else "",
-            "matched label": f"{c.matched_label} ({c.matched_language}{', known mention' if c.via_mention else ''})",
-            "ISCO group": f"{c.isco_code} {c.isco_label or ''}".strip() if c.isco_code else "",
-            "kind": c.kind,
-            **({"mention prior": round(c.prior, 4)} if linker.mention_prior else {}),
-            **({"description": round(c.description, 4)} if linker.description_weight else {}),
-            **(
-                {
-                    column: value
-                    for name, score in c.component_scores.items()
-                    for column, value in (
-                        (f"{name} score", round(score, 4)),
-                        (f"{name} rank", c.component_ranks[name]),
-                    )
-                }
-                if linker.hybrid
-                else {}
-            ),
-            "uri": c.concept_uri,
-        }
-        for c in candidates
-    ]
-)
 st.dataframe(
-    candidate_table,
+    pd.DataFrame(
+        [
+            {
+                "rank": c.rank,
+                "concept": shown(c),
+                # What a curator decides on comes first, then why it ranks there: at 1400 px the
+                # score and the decision were past the right edge, behind labels and components.
+                "score": round(c.score, 4),
+                "decision": current[c.concept_uri].outcome if c.concept_uri in current else "",
+                "matched label": f"{c.matched_label} ({c.matched_language}{', known mention' if c.via_mention else ''})",
+                "ISCO group": f"{c.isco_code} {c.isco_label or ''}".strip() if c.isco_code else "",
+                "kind": c.kind,
+                **({"mention prior": round(c.prior, 4)} if linker.mention_prior else {}),
+                **({"description": round(c.description, 4)} if linker.description_weight else {}),
+                **(
+                    {
+                        column: value
+                        for name, score in c.component_scores.items()
+                        for column, value in (
+                            (f"{name} score", round(score, 4)),
+                            (f"{name} rank", c.component_ranks[name]),
+                        )
+                    }
+                    if linker.hybrid
+                    else {}
+                ),
+                "uri": c.concept_uri,
+            }
+            for c in candidates
+        ]
+    ),
     hide_index=True,
     width="stretch",
     column_config={"rank": st.column_config.NumberColumn(width="small"), "uri": st.column_config.LinkColumn("uri")},

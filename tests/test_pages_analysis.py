@@ -166,9 +166,11 @@ def test_drill_down_failures_and_a_paired_comparison(url: str) -> None:
     past_depth = a["first_rank"] == float("inf")  # no relevant element in the stored top 100
     assert past_depth.any() and table["first_rank"][past_depth].isna().all()  # an empty cell, not "Infinity"
     assert list(table["first_rank"][~past_depth]) == list(a["first_rank"][~past_depth])
-    widths = {name: column.get("width") for name, column in json.loads(app.dataframe[0].proto.columns).items()}
-    assert "top 5" in table.columns and all(widths[c] == "medium" for c in ("query", "gold labels", "top 1", "top 5"))
-    assert "top 100" in json.loads(app.dataframe[0].proto.columns)["first_rank"]["help"]
+    config = json.loads(app.dataframe[0].proto.columns)
+    assert "top 5" in table.columns and all(
+        config[c]["width"] == "medium" for c in ("query", "gold labels", "top 1", "top 5")
+    )
+    assert "top 100" in config["first_rank"]["help"]
     top1_hits = table["top 1"].str.startswith("✔")
     assert list(top1_hits) == list(a["first_rank"] == 1)  # the gold is marked where it ranks first
 
