@@ -1,6 +1,7 @@
-"""Compare models on the MELO benchmark: MRR heatmap (model × dataset), grouped bars, top-k
-accuracy curves (the paper's figures 3, 6, 7) and the difference to the published values, over
-the runs stored with `eval --store` or from this page, and the published baselines."""
+"""Compare models on the MELO benchmark: MRR heatmap (model × dataset, the longer list down the
+page), grouped bars, top-k accuracy curves (the paper's figures 3, 6, 7) and the difference to the
+published values, over the runs stored with `eval --store` or from this page, and the published
+baselines."""
 
 from __future__ import annotations
 
@@ -142,9 +143,12 @@ if not partial.empty:
 # -- charts ------------------------------------------------------------------------------------------
 st.subheader(f"{metric} by model and dataset")
 matrix = mrr_matrix(selected, picked, chosen, metric=metric)
+# The longer list runs down the page: 47 datasets across a 1400 px window left cells too narrow
+# for their numbers, while rows keep their height whatever their number.
+drawn = matrix.T if len(chosen) > len(picked) else matrix
 heatmap = px.imshow(
-    matrix, text_auto=".3f", aspect="auto", color_continuous_scale="Viridis", zmin=0, zmax=1,
-    labels={"color": metric}, height=120 + 40 * len(picked),
+    drawn, text_auto=".3f", aspect="auto", color_continuous_scale="Viridis", zmin=0, zmax=1,
+    labels={"color": metric}, height=120 + 32 * len(drawn.index),
 )  # fmt: skip
 ui.show_chart(heatmap, matrix.reset_index(), f"heatmap_{metric}")
 

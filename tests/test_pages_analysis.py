@@ -103,6 +103,12 @@ def test_benchmark_heatmap_and_differences_come_from_the_stored_runs(url: str, m
     published = next(t for t in curves if t["name"] == "openai (published)")
     assert list(published["x"]) == [1, 5, 10]
 
+    # Fewer models than datasets: the datasets run down the page, one row each.
+    app.multiselect(key="bench_models").set_value(["char-tfidf", "edit-distance"]).run()
+    heatmap = figure(app, 0)["data"][0]
+    assert (list(heatmap["y"]), list(heatmap["x"])) == (list(RUN_SET_DATASETS), ["char-tfidf", "edit-distance"])
+    assert np.asarray(heatmap["z"], dtype=float)[0, 1] == pytest.approx(stored[("edit-distance", RUN_SET_DATASETS[0])])
+
 
 def test_benchmark_evaluates_from_the_page_and_stores_the_run(url: str) -> None:
     app = open_page(BENCHMARK)
