@@ -85,35 +85,39 @@ mappings = current_mappings(
     until,
     decided,
 )
-st.caption(f"{len(mappings)} current decisions in **{scheme_name}** (the latest per term and concept).")
+st.caption(
+    f"{len(mappings)} current decision{'' if len(mappings) == 1 else 's'} in **{scheme_name}** (the latest per term and concept)."
+)
 st.dataframe(
     pd.DataFrame(
         [
             {
-                "code": d.term_code,
+                # The mapping first, its provenance after, the URIs last: a MELO term's code is a
+                # URI too, and at 1400 px code and term left the concept's URI off screen.
                 "term": d.term_label,
                 "relation": d.outcome,
                 "concept": d.concept_label or "",
-                "concept uri": d.concept_uri,
                 "curator": d.curator,
                 "decided (UTC)": d.decided_at.strftime("%Y-%m-%d %H:%M"),
+                "comment": d.comment,
                 "scorer": d.scorer or "",
                 "rank": d.rank,
-                "comment": d.comment,
+                "code": d.term_code,
+                "concept uri": d.concept_uri,
             }
             for d in mappings
         ],
         columns=[
-            "code",
             "term",
             "relation",
             "concept",
-            "concept uri",
             "curator",
             "decided (UTC)",
+            "comment",
             "scorer",
             "rank",
-            "comment",
+            "code",
+            "concept uri",
         ],
     ),
     hide_index=True,

@@ -277,6 +277,10 @@ def test_crosswalk_page_shows_what_others_did_since_its_last_run(started: str) -
     app = page(CROSSWALK).run()
     assert not app.exception
     assert len(app.dataframe[0].value) == 1
+    assert any(c.value.startswith("1 current decision in ") for c in app.caption)
+    # The mapping leads, the URIs close the table (a MELO term's code is a URI too).
+    columns = list(app.dataframe[0].value.columns)
+    assert columns[:3] == ["term", "relation", "concept"] and columns[-2:] == ["code", "concept uri"]
     assert any(c.value == "None." for c in app.caption)  # no consistency warning yet
     assert list(app.dataframe[1].value["comments"]) == [0]
     assert len(app.run().dataframe[0].value) == 1  # a rerun with nothing changed reads the same
