@@ -46,6 +46,7 @@ from melo_core.datasets import (
 )
 from melo_core.disk_cache import files_stamp, load_pickle, save_pickle
 from melo_core.published import published_model
+from melo_core.significance import Interval, mean_interval, wilcoxon
 from melo_core.text import ascii_fold, folding_applies
 
 if TYPE_CHECKING:
@@ -461,12 +462,14 @@ class PairedComparison:
     mean_rr_b: float
     statistic: float  # Wilcoxon signed-rank statistic (NaN when every difference is zero)
     p_value: float  # two-sided; 1.0 when every difference is zero, NaN without pairs
+    difference: Interval | None  # mean of b - a with its 95% bootstrap interval; None without pairs
 
 
 def compare_queries(a: pd.DataFrame, b: pd.DataFrame) -> PairedComparison:
     """Join two per-query frames (query_id, first_rank; e.g. ``query_results``) on query_id and
     compare their reciprocal ranks, with a two-sided Wilcoxon signed-rank test on the pairs
-    (scipy's defaults: zero differences dropped, as the MELO code's significance test)."""
+    (scipy's defaults: zero differences dropped, as the MELO code's significance test) and a
+    bootstrap interval of the difference in MRR."""
     left = a[["query_id", *(["query"] if "query" in a.columns else []), "first_rank"]]
     table = left.merge(b[["query_id", "first_rank"]], on="query_id", suffixes=("_a", "_b"), validate="one_to_one")
     rr_a = reciprocal_rank(table["first_rank_a"])
@@ -475,16 +478,7 @@ def compare_queries(a: pd.DataFrame, b: pd.DataFrame) -> PairedComparison:
     table["rr_a"], table["rr_b"], table["delta"] = rr_a, rr_b, delta
     table["status"] = np.select([delta > 0, delta < 0], ["better", "worse"], "same")
     n = len(table)
-    if n == 0:
-        statistic, p_value = math.nan, math.nan
-    elif not np.any(delta):
-        # scipy has no answer when every difference is zero; the runs are indistinguishable.
-        statistic, p_value = math.nan, 1.0
-    else:
-        from scipy import stats
-
-        test = stats.wilcoxon(rr_a, rr_b)
-        statistic, p_value = float(test.statistic), float(test.pvalue)
+    statistic, p_value = wilcoxon(rr_a, rr_b)
     return PairedComparison(
         table=table,
         n_pairs=n,
@@ -495,6 +489,7 @@ def compare_queries(a: pd.DataFrame, b: pd.DataFrame) -> PairedComparison:
         mean_rr_b=float(rr_b.mean()) if n else math.nan,
         statistic=statistic,
         p_value=p_value,
+        difference=mean_interval([delta]) if n else None,
     )
 
 

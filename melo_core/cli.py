@@ -11,6 +11,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
 from melo_core import cache_admin, config, extensions, training_cli
@@ -44,6 +45,7 @@ from melo_core.index import INDEX_KINDS
 from melo_core.language_id import detect_language, detect_title_language
 from melo_core.linker import AGGREGATIONS, Linker
 from melo_core.memory import kept_until_exit, thawed_afterwards
+from melo_core.metrics import rank_matrix, reciprocal_ranks
 from melo_core.output import message_stream
 from melo_core.pipeline import (
     DEFAULT_PIPELINE,
@@ -68,6 +70,7 @@ from melo_core.published import (
 )
 from melo_core.scorers import is_scorer_spec, scorer_families, scorer_names
 from melo_core.scorers.known_mentions import MENTION_RELATIONS
+from melo_core.significance import CONFIDENCE, Interval, PairedTest, mean_interval, paired_test
 from melo_core.taxonomy import (
     Taxonomy,
     cached_taxonomy_from_melo,
@@ -127,6 +130,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise MeloInputError("--db goes with --store")
     if not 0.0 <= args.mentions <= 1.0:
         raise MeloInputError(f"--mentions must be in [0, 1], got {args.mentions:g}")
+    if not 0.0 <= args.confidence < 1.0:
+        raise MeloInputError(f"--confidence must be in [0, 1) (0: no intervals), got {args.confidence:g}")
     for scorer in scorers:
         default_protocol(scorer, args.mode, args.depth)  # a bad --mode or --depth fails before any work
     folders = [resolve_dataset(args.data, name) for name in names]
@@ -142,7 +147,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             record = cleanup.enter_context(extensions.store_access("--store").open_runs(args.db))
         rows = _evaluate_all(args, datasets, scorers, record)
     columns = ["dataset", "scorer", "mode", "depth", "queries", "skipped_queries", "seconds", *CSV_METRICS]
-    extra = ["published_model"] + [f"{p}_{k}" for k in (*SUMMARY_METRICS, "map") for p in ("published", "diff")]
+    extra = [*INTERVAL_COLUMNS, "published_model"]
+    extra += [f"{p}_{k}" for k in (*SUMMARY_METRICS, "map") for p in ("published", "diff")]
     columns += [c for c in extra if any(c in r for r in rows)]
     if args.out:
         write_csv(args.out, rows, columns)
@@ -170,6 +176,7 @@ def _evaluate_all(
     messages = message_stream(args.out)  # stderr while the CSV goes to stdout
     total = sum(len(d.query_ids) for d in datasets) * len(scorers)
     rows: list[dict[str, object]] = []
+    reciprocal: dict[tuple[str, str], np.ndarray] = {}  # (dataset, scorer label): per-query reciprocal ranks
     with tqdm(total=total, unit="query", desc="evaluating", disable=args.quiet, file=sys.stderr) as bar:
         for dataset in datasets:
             for scorer_name in scorers:
@@ -202,10 +209,59 @@ def _evaluate_all(
                             row[f"published_{key}"] = published[key]
                             row[f"diff_{key}"] = _diff(result.metrics[key], published[key])
                 rows.append(row)
+                rr = reciprocal_ranks(rank_matrix(result.ranks))
+                reciprocal[(dataset.name, label)] = rr
+                first = next(iter(k for d, k in reciprocal if d == dataset.name))
+                comparison = None
+                if args.confidence and len(rr):
+                    row.update(_interval_columns(mean_interval([rr], args.confidence), "mrr"))
+                    if first != label:
+                        comparison = paired_test(reciprocal[(dataset.name, first)], rr, args.confidence)
+                        row.update({"vs": first, **_interval_columns(comparison.difference, "delta_mrr"),
+                                    "wilcoxon_p": float(f"{comparison.p_value:.4g}")})  # fmt: skip
                 bar.write(_summary_line(row, published, protocol, published_name), file=messages)
+                if comparison is not None:
+                    bar.write(_comparison_line(first, comparison), file=messages)
                 if record is not None:
                     bar.write(record(result, dataset, label), file=messages)
+    if args.confidence and len(datasets) > 1:
+        for line in _mean_lines(reciprocal, [d.name for d in datasets], args.confidence):
+            print(line, file=messages)
     return rows
+
+
+INTERVAL_COLUMNS = ("mrr_low", "mrr_high", "vs", "delta_mrr", "delta_mrr_low", "delta_mrr_high", "wilcoxon_p")
+
+
+def _interval_columns(interval: Interval, name: str) -> dict[str, object]:
+    """``name`` (a difference only: the MRR has its column), ``name_low``, ``name_high``."""
+    columns: dict[str, object] = {f"{name}_low": round(interval.low, 6), f"{name}_high": round(interval.high, 6)}
+    return columns if name == "mrr" else {name: round(interval.value, 6), **columns}
+
+
+def _comparison_line(first: str, test: PairedTest) -> str:
+    return (f"{'':<24} {'':<18} vs {first}: MRR {test.difference.describe(signed=True)}, better on "
+            f"{test.better:,}, worse on {test.worse:,}, same on {test.same:,} queries; Wilcoxon p "
+            f"{test.p_value:.3g}")  # fmt: skip
+
+
+def _mean_lines(reciprocal: dict[tuple[str, str], np.ndarray], datasets: list[str], confidence: float) -> list[str]:
+    """Per scorer, the mean MRR over the datasets with its interval (each dataset's queries resampled
+    on their own); after the first scorer, the difference to it."""
+    labels = list(dict.fromkeys(label for _, label in reciprocal))
+    named = [d for d in datasets if all(len(reciprocal[(d, label)]) for label in labels)]
+    if len(named) < 2:
+        return []
+    level = f"{confidence:.0%}"
+    lines = [f"mean of {len(named)} datasets ({level} bootstrap intervals over their queries):"]
+    for label in labels:
+        mean = mean_interval([reciprocal[(d, label)] for d in named], confidence)
+        line = f"  {label:<18} MRR {mean.describe()}"
+        if label != labels[0]:
+            change = mean_interval([reciprocal[(d, label)] - reciprocal[(d, labels[0])] for d in named], confidence)
+            line += f"  vs {labels[0]}: {change.describe(signed=True)}"
+        lines.append(line)
+    return lines
 
 
 def _summary_line(
@@ -215,6 +271,8 @@ def _summary_line(
     for key in SUMMARY_METRICS:
         value = float(row[key])  # type: ignore[arg-type]
         text = f"{key.upper() if key == 'mrr' else key} {value:.4f}"
+        if key == "mrr" and "mrr_low" in row:
+            text += f" [{float(row['mrr_low']):.4f}, {float(row['mrr_high']):.4f}]"  # type: ignore[arg-type]
         if published and key in published:
             text += f" (pub {published[key]:.4f}, {_diff(value, published[key]):+.4f})"
         parts.append(text)
@@ -658,6 +716,10 @@ def build_parser() -> argparse.ArgumentParser:
         default="alias",
         help="crosswalk matches that become mentions: exact and narrow (alias, default) or all four relations",
     )
+    ev.add_argument("--confidence", type=float, default=CONFIDENCE,
+                    help=f"level of the bootstrap intervals over the queries (default {CONFIDENCE:g}): each "
+                    "MRR's, its mean's over the datasets, and, with two or more scorers, the difference of "
+                    "each to the first on the same queries (with a Wilcoxon test); 0: none")  # fmt: skip
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.set_defaults(func=cmd_eval)
 

@@ -104,9 +104,15 @@ if not title_runs.empty:
     st.subheader("Job-ad titles")
     st.caption("Concept-level: one label per concept, depth 100 (acc@100 is recall@100). Known mentions come "
                "from every crosswalk; no title is ever a mention or alias.")  # fmt: skip
-    shown = title_runs[["model", "dataset", "n_queries", "mrr", "acc@1", "acc@5", "acc@10", "acc@100"]]
+    shown = title_runs[["model", "dataset", "n_queries", "mrr", "acc@1", "acc@5", "acc@10", "acc@100"]].copy()
+    bounds = [ui.mrr_interval(store, int(r)) if s == OURS else (None, None)
+              for r, s in zip(title_runs["run_id"], title_runs["source"], strict=True)]  # fmt: skip
+    shown.insert(4, "MRR low", [low for low, _ in bounds])
+    shown.insert(5, "MRR high", [high for _, high in bounds])
     st.dataframe(shown.rename(columns={"acc@100": "recall@100"}).sort_values(["dataset", "mrr"], ascending=[True, False]),
-                 hide_index=True, key="bench_titles_table")  # fmt: skip
+                 hide_index=True, key="bench_titles_table",
+                 column_config={c: st.column_config.NumberColumn(format="%.4f", help="95% bootstrap interval of "
+                                "the MRR over the titles") for c in ("MRR low", "MRR high")})  # fmt: skip
 
 # -- choosing models and datasets ---------------------------------------------------------------------
 with st.sidebar:

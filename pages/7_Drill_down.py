@@ -1,17 +1,21 @@
 """One dataset, one model: every query with its gold concept(s), the rank of the first relevant
 element and the top-5 predictions; only the failures if you like; and two models side by side on
-the same queries, with a Wilcoxon signed-rank test on the per-query reciprocal ranks."""
+the same queries, with a Wilcoxon signed-rank test on the per-query reciprocal ranks and a bootstrap
+interval of the difference in MRR."""
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import plotly.express as px
 import streamlit as st
 
 from db.runs import OURS, run_queries
 from melo_core import config
-from melo_core.analysis import compare_queries, drilldown_table, failures
+from melo_core.analysis import PairedComparison, compare_queries, drilldown_table, failures
 from melo_core.datasets import load_dataset, resolve_dataset
 from melo_core.errors import MeloInputError
+from melo_core.significance import Interval, mean_interval
 from ui import analysis as ui
 from ui.common import store as open_store
 from ui.navigation import app_navigation
@@ -39,6 +43,16 @@ def concept_mapping(data_dir: str, name: str) -> dict[str, str]:
         return {}
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def mrr_interval(reciprocal_ranks: np.ndarray) -> Interval:
+    return mean_interval([reciprocal_ranks])  # a few seconds on 15,000 queries: once per run
+
+
+@st.cache_data(show_spinner="Comparing the two runs…", max_entries=16)
+def paired(a: pd.DataFrame, b: pd.DataFrame) -> PairedComparison:
+    return compare_queries(a, b)
+
+
 left, middle, right = st.columns(3)
 dataset = left.selectbox("Dataset", sorted(set(ours["dataset"])), key="drill_dataset")
 on_dataset = ours[ours["dataset"] == dataset].set_index("model")
@@ -49,8 +63,10 @@ queries = run_queries(store, int(run["run_id"]))
 table = drilldown_table(queries, concept_mapping(str(config.data_dir()), dataset))
 only_failures = st.toggle("Only the failures", key="drill_failures")
 shown = failures(table, int(k)) if only_failures else table
+mrr = mrr_interval(queries["reciprocal_rank"].to_numpy()) if len(queries) else None
 st.caption(
-    f"{model} on {dataset}: {len(queries)} queries, MRR {queries['reciprocal_rank'].mean():.4f}, "
+    f"{model} on {dataset}: {len(queries)} queries, MRR {mrr.describe() if mrr else 'none'} (95% bootstrap "
+    "interval over the queries), "
     f"{len(failures(table, int(k)))} with no relevant element in the top {int(k)} (run {int(run['run_id'])})."
 )
 depth = int(run["depth"]) if run["depth"] else None  # 0: the whole corpus was ranked
@@ -87,17 +103,18 @@ if not others:
     st.stop()
 other = st.selectbox("Second model (B)", others, key="drill_other")
 other_queries = run_queries(store, int(on_dataset.loc[other]["run_id"]))
-comparison = compare_queries(
-    queries.rename(columns={"query_text": "query"}), other_queries.rename(columns={"query_text": "query"})
-)
+kept = {"query_id": "query_id", "query_text": "query", "first_rank": "first_rank"}
+comparison = paired(queries[list(kept)].rename(columns=kept), other_queries[list(kept)].rename(columns=kept))
 a, b, c, d = st.columns(4)
 a.metric(f"MRR A ({model})", f"{comparison.mean_rr_a:.4f}")
 b.metric(f"MRR B ({other})", f"{comparison.mean_rr_b:.4f}", f"{comparison.mean_rr_b - comparison.mean_rr_a:+.4f}")
 c.metric("B better / worse / same", f"{comparison.n_better} / {comparison.n_worse} / {comparison.n_same}")
 d.metric("Wilcoxon p (two-sided)", f"{comparison.p_value:.3g}")
+difference = comparison.difference.describe(signed=True) if comparison.difference else "none"
 st.caption(
-    f"Wilcoxon signed-rank test on the {comparison.n_pairs} paired reciprocal ranks (zero differences "
-    f"dropped, as the MELO code does): statistic {comparison.statistic:.1f}, p = {comparison.p_value:.3g}."
+    f"MRR B − A: {difference} (95% bootstrap interval over the {comparison.n_pairs} paired queries). "
+    f"Wilcoxon signed-rank test on the paired reciprocal ranks (zero differences dropped, as the MELO "
+    f"code does): statistic {comparison.statistic:.1f}, p = {comparison.p_value:.3g}."
 )
 status = st.multiselect("Show", ["better", "worse", "same"], default=["better", "worse"], key="drill_status")
 changed = comparison.table[comparison.table["status"].isin(status)].sort_values("delta")

@@ -316,6 +316,14 @@ def test_compare_queries_against_scipy(small_runs) -> None:
     reference = stats.wilcoxon(x, y)
     assert comparison.p_value == pytest.approx(reference.pvalue)
     assert comparison.statistic == pytest.approx(reference.statistic)
+    # The interval of the MRR difference, against a plain percentile bootstrap of the paired queries.
+    difference = comparison.difference
+    assert difference is not None and difference.value == pytest.approx(np.mean(y) - np.mean(x))
+    assert difference.low < difference.value < difference.high
+    delta = np.array(y) - np.array(x)
+    draws = np.random.default_rng(1).integers(0, len(delta), (4000, len(delta)))
+    low, high = np.percentile(delta[draws].mean(axis=1), [2.5, 97.5])
+    assert difference.low == pytest.approx(low, abs=0.01) and difference.high == pytest.approx(high, abs=0.01)
 
     table = comparison.table.set_index("query_id")
     some = shared[0]
@@ -333,4 +341,5 @@ def test_compare_identical_runs_is_p_one_without_warnings(small_runs) -> None:
         same = analysis.compare_queries(rows, rows)
     assert same.n_same == same.n_pairs == len(rows) and same.n_better == same.n_worse == 0
     assert same.p_value == 1.0 and math.isnan(same.statistic)
+    assert same.difference is not None and (same.difference.low, same.difference.high) == (0.0, 0.0)
     assert same.mean_rr_a == same.mean_rr_b == pytest.approx(edit.metrics["mrr"])

@@ -143,6 +143,7 @@ def test_benchmark_evaluates_job_ad_titles_at_concept_level(url: str, melo_data:
     assert (run.scorer, run.depth, run.n_queries, run.metrics["mrr"]) == ("char-tfidf", 100, 12, 1.0)
     [table] = [d.value for d in app.dataframe if "recall@100" in d.value.columns]
     assert list(table["model"]) == ["char-tfidf"] and list(table["recall@100"]) == [1.0]
+    assert list(table["MRR low"]) == list(table["MRR high"]) == [1.0]  # every title first: no doubt left
     assert "titles_ads_en" not in app.multiselect(key="bench_datasets").options
 
 
@@ -193,3 +194,7 @@ def test_drill_down_failures_and_a_paired_comparison(url: str) -> None:
     better, worse = int((rr_b > rr_a).sum()), int((rr_b < rr_a).sum())
     assert shown["B better / worse / same"] == f"{better} / {worse} / {len(a) - better - worse}"
     assert shown["MRR A (char-tfidf)"] == f"{rr_a.mean():.4f}"
+    difference = next(c.value for c in app.caption if c.value.startswith("MRR B − A"))
+    low, high = (float(v) for v in difference.split("[")[1].split("]")[0].split(", "))
+    assert f"MRR B − A: {rr_b.mean() - rr_a.mean():+.4f} [" in difference and low < rr_b.mean() - rr_a.mean() < high
+    assert any(f"MRR {rr_a.mean():.4f} [" in c.value and "bootstrap interval" in c.value for c in app.caption)
