@@ -211,7 +211,7 @@ def _evaluate_all(
                 rows.append(row)
                 rr = reciprocal_ranks(rank_matrix(result.ranks))
                 reciprocal[(dataset.name, label)] = rr
-                first = next(iter(k for d, k in reciprocal if d == dataset.name))
+                first = next(k for d, k in reciprocal if d == dataset.name)  # the first scorer run on it
                 comparison = None
                 if args.confidence and len(rr):
                     row.update(_interval_columns(mean_interval([rr], args.confidence), "mrr"))

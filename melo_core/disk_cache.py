@@ -15,11 +15,13 @@ import numpy as np
 
 def files_stamp(paths: Iterable[Path], root: Path | None = None, length: int = 16) -> str:
     """Changes when any of ``paths`` is rewritten, or one is added or removed: a hash of each
-    file's name (relative to ``root`` when given), size and modification time."""
+    file's name (relative to ``root`` when given, else absolute: ``../shared/melo`` and
+    ``/work/shared/melo`` are one folder, whose taxonomy took 13 s to build again), size and
+    modification time."""
     digest = hashlib.sha1()
     for path in paths:
         info = path.stat()
-        name = path.relative_to(root) if root is not None else path
+        name = path.relative_to(root) if root is not None else path.resolve()
         digest.update(f"{name}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
     return digest.hexdigest()[:length]
 

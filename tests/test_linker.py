@@ -99,6 +99,9 @@ def test_taxonomy_cache_is_reused_and_refreshed(small_data: Path, tmp_path: Path
     again = cached_taxonomy_from_melo(small_data, tmp_path)
     assert len(list((tmp_path / "taxonomy").glob("*.pkl"))) == 1
     assert again is first  # one process unpickles it once (`link` asks twice)
+    # The same folder spelt another way (relative, as `--data ../shared/melo`) is the same data.
+    assert cached_taxonomy_from_melo(Path(os.path.relpath(small_data)), tmp_path) is first
+    assert len(list((tmp_path / "taxonomy").glob("*.pkl"))) == 1
     assert cached_taxonomy_from_melo(small_data, tmp_path / "other") is not first
     # Edited data is read again: a copy whose corpus file was saved later gets its own taxonomy.
     edited = tmp_path / "edited" / "processed" / "melo" / "nor_q_no_c_no"
