@@ -41,14 +41,25 @@ limit_queries = 40
     evaluated = cli("eval", "--data", str(melo_data), "--datasets", ",".join(SLICE), "--scorers", "char-tfidf,bm25",
                     "--limit-queries", "40", "--out", str(out), "--quiet")  # fmt: skip
     assert evaluated.returncode == 0, evaluated.stderr
+    value = {(r["dataset"], r["pipeline"], r["metric"]): float(r["value"]) for r in rows}
     for row in csv.DictReader(out.open(encoding="utf-8")):
         assert mrr[(row["dataset"], row["scorer"])] == pytest.approx(float(row["mrr"]), abs=1e-6)
+        for bound in ("mrr_low", "mrr_high"):  # the same interval as eval's
+            assert value[(row["dataset"], row["scorer"], bound)] == pytest.approx(float(row[bound]), abs=1e-6)
     # means over all datasets and per kind (one monolingual, one cross-lingual here)
     for scorer in ("char-tfidf", "bm25"):
         both = [mrr[(d, scorer)] for d in SLICE]
         assert mrr[("mean:all", scorer)] == pytest.approx(sum(both) / 2, abs=1e-6)
         assert mrr[("mean:monolingual", scorer)] == pytest.approx(both[0], abs=1e-6)
         assert mrr[("mean:cross-lingual", scorer)] == pytest.approx(both[1], abs=1e-6)
+        low, high = value[("mean:all", scorer, "mrr_low")], value[("mean:all", scorer, "mrr_high")]
+        assert low < mrr[("mean:all", scorer)] < high
+    # Resampled per dataset, the mean's interval is narrower than the mean of the datasets' intervals
+    # (char TF-IDF: both datasets vary; bm25 finds nothing in the first 40 of nor_q_no_c_en).
+    widths = [value[(d, "char-tfidf", "mrr_high")] - value[(d, "char-tfidf", "mrr_low")] for d in SLICE]
+    assert min(widths) > 0
+    mean_width = value[("mean:all", "char-tfidf", "mrr_high")] - value[("mean:all", "char-tfidf", "mrr_low")]
+    assert mean_width < sum(widths) / 2
     first = rows[0]
     assert first["commit"] and first["data_stamp"] and "cores" in first["machine"]
     assert "experiment run" in first["command"] and first["queries"] == "40"

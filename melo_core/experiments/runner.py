@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 from melo_core.benchmarking import evaluate_one, protocol_for
@@ -25,9 +26,13 @@ from melo_core.evaluation import EvaluationResult
 from melo_core.experiments.config import Evaluate, Experiment, LeaveOneOut
 from melo_core.experiments.grids import create_grid
 from melo_core.experiments.results import RESULTS_FILE, append_results, provenance
+from melo_core.metrics import rank_matrix, reciprocal_ranks
+from melo_core.significance import mean_interval
 from melo_core.titles import is_titles_dataset, titles_dataset
 
 REPORTED = ("mrr", "acc@1", "acc@5", "acc@10", "acc@100", "pool_mrr")  # pool_mrr: a grid's pool-only score
+INTERVAL_METRICS = ("mrr_low", "mrr_high")  # the MRR's 95% bootstrap interval over the queries
+LEFT_OUT = "chosen leave-one-out"  # the "pipeline" of a leave-one-out experiment's means
 Say = Callable[[str], None]
 
 
@@ -52,10 +57,20 @@ def titles_path(data_dir: Path, titles: str) -> Path:
     raise MeloInputError(f"titles file {titles!r} not found beside {data_dir}, in the project or here")
 
 
+def _reciprocal_ranks(result: EvaluationResult) -> np.ndarray:
+    return reciprocal_ranks(rank_matrix(result.ranks))
+
+
 def _rows(result: EvaluationResult, pipeline: str) -> list[dict[str, object]]:
-    return [{"dataset": result.dataset, "pipeline": pipeline, "metric": m, "value": round(result.metrics[m], 6),
+    """The reported metrics, and the MRR's 95% bootstrap interval over the queries (``mrr_low``,
+    ``mrr_high``)."""
+    metrics = {m: result.metrics[m] for m in REPORTED if m in result.metrics}
+    if "mrr" in metrics and result.query_ids:
+        interval = mean_interval([_reciprocal_ranks(result)])
+        metrics |= {"mrr_low": interval.low, "mrr_high": interval.high}
+    return [{"dataset": result.dataset, "pipeline": pipeline, "metric": m, "value": round(v, 6),
              "queries": len(result.query_ids), "seconds": round(result.seconds, 1)}
-            for m in REPORTED if m in result.metrics]  # fmt: skip
+            for m, v in metrics.items()]  # fmt: skip
 
 
 def _kind(name: str) -> str:
@@ -65,18 +80,31 @@ def _kind(name: str) -> str:
     return parsed.kind if parsed else "other"
 
 
-def mean_rows(rows: list[dict[str, object]]) -> list[dict[str, object]]:
-    """Per pipeline and metric: the mean over all MELO datasets run and over each kind."""
+def mean_rows(rows: list[dict[str, object]], reciprocal: dict[tuple[str, str], np.ndarray] | None = None,
+              ) -> list[dict[str, object]]:  # fmt: skip
+    """Per pipeline and metric: the mean over all MELO datasets run and over each kind; with the
+    per-query reciprocal ranks of each (dataset, pipeline), the mean MRR's bootstrap interval too
+    (each dataset's queries resampled on their own: a mean of the datasets' bounds is no interval)."""
     groups: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    strata: dict[tuple[str, str], list[np.ndarray]] = defaultdict(list)
     for row in rows:
         kind = _kind(str(row["dataset"]))
-        if kind in ("titles", "other"):
+        if kind in ("titles", "other") or str(row["metric"]) in INTERVAL_METRICS:
             continue
         for scope in ("all", kind):
             groups[(scope, str(row["pipeline"]), str(row["metric"]))].append(float(row["value"]))  # type: ignore[arg-type]
-    return [{"dataset": f"mean:{scope}", "pipeline": pipeline, "metric": metric,
-             "value": round(sum(values) / len(values), 6), "queries": len(values), "seconds": ""}
-            for (scope, pipeline, metric), values in sorted(groups.items())]  # fmt: skip
+            ranks = (reciprocal or {}).get((str(row["dataset"]), str(row["pipeline"])))
+            if row["metric"] == "mrr" and ranks is not None and len(ranks):
+                strata[(scope, str(row["pipeline"]))].append(ranks)
+    means = [{"dataset": f"mean:{scope}", "pipeline": pipeline, "metric": metric,
+              "value": round(sum(values) / len(values), 6), "queries": len(values), "seconds": ""}
+             for (scope, pipeline, metric), values in sorted(groups.items())]  # fmt: skip
+    for (scope, pipeline), arrays in sorted(strata.items(), key=lambda item: item[0]):
+        interval = mean_interval(arrays)
+        means += [{"dataset": f"mean:{scope}", "pipeline": pipeline, "metric": metric, "value": round(value, 6),
+                   "queries": len(arrays), "seconds": ""}
+                  for metric, value in (("mrr_low", interval.low), ("mrr_high", interval.high))]  # fmt: skip
+    return means
 
 
 def _datasets(data_dir: Path, plan: Evaluate, limit: int, only: list[str] | None, say: Say) -> list[MeloDataset]:
@@ -127,6 +155,7 @@ def _run_evaluate(experiment: Experiment, plan: Evaluate, data_dir: Path, result
         protocol_for(spec, datasets[0], plan.mode, plan.depth)
     origin = provenance(plan.scorers, _data_files(data_dir, datasets, plan), command)
     rows: list[dict[str, object]] = []
+    reciprocal: dict[tuple[str, str], np.ndarray] = {}
     total = sum(len(d.query_ids) for d in datasets) * len(plan.scorers)
     with tqdm(total=total, unit="query", desc=experiment.name, disable=not show_progress) as bar:
         for dataset in datasets:
@@ -136,16 +165,20 @@ def _run_evaluate(experiment: Experiment, plan: Evaluate, data_dir: Path, result
                 result = evaluate_one(data_dir, dataset, spec, protocol_for(spec, dataset, plan.mode, plan.depth),
                                       on_progress=bar.update)  # fmt: skip
                 done += _rows(result, spec)
+                reciprocal[(dataset.name, spec)] = _reciprocal_ranks(result)
                 bar.write(f"{dataset.name:<24} {spec:<16} MRR {result.metrics['mrr']:.4f}")
             append_results(results, experiment.name, done, origin)
             rows += done
-    means = mean_rows(rows)
+    means = mean_rows(rows, reciprocal)
     append_results(results, experiment.name, means, origin)
+    bounds = {(r["dataset"], r["pipeline"], r["metric"]): float(str(r["value"])) for r in means}
     for row in means:
         if row["metric"] == "mrr":
-            say(
-                f"{row['dataset']:<20} {row['pipeline']:<16} MRR {float(str(row['value'])):.4f} over {row['queries']} datasets"
-            )
+            key = (row["dataset"], row["pipeline"])
+            interval = (f" [{bounds[(*key, 'mrr_low')]:.4f}, {bounds[(*key, 'mrr_high')]:.4f}]"
+                        if (*key, "mrr_low") in bounds else "")  # fmt: skip
+            say(f"{row['dataset']:<20} {row['pipeline']:<16} MRR {float(str(row['value'])):.4f}{interval} over "
+                f"{row['queries']} datasets")  # fmt: skip
     return rows + means
 
 
@@ -178,15 +211,17 @@ def _run_leave_one_out(experiment: Experiment, plan: LeaveOneOut, data_dir: Path
     label = getattr(grid, "label", lambda configuration: configuration)  # what was evaluated, if not the choice
     origin = provenance(sorted({label(c) for c in chosen.values()}), _data_files(data_dir, datasets, None), command)
     rows: list[dict[str, object]] = []
+    reciprocal: dict[tuple[str, str], np.ndarray] = {}
     for dataset in datasets:
         result = grid.evaluate(dataset, chosen[dataset.name])
         done = _rows(result, label(chosen[dataset.name]))
+        reciprocal[(dataset.name, LEFT_OUT)] = _reciprocal_ranks(result)
         append_results(results, experiment.name, done, origin)
         rows += done
         metric = "mrr" if "mrr" in result.metrics else "pool_mrr"
         say(f"{dataset.name:<24} chose {chosen[dataset.name]}  {metric} {result.metrics[metric]:.4f}")
     # the means of what each dataset chose: one "pipeline" per experiment
-    means = mean_rows([{**r, "pipeline": "chosen leave-one-out"} for r in rows])
+    means = mean_rows([{**r, "pipeline": LEFT_OUT} for r in rows], reciprocal)
     append_results(results, experiment.name, means, origin)
     for row in means:
         if row["metric"] in ("mrr", "pool_mrr"):
