@@ -42,10 +42,6 @@ class Interval:
         return not self.low <= value <= self.high
 
 
-def _mean_of_means(*strata: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.mean([s.mean(axis=axis) for s in strata], axis=0)
-
-
 def mean_interval(strata: Sequence[np.ndarray | Sequence[float]], confidence: float = CONFIDENCE,
                   resamples: int = RESAMPLES, seed: int = SEED) -> Interval:  # fmt: skip
     """The mean over ``strata`` of each stratum's mean, with a BCa bootstrap interval that resamples
@@ -56,16 +52,24 @@ def mean_interval(strata: Sequence[np.ndarray | Sequence[float]], confidence: fl
     arrays = tuple(np.asarray(s, dtype=np.float64) for s in strata)
     if not arrays or any(a.size == 0 for a in arrays):
         raise ValueError("every stratum needs at least one value")
-    value = float(_mean_of_means(*arrays))
-    if all(np.all(a == a[0]) for a in arrays):  # nothing to resample: BCa is undefined, the mean is certain
+    value = float(np.mean([a.mean() for a in arrays]))
+    # A stratum whose values are all equal (one query, or all missed) resamples to itself: it adds a
+    # constant, and scipy refuses a sample of one value.
+    varying = tuple(a for a in arrays if np.any(a != a[0]))
+    if not varying:  # nothing to resample: BCa is undefined, the mean is certain
         return Interval(value, value, value, confidence)
+    fixed = sum(float(a[0]) for a in arrays if not np.any(a != a[0]))
+
+    def mean_of_means(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
+        return (fixed + np.sum([s.mean(axis=axis) for s in samples], axis=0)) / len(arrays)
+
     from scipy import stats  # a second's import, only where intervals are asked for
 
     with warnings.catch_warnings():
-        # A stratum of one value, or a few, makes BCa warn that its interval may be unreliable;
-        # the interval stays as wide as those values allow.
+        # A stratum of a few values makes BCa warn that its interval may be unreliable; the interval
+        # stays as wide as those values allow.
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-        result = stats.bootstrap(arrays, _mean_of_means, n_resamples=resamples, confidence_level=confidence,
+        result = stats.bootstrap(varying, mean_of_means, n_resamples=resamples, confidence_level=confidence,
                                  method="BCa", random_state=np.random.default_rng(seed), batch=200)  # fmt: skip
     low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
     if not (np.isfinite(low) and np.isfinite(high)):  # BCa gave up (too few distinct values): percentiles

@@ -44,6 +44,16 @@ def test_a_mean_over_datasets_weighs_each_dataset_once() -> None:
     assert mean.low == pytest.approx(alone.low / 2, abs=0.01) and mean.high == pytest.approx(alone.high / 2, abs=0.01)
 
 
+def test_a_dataset_of_one_query_is_a_constant_in_the_mean() -> None:
+    rng = np.random.default_rng(5)
+    varied = rng.choice(VALUES, 200, p=WEIGHTS)
+    mean = mean_interval([varied, np.array([0.5]), np.zeros(30)])  # scipy refuses a sample of one value
+    alone = mean_interval([varied])
+    assert mean.value == pytest.approx((varied.mean() + 0.5) / 3)
+    assert mean.low == pytest.approx((alone.low + 0.5) / 3, abs=1e-4)
+    assert mean.high == pytest.approx((alone.high + 0.5) / 3, abs=1e-4)
+
+
 def test_a_paired_difference_sees_what_two_unpaired_intervals_miss() -> None:
     rng = np.random.default_rng(3)
     a = rng.choice(VALUES, 300, p=WEIGHTS)
