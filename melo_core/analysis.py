@@ -46,7 +46,7 @@ from melo_core.datasets import (
 )
 from melo_core.disk_cache import files_stamp, load_pickle, save_pickle
 from melo_core.published import published_model
-from melo_core.significance import Interval, mean_interval, wilcoxon
+from melo_core.significance import Interval, paired_test
 from melo_core.text import ascii_fold, folding_applies
 
 if TYPE_CHECKING:
@@ -478,18 +478,18 @@ def compare_queries(a: pd.DataFrame, b: pd.DataFrame) -> PairedComparison:
     table["rr_a"], table["rr_b"], table["delta"] = rr_a, rr_b, delta
     table["status"] = np.select([delta > 0, delta < 0], ["better", "worse"], "same")
     n = len(table)
-    statistic, p_value = wilcoxon(rr_a, rr_b)
+    test = paired_test(rr_a, rr_b) if n else None
     return PairedComparison(
         table=table,
         n_pairs=n,
-        n_better=int((delta > 0).sum()),
-        n_worse=int((delta < 0).sum()),
-        n_same=int((delta == 0).sum()),
+        n_better=test.better if test else 0,
+        n_worse=test.worse if test else 0,
+        n_same=test.same if test else 0,
         mean_rr_a=float(rr_a.mean()) if n else math.nan,
         mean_rr_b=float(rr_b.mean()) if n else math.nan,
-        statistic=statistic,
-        p_value=p_value,
-        difference=mean_interval([delta]) if n else None,
+        statistic=test.statistic if test else math.nan,
+        p_value=test.p_value if test else math.nan,
+        difference=test.difference if test else None,
     )
 
 

@@ -45,7 +45,6 @@ from melo_core.index import INDEX_KINDS
 from melo_core.language_id import detect_language, detect_title_language
 from melo_core.linker import AGGREGATIONS, Linker
 from melo_core.memory import kept_until_exit, thawed_afterwards
-from melo_core.metrics import rank_matrix, reciprocal_ranks
 from melo_core.output import message_stream
 from melo_core.pipeline import (
     DEFAULT_PIPELINE,
@@ -209,7 +208,7 @@ def _evaluate_all(
                             row[f"published_{key}"] = published[key]
                             row[f"diff_{key}"] = _diff(result.metrics[key], published[key])
                 rows.append(row)
-                rr = reciprocal_ranks(rank_matrix(result.ranks))
+                rr = result.reciprocal_ranks()
                 reciprocal[(dataset.name, label)] = rr
                 first = next(k for d, k in reciprocal if d == dataset.name)  # the first scorer run on it
                 comparison = None

@@ -60,6 +60,10 @@ class EvaluationResult:
         """Rank of the first relevant element per query (inf when not retrieved)."""
         return rank_matrix(self.ranks)[:, 0]
 
+    def reciprocal_ranks(self) -> np.ndarray:
+        """1 / first rank per query (0 when not retrieved): what MRR averages."""
+        return 1.0 / self.first_ranks()
+
 
 def tie_keys(corpus_ids: list[str], mode: str) -> np.ndarray:
     """Integer keys: on equal scores the element with the larger key ranks first."""

@@ -55,13 +55,14 @@ def mean_interval(strata: Sequence[np.ndarray | Sequence[float]], confidence: fl
     value = float(np.mean([a.mean() for a in arrays]))
     # A stratum whose values are all equal (one query, or all missed) resamples to itself: it adds a
     # constant, and scipy refuses a sample of one value.
-    varying = tuple(a for a in arrays if np.any(a != a[0]))
+    constant = [not np.any(a != a[0]) for a in arrays]
+    varying = tuple(a for a, fixed in zip(arrays, constant, strict=True) if not fixed)
     if not varying:  # nothing to resample: BCa is undefined, the mean is certain
         return Interval(value, value, value, confidence)
-    fixed = sum(float(a[0]) for a in arrays if not np.any(a != a[0]))
+    fixed_sum = sum(float(a[0]) for a, fixed in zip(arrays, constant, strict=True) if fixed)
 
     def mean_of_means(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
-        return (fixed + np.sum([s.mean(axis=axis) for s in samples], axis=0)) / len(arrays)
+        return (fixed_sum + np.sum([s.mean(axis=axis) for s in samples], axis=0)) / len(arrays)
 
     from scipy import stats  # a second's import, only where intervals are asked for
 
@@ -90,11 +91,9 @@ class PairedTest:
     p_value: float  # two-sided; 1.0 when every difference is zero, NaN without pairs
 
 
-def wilcoxon(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+def _wilcoxon(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     """Two-sided Wilcoxon signed-rank test on paired values, scipy's defaults (zero differences
     dropped, as the MELO code's significance test): (statistic, p)."""
-    if len(a) == 0:
-        return float("nan"), float("nan")
     if not np.any(np.asarray(b) - np.asarray(a)):  # scipy has no answer; the two are indistinguishable
         return float("nan"), 1.0
     from scipy import stats
@@ -110,7 +109,7 @@ def paired_test(a: np.ndarray | Sequence[float], b: np.ndarray | Sequence[float]
     if a.shape != b.shape:
         raise ValueError(f"paired values need the same queries: {a.shape} against {b.shape}")
     delta = b - a
-    statistic, p_value = wilcoxon(a, b)
+    statistic, p_value = _wilcoxon(a, b)
     return PairedTest(
         difference=mean_interval([delta], confidence, resamples, seed),
         better=int((delta > 0).sum()),

@@ -5,7 +5,6 @@ interval of the difference in MRR."""
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import plotly.express as px
 import streamlit as st
@@ -15,7 +14,6 @@ from melo_core import config
 from melo_core.analysis import PairedComparison, compare_queries, drilldown_table, failures
 from melo_core.datasets import load_dataset, resolve_dataset
 from melo_core.errors import MeloInputError
-from melo_core.significance import Interval, mean_interval
 from ui import analysis as ui
 from ui.common import store as open_store
 from ui.navigation import app_navigation
@@ -43,11 +41,6 @@ def concept_mapping(data_dir: str, name: str) -> dict[str, str]:
         return {}
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
-def mrr_interval(reciprocal_ranks: np.ndarray) -> Interval:
-    return mean_interval([reciprocal_ranks])  # a few seconds on 15,000 queries: once per run
-
-
 @st.cache_data(show_spinner="Comparing the two runs…", max_entries=16)
 def paired(a: pd.DataFrame, b: pd.DataFrame) -> PairedComparison:
     return compare_queries(a, b)
@@ -63,7 +56,7 @@ queries = run_queries(store, int(run["run_id"]))
 table = drilldown_table(queries, concept_mapping(str(config.data_dir()), dataset))
 only_failures = st.toggle("Only the failures", key="drill_failures")
 shown = failures(table, int(k)) if only_failures else table
-mrr = mrr_interval(queries["reciprocal_rank"].to_numpy()) if len(queries) else None
+mrr = ui.mrr_interval(store, int(run["run_id"])) if len(queries) else None
 st.caption(
     f"{model} on {dataset}: {len(queries)} queries, MRR {mrr.describe() if mrr else 'none'} (95% bootstrap "
     "interval over the queries), "

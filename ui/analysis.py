@@ -14,7 +14,7 @@ from db.store import Store
 from melo_core import config
 from melo_core.analysis import dataset_table
 from melo_core.errors import MeloInputError
-from melo_core.significance import mean_interval
+from melo_core.significance import Interval, mean_interval
 
 PUBLISHED_SUFFIX = " (published)"
 
@@ -32,12 +32,11 @@ def run_table(store: Store) -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner="Bootstrapping the MRR over the queries…", max_entries=64)
-def _mrr_interval(_store: Store, url: str, run_id: int) -> tuple[float, float]:
-    interval = mean_interval([run_queries(_store, run_id)["reciprocal_rank"].to_numpy()])
-    return interval.low, interval.high
+def _mrr_interval(_store: Store, url: str, run_id: int) -> Interval:
+    return mean_interval([run_queries(_store, run_id)["reciprocal_rank"].to_numpy()])
 
 
-def mrr_interval(store: Store, run_id: int) -> tuple[float, float]:
+def mrr_interval(store: Store, run_id: int) -> Interval:
     """The 95% bootstrap interval of a stored run's MRR over its queries (a few seconds for 15,000
     queries, once per run and store)."""
     return _mrr_interval(store, store.url, run_id)

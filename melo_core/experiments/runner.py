@@ -26,7 +26,6 @@ from melo_core.evaluation import EvaluationResult
 from melo_core.experiments.config import Evaluate, Experiment, LeaveOneOut
 from melo_core.experiments.grids import create_grid
 from melo_core.experiments.results import RESULTS_FILE, append_results, provenance
-from melo_core.metrics import rank_matrix, reciprocal_ranks
 from melo_core.significance import mean_interval
 from melo_core.titles import is_titles_dataset, titles_dataset
 
@@ -57,16 +56,12 @@ def titles_path(data_dir: Path, titles: str) -> Path:
     raise MeloInputError(f"titles file {titles!r} not found beside {data_dir}, in the project or here")
 
 
-def _reciprocal_ranks(result: EvaluationResult) -> np.ndarray:
-    return reciprocal_ranks(rank_matrix(result.ranks))
-
-
 def _rows(result: EvaluationResult, pipeline: str) -> list[dict[str, object]]:
     """The reported metrics, and the MRR's 95% bootstrap interval over the queries (``mrr_low``,
     ``mrr_high``)."""
     metrics = {m: result.metrics[m] for m in REPORTED if m in result.metrics}
     if "mrr" in metrics and result.query_ids:
-        interval = mean_interval([_reciprocal_ranks(result)])
+        interval = mean_interval([result.reciprocal_ranks()])
         metrics |= {"mrr_low": interval.low, "mrr_high": interval.high}
     return [{"dataset": result.dataset, "pipeline": pipeline, "metric": m, "value": round(v, 6),
              "queries": len(result.query_ids), "seconds": round(result.seconds, 1)}
@@ -165,7 +160,7 @@ def _run_evaluate(experiment: Experiment, plan: Evaluate, data_dir: Path, result
                 result = evaluate_one(data_dir, dataset, spec, protocol_for(spec, dataset, plan.mode, plan.depth),
                                       on_progress=bar.update)  # fmt: skip
                 done += _rows(result, spec)
-                reciprocal[(dataset.name, spec)] = _reciprocal_ranks(result)
+                reciprocal[(dataset.name, spec)] = result.reciprocal_ranks()
                 bar.write(f"{dataset.name:<24} {spec:<16} MRR {result.metrics['mrr']:.4f}")
             append_results(results, experiment.name, done, origin)
             rows += done
@@ -215,7 +210,7 @@ def _run_leave_one_out(experiment: Experiment, plan: LeaveOneOut, data_dir: Path
     for dataset in datasets:
         result = grid.evaluate(dataset, chosen[dataset.name])
         done = _rows(result, label(chosen[dataset.name]))
-        reciprocal[(dataset.name, LEFT_OUT)] = _reciprocal_ranks(result)
+        reciprocal[(dataset.name, LEFT_OUT)] = result.reciprocal_ranks()
         append_results(results, experiment.name, done, origin)
         rows += done
         metric = "mrr" if "mrr" in result.metrics else "pool_mrr"
