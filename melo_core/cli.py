@@ -176,6 +176,7 @@ def _evaluate_all(
     total = sum(len(d.query_ids) for d in datasets) * len(scorers)
     rows: list[dict[str, object]] = []
     reciprocal: dict[tuple[str, str], np.ndarray] = {}  # (dataset, scorer label): per-query reciprocal ranks
+    clusters: dict[str, list[str]] = {}  # dataset: per query, what the intervals resample it with
     with tqdm(total=total, unit="query", desc="evaluating", disable=args.quiet, file=sys.stderr) as bar:
         for dataset in datasets:
             for scorer_name in scorers:
@@ -210,12 +211,18 @@ def _evaluate_all(
                 rows.append(row)
                 rr = result.reciprocal_ranks()
                 reciprocal[(dataset.name, label)] = rr
+                if args.resample == "concepts":
+                    clusters[dataset.name] = dataset.gold_concepts(result.query_ids)
+                cluster = clusters.get(dataset.name)
                 first = next(k for d, k in reciprocal if d == dataset.name)  # the first scorer run on it
                 comparison = None
                 if args.confidence and len(rr):
-                    row.update(_interval_columns(mean_interval([rr], args.confidence), "mrr"))
+                    row["resampled"] = args.resample
+                    interval = mean_interval([rr], args.confidence, clusters=None if cluster is None else [cluster])
+                    row.update(_interval_columns(interval, "mrr"))
                     if first != label:
-                        comparison = paired_test(reciprocal[(dataset.name, first)], rr, args.confidence)
+                        comparison = paired_test(reciprocal[(dataset.name, first)], rr, args.confidence,
+                                                 clusters=cluster)  # fmt: skip
                         row.update({"vs": first, **_interval_columns(comparison.difference, "delta_mrr"),
                                     "wilcoxon_p": float(f"{comparison.p_value:.4g}")})  # fmt: skip
                 bar.write(_summary_line(row, published, protocol, published_name), file=messages)
@@ -224,12 +231,22 @@ def _evaluate_all(
                 if record is not None:
                     bar.write(record(result, dataset, label), file=messages)
     if args.confidence and len(datasets) > 1:
-        for line in _mean_lines(reciprocal, [d.name for d in datasets], args.confidence):
+        for line in _mean_lines(reciprocal, [d.name for d in datasets], args.confidence, clusters):
             print(line, file=messages)
     return rows
 
 
-INTERVAL_COLUMNS = ("mrr_low", "mrr_high", "vs", "delta_mrr", "delta_mrr_low", "delta_mrr_high", "wilcoxon_p")
+RESAMPLE_UNITS = ("queries", "concepts")
+INTERVAL_COLUMNS = (
+    "resampled",
+    "mrr_low",
+    "mrr_high",
+    "vs",
+    "delta_mrr",
+    "delta_mrr_low",
+    "delta_mrr_high",
+    "wilcoxon_p",
+)
 
 
 def _interval_columns(interval: Interval, name: str) -> dict[str, object]:
@@ -244,20 +261,24 @@ def _comparison_line(first: str, test: PairedTest) -> str:
             f"{test.p_value:.3g}")  # fmt: skip
 
 
-def _mean_lines(reciprocal: dict[tuple[str, str], np.ndarray], datasets: list[str], confidence: float) -> list[str]:
-    """Per scorer, the mean MRR over the datasets with its interval (each dataset's queries resampled
-    on their own); after the first scorer, the difference to it."""
+def _mean_lines(reciprocal: dict[tuple[str, str], np.ndarray], datasets: list[str], confidence: float,
+                clusters: dict[str, list[str]]) -> list[str]:  # fmt: skip
+    """Per scorer, the mean MRR over the datasets with its interval (each dataset's queries, or
+    concepts with ``clusters``, resampled on their own); after the first scorer, the difference to it."""
     labels = list(dict.fromkeys(label for _, label in reciprocal))
     named = [d for d in datasets if all(len(reciprocal[(d, label)]) for label in labels)]
     if len(named) < 2:
         return []
     level = f"{confidence:.0%}"
-    lines = [f"mean of {len(named)} datasets ({level} bootstrap intervals over their queries):"]
+    by = [clusters[d] for d in named] if clusters else None
+    lines = [f"mean of {len(named)} datasets ({level} bootstrap intervals over their "
+             f"{'gold concepts' if by else 'queries'}):"]  # fmt: skip
     for label in labels:
-        mean = mean_interval([reciprocal[(d, label)] for d in named], confidence)
+        mean = mean_interval([reciprocal[(d, label)] for d in named], confidence, clusters=by)
         line = f"  {label:<18} MRR {mean.describe()}"
         if label != labels[0]:
-            change = mean_interval([reciprocal[(d, label)] - reciprocal[(d, labels[0])] for d in named], confidence)
+            deltas = [reciprocal[(d, label)] - reciprocal[(d, labels[0])] for d in named]
+            change = mean_interval(deltas, confidence, clusters=by)
             line += f"  vs {labels[0]}: {change.describe(signed=True)}"
         lines.append(line)
     return lines
@@ -719,6 +740,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"level of the bootstrap intervals over the queries (default {CONFIDENCE:g}): each "
                     "MRR's, its mean's over the datasets, and, with two or more scorers, the difference of "
                     "each to the first on the same queries (with a Wilcoxon test); 0: none")  # fmt: skip
+    ev.add_argument("--resample", choices=RESAMPLE_UNITS, default="queries",
+                    help="what the intervals resample: queries one by one (default), or concepts, each "
+                    "drawn with all the queries whose gold it is (many job titles share a concept: the "
+                    "interval then says how far the MRR could move with other concepts; the Wilcoxon "
+                    "test pairs the concepts' mean reciprocal ranks)")  # fmt: skip
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.set_defaults(func=cmd_eval)
 

@@ -84,6 +84,11 @@ class MeloDataset:
         position = {cid: i for i, cid in enumerate(self.corpus_ids)}
         return [np.fromiter((position[c] for c in self.relevant.get(q, ())), dtype=np.int64) for q in self.query_ids]
 
+    def gold_concepts(self, query_ids: list[str]) -> list[str]:
+        """Per query, its gold concepts as one key (``c1 c2``): queries that share it share a cluster
+        when intervals resample concepts."""
+        return [" ".join(sorted({self.concept_of.get(c, c) for c in self.relevant.get(q, ())})) for q in query_ids]
+
     def subset(self, n_queries: int) -> MeloDataset:
         """The first ``n_queries`` queries with the whole corpus (for quick runs and tests)."""
         keep = self.query_ids[:n_queries]

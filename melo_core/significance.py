@@ -7,6 +7,10 @@ One function serves every case, through ``scipy.stats.bootstrap`` (BCa):
 - the difference between two scorers on the same queries: the mean of the per-query differences
   (paired, so what the queries share cancels out).
 
+Queries are resampled one by one, or by cluster (``clusters``: e.g. each query's gold concept, where
+many job titles share one): a cluster is drawn with all its queries, so the interval says how far
+the number could move with other concepts, not only other titles of the same concepts.
+
 An interval says how far the number could move with other queries of the same kind; it does not
 cover what was tuned on those queries.
 """
@@ -14,7 +18,7 @@ cover what was tuned on those queries.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,26 +47,35 @@ class Interval:
 
 
 def mean_interval(strata: Sequence[np.ndarray | Sequence[float]], confidence: float = CONFIDENCE,
-                  resamples: int = RESAMPLES, seed: int = SEED) -> Interval:  # fmt: skip
+                  resamples: int = RESAMPLES, seed: int = SEED,
+                  clusters: Sequence[Sequence[Hashable]] | None = None) -> Interval:  # fmt: skip
     """The mean over ``strata`` of each stratum's mean, with a BCa bootstrap interval that resamples
     each stratum's values (a dataset's per-query reciprocal ranks, or their paired differences)
-    on their own. One stratum: a dataset's MRR."""
+    on their own. One stratum: a dataset's MRR. ``clusters``: per stratum, a label per value; values
+    of one label are resampled together (the stratum's mean stays the mean of its values)."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence:g}")
     arrays = tuple(np.asarray(s, dtype=np.float64) for s in strata)
     if not arrays or any(a.size == 0 for a in arrays):
         raise ValueError("every stratum needs at least one value")
+    if clusters is None:
+        samples = [a + 1j for a in arrays]
+    else:
+        if len(clusters) != len(arrays) or any(len(c) != a.size for c, a in zip(clusters, arrays, strict=False)):
+            raise ValueError("clusters need one label per value of every stratum")
+        samples = [_cluster_totals(a, c) for a, c in zip(arrays, clusters, strict=True)]
     value = float(np.mean([a.mean() for a in arrays]))
-    # A stratum whose values are all equal (one query, or all missed) resamples to itself: it adds a
-    # constant, and scipy refuses a sample of one value.
-    constant = [not np.any(a != a[0]) for a in arrays]
-    varying = tuple(a for a, fixed in zip(arrays, constant, strict=True) if not fixed)
+    # A stratum whose values are all equal (one query, or all missed), or of one cluster, resamples
+    # to itself: it adds a constant, and scipy refuses a sample of one value.
+    constant = [sample.size == 1 or not np.any(a != a[0]) for a, sample in zip(arrays, samples, strict=True)]
+    varying = tuple(s for s, fixed in zip(samples, constant, strict=True) if not fixed)
     if not varying:  # nothing to resample: BCa is undefined, the mean is certain
         return Interval(value, value, value, confidence)
-    fixed_sum = sum(float(a[0]) for a, fixed in zip(arrays, constant, strict=True) if fixed)
+    fixed_sum = sum(float(a.mean()) for a, fixed in zip(arrays, constant, strict=True) if fixed)
 
-    def mean_of_means(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
-        return (fixed_sum + np.sum([s.mean(axis=axis) for s in samples], axis=0)) / len(arrays)
+    def mean_of_means(*totals: np.ndarray, axis: int = -1) -> np.ndarray:
+        means = [t.real / t.imag for t in (s.sum(axis=axis) for s in totals)]
+        return (fixed_sum + np.sum(means, axis=0)) / len(arrays)
 
     from scipy import stats  # a second's import, only where intervals are asked for
 
@@ -77,6 +90,18 @@ def mean_interval(strata: Sequence[np.ndarray | Sequence[float]], confidence: fl
         values = result.bootstrap_distribution
         low, high = (float(v) for v in np.percentile(values, [50 * (1 - confidence), 50 * (1 + confidence)]))
     return Interval(value, min(low, value), max(high, value), confidence)
+
+
+def _cluster_index(labels: Sequence[Hashable]) -> np.ndarray:
+    """Per value, its cluster's number (0, 1, …)."""
+    return np.unique(np.array([str(label) for label in labels]), return_inverse=True)[1]
+
+
+def _cluster_totals(values: np.ndarray, labels: Sequence[Hashable]) -> np.ndarray:
+    """One complex number per cluster, its values' sum + its size × 1j: scipy resamples the two as one
+    observation, and a resample's mean is the real sum over the imaginary one."""
+    cluster = _cluster_index(labels)
+    return np.bincount(cluster, weights=values) + 1j * np.bincount(cluster)
 
 
 @dataclass(frozen=True)
@@ -103,15 +128,23 @@ def _wilcoxon(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 
 
 def paired_test(a: np.ndarray | Sequence[float], b: np.ndarray | Sequence[float], confidence: float = CONFIDENCE,
-                resamples: int = RESAMPLES, seed: int = SEED) -> PairedTest:  # fmt: skip
-    """b against a, per query values of the same queries in the same order (reciprocal ranks)."""
+                resamples: int = RESAMPLES, seed: int = SEED,
+                clusters: Sequence[Hashable] | None = None) -> PairedTest:  # fmt: skip
+    """b against a, per query values of the same queries in the same order (reciprocal ranks);
+    ``clusters``: a label per query, for an interval that resamples clusters (see ``mean_interval``)
+    and a Wilcoxon test over the clusters' means (the counts stay per query)."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if a.shape != b.shape:
         raise ValueError(f"paired values need the same queries: {a.shape} against {b.shape}")
     delta = b - a
-    statistic, p_value = _wilcoxon(a, b)
+    if clusters is None:
+        statistic, p_value = _wilcoxon(a, b)
+    else:  # one pair per cluster, its queries' means: the test's pairs must be independent too
+        cluster = _cluster_index(clusters)
+        sizes = np.bincount(cluster)
+        statistic, p_value = _wilcoxon(np.bincount(cluster, weights=a) / sizes, np.bincount(cluster, weights=b) / sizes)
     return PairedTest(
-        difference=mean_interval([delta], confidence, resamples, seed),
+        difference=mean_interval([delta], confidence, resamples, seed, None if clusters is None else [clusters]),
         better=int((delta > 0).sum()),
         worse=int((delta < 0).sum()),
         same=int((delta == 0).sum()),

@@ -105,14 +105,18 @@ if not title_runs.empty:
     st.caption("Concept-level: one label per concept, depth 100 (acc@100 is recall@100). Known mentions come "
                "from every crosswalk; no title is ever a mention or alias.")  # fmt: skip
     shown = title_runs[["model", "dataset", "n_queries", "mrr", "acc@1", "acc@5", "acc@10", "acc@100"]].copy()
-    intervals = [ui.mrr_interval(store, int(r)) if s == OURS else None
-                 for r, s in zip(title_runs["run_id"], title_runs["source"], strict=True)]  # fmt: skip
-    shown.insert(4, "MRR low", [i.low if i else None for i in intervals])
-    shown.insert(5, "MRR high", [i.high if i else None for i in intervals])
+    helps = {"": "95% bootstrap interval of the MRR over the titles: other ads of the same concepts",
+             ", other concepts": "95% bootstrap interval of the MRR over the gold concepts, each drawn with "
+             "all its titles: a board with other concepts (eval --resample concepts)"}  # fmt: skip
+    for by_concept, suffix in enumerate(helps):
+        intervals = [ui.mrr_interval(store, int(r), bool(by_concept)) if s == OURS else None
+                     for r, s in zip(title_runs["run_id"], title_runs["source"], strict=True)]  # fmt: skip
+        shown.insert(4 + 2 * by_concept, f"MRR low{suffix}", [i.low if i else None for i in intervals])
+        shown.insert(5 + 2 * by_concept, f"MRR high{suffix}", [i.high if i else None for i in intervals])
     st.dataframe(shown.rename(columns={"acc@100": "recall@100"}).sort_values(["dataset", "mrr"], ascending=[True, False]),
                  hide_index=True, key="bench_titles_table",
-                 column_config={c: st.column_config.NumberColumn(format="%.4f", help="95% bootstrap interval of "
-                                "the MRR over the titles") for c in ("MRR low", "MRR high")})  # fmt: skip
+                 column_config={f"MRR {end}{suffix}": st.column_config.NumberColumn(format="%.4f", help=text)
+                                for suffix, text in helps.items() for end in ("low", "high")})  # fmt: skip
 
 # -- choosing models and datasets ---------------------------------------------------------------------
 with st.sidebar:

@@ -71,6 +71,44 @@ def test_a_paired_difference_sees_what_two_unpaired_intervals_miss() -> None:
         paired_test(a, b[:-1])
 
 
+def test_resampling_concepts_covers_what_a_new_sample_of_concepts_gives() -> None:
+    """Titles of one concept rank alike: resampled one by one they look more certain than they are."""
+    rng = np.random.default_rng(11)
+    truth = 0.5  # the mean of the concepts' Beta(2, 2) success rates
+    trials, concepts, per_concept = 150, 30, 8
+    covered = {"queries": 0, "concepts": 0}
+    for _ in range(trials):
+        rates = rng.beta(2.0, 2.0, concepts)
+        labels = np.repeat(np.arange(concepts), per_concept)
+        found = (rng.random(labels.size) < rates[labels]).astype(float)  # reciprocal rank 1 or 0
+        by_query = mean_interval([found], resamples=1000)
+        by_concept = mean_interval([found], resamples=1000, clusters=[labels.tolist()])
+        assert by_concept.value == by_query.value == found.mean()
+        covered["queries"] += by_query.low <= truth <= by_query.high
+        covered["concepts"] += by_concept.low <= truth <= by_concept.high
+    assert 0.88 <= covered["concepts"] / trials <= 0.99  # 95% asked
+    assert covered["queries"] / trials < 0.87  # about 79% with this much sharing (design effect 2.4)
+
+
+def test_clusters_of_one_query_each_resample_as_queries() -> None:
+    rng = np.random.default_rng(4)
+    a, b = rng.choice(VALUES, 300, p=WEIGHTS), rng.choice(VALUES, 200, p=WEIGHTS)
+    plain = mean_interval([a, b])
+    singles = mean_interval([a, b], clusters=[[f"a{i}" for i in range(300)], [f"b{i}" for i in range(200)]])
+    assert singles.value == plain.value
+    assert singles.low == pytest.approx(plain.low, abs=0.005) and singles.high == pytest.approx(plain.high, abs=0.005)
+    one_concept = mean_interval([a, b], clusters=[["x"] * 300, list(range(200))])  # a resamples to itself
+    assert one_concept.value == plain.value and one_concept.high - one_concept.low < plain.high - plain.low
+    tens = [i // 10 for i in range(200)]
+    paired = paired_test(a[:200], b, clusters=tens)
+    assert paired.difference.value == pytest.approx(b.mean() - a[:200].mean())
+    assert paired.better + paired.worse + paired.same == 200  # counted per query, tested per cluster
+    means = [np.reshape(x, (20, 10)).mean(axis=1) for x in (a[:200], b)]
+    assert paired.p_value == pytest.approx(paired_test(*means).p_value) != paired_test(a[:200], b).p_value
+    with pytest.raises(ValueError, match="one label per value"):
+        mean_interval([a], clusters=[["x"] * 299])
+
+
 def eval_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "melo_core", "eval", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=600)  # fmt: skip
@@ -105,3 +143,36 @@ def test_eval_reports_intervals_and_differences_to_the_first_scorer(melo_data: P
     assert (
         bad.returncode == 2 and bad.stderr.strip() == "error: --confidence must be in [0, 1) (0: no intervals), got 95"
     )
+
+
+JOBBERT = ROOT.parent / "shared" / "jobbert" / "titles.csv"
+
+
+@pytest.mark.skipif(not JOBBERT.is_file(), reason="job-ad titles not found beside the project")
+def test_eval_resamples_concepts_of_real_job_ads(melo_data: Path, tmp_path: Path) -> None:
+    """Six titles each of 40 concepts: the interval over concepts is the wider, around the same MRR."""
+    by_concept: dict[str, list[str]] = {}
+    with JOBBERT.open(encoding="utf-8", newline="") as handle:
+        for row in csv.DictReader(handle):
+            by_concept.setdefault(row["conceptUri"], []).append(row["vacancyTitle"])
+    sample = [(t, uri) for uri, titles in by_concept.items() if len(titles) >= 6 for t in titles[:6]][: 40 * 6]
+    ads = tmp_path / "ads.csv"
+    with ads.open("w", encoding="utf-8", newline="") as handle:
+        csv.writer(handle).writerows([("vacancyTitle", "conceptUri"), *sample])
+    rows = {}
+    for unit in ("queries", "concepts"):
+        out = tmp_path / f"{unit}.csv"
+        run = eval_cli("--data", str(melo_data), "--titles", str(ads), "--scorers", "char-tfidf,edit-distance",
+                       "--resample", unit, "--out", str(out), "--quiet")  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        rows[unit] = {r["scorer"]: r for r in csv.DictReader(out.open(encoding="utf-8"))}
+    for scorer in ("char-tfidf", "edit-distance"):
+        queries, concepts = rows["queries"][scorer], rows["concepts"][scorer]
+        assert (queries["resampled"], concepts["resampled"], concepts["queries"]) == ("queries", "concepts", "240")
+        assert queries["mrr"] == concepts["mrr"]
+        assert float(concepts["mrr_low"]) < float(concepts["mrr"]) < float(concepts["mrr_high"])
+        width = {unit: float(rows[unit][scorer]["mrr_high"]) - float(rows[unit][scorer]["mrr_low"]) for unit in rows}
+        assert width["concepts"] > 1.1 * width["queries"]
+    difference = {unit: rows[unit]["edit-distance"] for unit in rows}
+    assert difference["queries"]["delta_mrr"] == difference["concepts"]["delta_mrr"]
+    assert float(difference["concepts"]["delta_mrr_low"]) < float(difference["concepts"]["delta_mrr"])

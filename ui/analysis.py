@@ -32,14 +32,17 @@ def run_table(store: Store) -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner="Bootstrapping the MRR over the queries…", max_entries=64)
-def _mrr_interval(_store: Store, url: str, run_id: int) -> Interval:
-    return mean_interval([run_queries(_store, run_id)["reciprocal_rank"].to_numpy()])
+def _mrr_interval(_store: Store, url: str, run_id: int, by_concept: bool) -> Interval:
+    queries = run_queries(_store, run_id)
+    clusters = [[" ".join(sorted(cid for cid, _ in gold)) for gold in queries["gold"]]] if by_concept else None
+    return mean_interval([queries["reciprocal_rank"].to_numpy()], clusters=clusters)
 
 
-def mrr_interval(store: Store, run_id: int) -> Interval:
+def mrr_interval(store: Store, run_id: int, by_concept: bool = False) -> Interval:
     """The 95% bootstrap interval of a stored run's MRR over its queries (a few seconds for 15,000
-    queries, once per run and store)."""
-    return _mrr_interval(store, store.url, run_id)
+    queries, once per run and store); ``by_concept``: gold concepts are drawn, each with all its
+    queries (``eval --resample concepts``), for other concepts than the run's."""
+    return _mrr_interval(store, store.url, run_id, by_concept)
 
 
 @st.cache_data(show_spinner="Reading the datasets…")
