@@ -30,7 +30,9 @@ from melo_core.significance import mean_interval
 from melo_core.titles import is_titles_dataset, titles_dataset
 
 REPORTED = ("mrr", "acc@1", "acc@5", "acc@10", "acc@100", "pool_mrr")  # pool_mrr: a grid's pool-only score
-INTERVAL_METRICS = ("mrr_low", "mrr_high")  # the MRR's 95% bootstrap interval over the queries
+# The MRR's 95% bootstrap interval over the queries; for job-ad titles also over their gold concepts
+# (each drawn with all its titles: `eval --resample concepts`).
+INTERVAL_METRICS = ("mrr_low", "mrr_high", "mrr_low_concepts", "mrr_high_concepts")
 LEFT_OUT = "chosen leave-one-out"  # the "pipeline" of a leave-one-out experiment's means
 Say = Callable[[str], None]
 
@@ -56,13 +58,16 @@ def titles_path(data_dir: Path, titles: str) -> Path:
     raise MeloInputError(f"titles file {titles!r} not found beside {data_dir}, in the project or here")
 
 
-def _rows(result: EvaluationResult, pipeline: str) -> list[dict[str, object]]:
+def _rows(result: EvaluationResult, pipeline: str, dataset: MeloDataset | None = None) -> list[dict[str, object]]:
     """The reported metrics, and the MRR's 95% bootstrap interval over the queries (``mrr_low``,
-    ``mrr_high``)."""
+    ``mrr_high``); for titles (from ``dataset``), over their gold concepts too."""
     metrics = {m: result.metrics[m] for m in REPORTED if m in result.metrics}
     if "mrr" in metrics and result.query_ids:
         interval = mean_interval([result.reciprocal_ranks()])
         metrics |= {"mrr_low": interval.low, "mrr_high": interval.high}
+        if dataset is not None and is_titles_dataset(dataset.name):
+            by_concept = mean_interval([result.reciprocal_ranks()], clusters=[dataset.gold_concepts(result.query_ids)])
+            metrics |= {"mrr_low_concepts": by_concept.low, "mrr_high_concepts": by_concept.high}
     return [{"dataset": result.dataset, "pipeline": pipeline, "metric": m, "value": round(v, 6),
              "queries": len(result.query_ids), "seconds": round(result.seconds, 1)}
             for m, v in metrics.items()]  # fmt: skip
@@ -159,7 +164,7 @@ def _run_evaluate(experiment: Experiment, plan: Evaluate, data_dir: Path, result
                 bar.set_postfix_str(f"{dataset.name} / {spec}")
                 result = evaluate_one(data_dir, dataset, spec, protocol_for(spec, dataset, plan.mode, plan.depth),
                                       on_progress=bar.update)  # fmt: skip
-                done += _rows(result, spec)
+                done += _rows(result, spec, dataset)
                 reciprocal[(dataset.name, spec)] = result.reciprocal_ranks()
                 bar.write(f"{dataset.name:<24} {spec:<16} MRR {result.metrics['mrr']:.4f}")
             append_results(results, experiment.name, done, origin)
