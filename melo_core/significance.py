@@ -59,7 +59,7 @@ def mean_interval(strata: Sequence[np.ndarray | Sequence[float]], confidence: fl
     if not arrays or any(a.size == 0 for a in arrays):
         raise ValueError("every stratum needs at least one value")
     if clusters is None:
-        samples = [a + 1j for a in arrays]
+        samples = list(arrays)
     else:
         if len(clusters) != len(arrays) or any(len(c) != a.size for c, a in zip(clusters, arrays, strict=False)):
             raise ValueError("clusters need one label per value of every stratum")
@@ -73,9 +73,8 @@ def mean_interval(strata: Sequence[np.ndarray | Sequence[float]], confidence: fl
         return Interval(value, value, value, confidence)
     fixed_sum = sum(float(a.mean()) for a, fixed in zip(arrays, constant, strict=True) if fixed)
 
-    def mean_of_means(*totals: np.ndarray, axis: int = -1) -> np.ndarray:
-        means = [t.real / t.imag for t in (s.sum(axis=axis) for s in totals)]
-        return (fixed_sum + np.sum(means, axis=0)) / len(arrays)
+    def mean_of_means(*resampled: np.ndarray, axis: int = -1) -> np.ndarray:
+        return (fixed_sum + np.sum([_mean(s, axis) for s in resampled], axis=0)) / len(arrays)
 
     from scipy import stats  # a second's import, only where intervals are asked for
 
@@ -90,6 +89,14 @@ def mean_interval(strata: Sequence[np.ndarray | Sequence[float]], confidence: fl
         values = result.bootstrap_distribution
         low, high = (float(v) for v in np.percentile(values, [50 * (1 - confidence), 50 * (1 + confidence)]))
     return Interval(value, min(low, value), max(high, value), confidence)
+
+
+def _mean(sample: np.ndarray, axis: int) -> np.ndarray:
+    """A resampled stratum's mean: of its values, or of its clusters' totals (``_cluster_totals``)."""
+    if np.iscomplexobj(sample):
+        totals = sample.sum(axis=axis)
+        return totals.real / totals.imag
+    return sample.mean(axis=axis)
 
 
 def _cluster_index(labels: Sequence[Hashable]) -> np.ndarray:
