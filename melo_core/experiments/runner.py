@@ -63,10 +63,11 @@ def _rows(result: EvaluationResult, pipeline: str, dataset: MeloDataset | None =
     ``mrr_high``); for titles (from ``dataset``), over their gold concepts too."""
     metrics = {m: result.metrics[m] for m in REPORTED if m in result.metrics}
     if "mrr" in metrics and result.query_ids:
-        interval = mean_interval([result.reciprocal_ranks()])
+        ranks = result.reciprocal_ranks()
+        interval = mean_interval([ranks])
         metrics |= {"mrr_low": interval.low, "mrr_high": interval.high}
         if dataset is not None and is_titles_dataset(dataset.name):
-            by_concept = mean_interval([result.reciprocal_ranks()], clusters=[dataset.gold_concepts(result.query_ids)])
+            by_concept = mean_interval([ranks], clusters=[dataset.gold_concepts(result.query_ids)])
             metrics |= {"mrr_low_concepts": by_concept.low, "mrr_high_concepts": by_concept.high}
     return [{"dataset": result.dataset, "pipeline": pipeline, "metric": m, "value": round(v, 6),
              "queries": len(result.query_ids), "seconds": round(result.seconds, 1)}
