@@ -465,11 +465,13 @@ class PairedComparison:
     difference: Interval | None  # mean of b - a with its 95% bootstrap interval; None without pairs
 
 
-def compare_queries(a: pd.DataFrame, b: pd.DataFrame) -> PairedComparison:
+def compare_queries(a: pd.DataFrame, b: pd.DataFrame, cluster_of: Mapping[str, str] | None = None) -> PairedComparison:
     """Join two per-query frames (query_id, first_rank; e.g. ``query_results``) on query_id and
     compare their reciprocal ranks, with a two-sided Wilcoxon signed-rank test on the pairs
     (scipy's defaults: zero differences dropped, as the MELO code's significance test) and a
-    bootstrap interval of the difference in MRR."""
+    bootstrap interval of the difference in MRR. ``cluster_of``: query_id -> cluster (its gold
+    concepts, ``gold_clusters``): the interval draws clusters and the test pairs their means, for
+    other concepts than these queries'."""
     left = a[["query_id", *(["query"] if "query" in a.columns else []), "first_rank"]]
     table = left.merge(b[["query_id", "first_rank"]], on="query_id", suffixes=("_a", "_b"), validate="one_to_one")
     rr_a = reciprocal_rank(table["first_rank_a"])
@@ -478,7 +480,8 @@ def compare_queries(a: pd.DataFrame, b: pd.DataFrame) -> PairedComparison:
     table["rr_a"], table["rr_b"], table["delta"] = rr_a, rr_b, delta
     table["status"] = np.select([delta > 0, delta < 0], ["better", "worse"], "same")
     n = len(table)
-    test = paired_test(rr_a, rr_b) if n else None
+    clusters = None if cluster_of is None else [cluster_of[q] for q in table["query_id"]]
+    test = paired_test(rr_a, rr_b, clusters=clusters) if n else None
     return PairedComparison(
         table=table,
         n_pairs=n,
@@ -491,6 +494,16 @@ def compare_queries(a: pd.DataFrame, b: pd.DataFrame) -> PairedComparison:
         p_value=test.p_value if test else math.nan,
         difference=test.difference if test else None,
     )
+
+
+def gold_clusters(queries: pd.DataFrame) -> dict[str, str]:
+    """A stored run's queries (``db.runs.run_queries``) -> query_id: its gold corpus ids as one
+    label. Queries naming the same gold succeed or fail together: resampling them as one cluster
+    gives intervals for other concepts (``eval --resample concepts``)."""
+    return {
+        qid: " ".join(sorted({cid for cid, _ in gold}))
+        for qid, gold in zip(queries["query_id"], queries["gold"], strict=True)
+    }
 
 
 def drilldown_table(queries: pd.DataFrame, concept_of: Mapping[str, str] | None = None, top_n: int = 5) -> pd.DataFrame:

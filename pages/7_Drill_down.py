@@ -1,7 +1,7 @@
 """One dataset, one model: every query with its gold concept(s), the rank of the first relevant
 element and the top-5 predictions; only the failures if you like; and two models side by side on
 the same queries, with a Wilcoxon signed-rank test on the per-query reciprocal ranks and a bootstrap
-interval of the difference in MRR."""
+interval of the difference in MRR; over the queries or, for other concepts, over the gold concepts."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import streamlit as st
 
 from db.runs import OURS, run_queries
 from melo_core import config
-from melo_core.analysis import PairedComparison, compare_queries, drilldown_table, failures
+from melo_core.analysis import PairedComparison, compare_queries, drilldown_table, failures, gold_clusters
 from melo_core.datasets import load_dataset, resolve_dataset
 from melo_core.errors import MeloInputError
 from ui import analysis as ui
@@ -42,8 +42,8 @@ def concept_mapping(data_dir: str, name: str) -> dict[str, str]:
 
 
 @st.cache_data(show_spinner="Comparing the two runs…", max_entries=16)
-def paired(a: pd.DataFrame, b: pd.DataFrame) -> PairedComparison:
-    return compare_queries(a, b)
+def paired(a: pd.DataFrame, b: pd.DataFrame, cluster_of: dict[str, str] | None) -> PairedComparison:
+    return compare_queries(a, b, cluster_of)
 
 
 left, middle, right = st.columns(3)
@@ -55,11 +55,23 @@ run = on_dataset.loc[model]
 queries = run_queries(store, int(run["run_id"]))
 table = drilldown_table(queries, concept_mapping(str(config.data_dir()), dataset))
 only_failures = st.toggle("Only the failures", key="drill_failures")
+by_concept = (
+    st.radio(
+        "Intervals and test over",
+        ["queries", "gold concepts"],
+        horizontal=True,
+        key="drill_resample",
+        help="Queries: how far the MRR could move with other queries of these concepts. Gold concepts: each "
+        "concept drawn with all its queries (they succeed or fail together), for other concepts; wider.",
+    )
+    == "gold concepts"
+)
+over = "the gold concepts" if by_concept else "the queries"
 shown = failures(table, int(k)) if only_failures else table
-mrr = ui.mrr_interval(store, int(run["run_id"])) if len(queries) else None
+mrr = ui.mrr_interval(store, int(run["run_id"]), by_concept) if len(queries) else None
 st.caption(
     f"{model} on {dataset}: {len(queries)} queries, MRR {mrr.describe() if mrr else 'none'} (95% bootstrap "
-    "interval over the queries), "
+    f"interval over {over}), "
     f"{len(failures(table, int(k)))} with no relevant element in the top {int(k)} (run {int(run['run_id'])})."
 )
 depth = int(run["depth"]) if run["depth"] else None  # 0: the whole corpus was ranked
@@ -97,16 +109,21 @@ if not others:
 other = st.selectbox("Second model (B)", others, key="drill_other")
 other_queries = run_queries(store, int(on_dataset.loc[other]["run_id"]))
 kept = {"query_id": "query_id", "query_text": "query", "first_rank": "first_rank"}
-comparison = paired(queries[list(kept)].rename(columns=kept), other_queries[list(kept)].rename(columns=kept))
+comparison = paired(
+    queries[list(kept)].rename(columns=kept),
+    other_queries[list(kept)].rename(columns=kept),
+    gold_clusters(queries) if by_concept else None,
+)
 a, b, c, d = st.columns(4)
 a.metric(f"MRR A ({model})", f"{comparison.mean_rr_a:.4f}")
 b.metric(f"MRR B ({other})", f"{comparison.mean_rr_b:.4f}", f"{comparison.mean_rr_b - comparison.mean_rr_a:+.4f}")
 c.metric("B better / worse / same", f"{comparison.n_better} / {comparison.n_worse} / {comparison.n_same}")
 d.metric("Wilcoxon p (two-sided)", f"{comparison.p_value:.3g}")
 difference = comparison.difference.describe(signed=True) if comparison.difference else "none"
+pairs = "the gold concepts' mean reciprocal ranks" if by_concept else "the paired reciprocal ranks"
 st.caption(
-    f"MRR B − A: {difference} (95% bootstrap interval over the {comparison.n_pairs} paired queries). "
-    f"Wilcoxon signed-rank test on the paired reciprocal ranks (zero differences dropped, as the MELO "
+    f"MRR B − A: {difference} (95% bootstrap interval over {over} of the {comparison.n_pairs} paired queries). "
+    f"Wilcoxon signed-rank test on {pairs} (zero differences dropped, as the MELO "
     f"code does): statistic {comparison.statistic:.1f}, p = {comparison.p_value:.3g}."
 )
 status = st.multiselect("Show", ["better", "worse", "same"], default=["better", "worse"], key="drill_status")

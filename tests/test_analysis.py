@@ -333,6 +333,35 @@ def test_compare_queries_against_scipy(small_runs) -> None:
     assert table["status"].value_counts().to_dict() == {k: v for k, v in status.items() if v}
 
 
+def test_compare_queries_over_clusters_pairs_their_means(small_runs) -> None:
+    """Queries sharing a cluster count as one pair in the test and are drawn together in the
+    interval; clusters of one query each are the comparison over queries."""
+    dataset, edit, tfidf = small_runs
+    a = analysis.query_results(dataset, edit)
+    b = analysis.query_results(dataset, tfidf)
+    singletons = analysis.compare_queries(a, b, {q: q for q in a["query_id"]})
+    plain = analysis.compare_queries(a, b)
+    assert (singletons.p_value, singletons.statistic) == pytest.approx((plain.p_value, plain.statistic))
+    assert singletons.difference is not None and plain.difference is not None
+    bounds = (plain.difference.value, plain.difference.low, plain.difference.high)
+    assert (singletons.difference.value, singletons.difference.low, singletons.difference.high) == pytest.approx(
+        bounds, abs=1e-4
+    )
+
+    cluster_of = {q: f"c{i // 4}" for i, q in enumerate(a["query_id"])}  # blocks of four queries
+    clustered = analysis.compare_queries(a, b, cluster_of)
+    table = plain.table.assign(cluster=[cluster_of[q] for q in plain.table["query_id"]])
+    means = table.groupby("cluster")[["rr_a", "rr_b"]].mean()
+    reference = stats.wilcoxon(means["rr_a"], means["rr_b"])
+    assert clustered.p_value == pytest.approx(reference.pvalue) and clustered.p_value != pytest.approx(plain.p_value)
+    assert (clustered.n_better, clustered.n_worse, clustered.n_pairs) == (plain.n_better, plain.n_worse, plain.n_pairs)
+    assert clustered.difference is not None
+    assert clustered.difference.value == pytest.approx(plain.difference.value)
+    assert clustered.difference.low != pytest.approx(plain.difference.low)
+    with pytest.raises(KeyError):  # a query without a cluster is an error, not a silent drop
+        analysis.compare_queries(a, b, {})
+
+
 def test_compare_identical_runs_is_p_one_without_warnings(small_runs) -> None:
     dataset, edit, _ = small_runs
     rows = analysis.query_results(dataset, edit)

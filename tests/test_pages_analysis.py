@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from db.runs import list_runs, run_queries
 from db.store import Store
+from melo_core.significance import mean_interval
 from melo_core.taxonomy import cached_taxonomy_from_melo
 from tests.conftest import RUN_SET_DATASETS, RUN_SET_QUERIES
 from tests.test_titles import english_labels, write_titles
@@ -204,3 +205,52 @@ def test_drill_down_failures_and_a_paired_comparison(url: str) -> None:
     low, high = (float(v) for v in difference.split("[")[1].split("]")[0].split(", "))
     assert f"MRR B − A: {rr_b.mean() - rr_a.mean():+.4f} [" in difference and low < rr_b.mean() - rr_a.mean() < high
     assert any(f"MRR {rr_a.mean():.4f} [" in c.value and "bootstrap interval" in c.value for c in app.caption)
+
+
+def test_drill_down_resamples_gold_concepts(url: str, melo_data: Path, tmp_path: Path) -> None:
+    """Noisy job-ad titles, three per concept: over the gold concepts, the MRR's interval is that of
+    the concepts drawn with all their titles and the Wilcoxon test pairs the concepts' mean
+    reciprocal ranks (checked against scipy)."""
+    from db.runs import evaluate_and_store
+    from melo_core.titles import titles_dataset
+
+    taxonomy = cached_taxonomy_from_melo(melo_data)
+    noise = (
+        lambda label: f"Trainee {label} (Native Thai) - Fashion retail, immediate start",
+        lambda label: f"URGENT: {label.upper()} - LONDON, competitive salary + benefits",
+        lambda label: label.split()[-1],
+    )
+    ads = [(add(label), uri) for label, uri in english_labels(taxonomy, 12) for add in noise]
+    titles, _ = titles_dataset(write_titles(tmp_path / "ads.csv", ads), taxonomy, "en")
+    with Store(url) as store:
+        evaluate_and_store(store, melo_data, [], ["char-tfidf", "edit-distance"], extra_datasets=[titles])
+        runs = {r.scorer: r.id for r in list_runs(store, "ours") if r.dataset == titles.name}
+        a = run_queries(store, runs["char-tfidf"])
+        b = run_queries(store, runs["edit-distance"])
+    app = open_page(DRILL)
+    app.selectbox(key="drill_dataset").select(titles.name)
+    app.selectbox(key="drill_model").select("char-tfidf").run()
+    app.selectbox(key="drill_other").select("edit-distance").run()
+
+    def shown() -> tuple[tuple[float, float], str, str]:
+        [caption] = [c.value for c in app.caption if c.value.startswith("char-tfidf on")]
+        low, high = (float(v) for v in caption.split("[")[1].split("]")[0].split(", "))
+        [difference] = [c.value for c in app.caption if c.value.startswith("MRR B − A")]
+        return (low, high), difference, {m.label: m.value for m in app.metric}["Wilcoxon p (two-sided)"]
+
+    over_queries, difference, p_queries = shown()
+    assert "over the queries" in difference
+    app.radio(key="drill_resample").set_value("gold concepts").run()
+    assert not app.exception
+    over_concepts, difference, p_concepts = shown()
+    assert "over the gold concepts" in difference and "concepts' mean reciprocal ranks" in difference
+    gold = [" ".join(sorted({cid for cid, _ in g})) for g in a["gold"]]
+    rr_a = a["reciprocal_rank"].to_numpy()
+    interval = mean_interval([rr_a], clusters=[gold])
+    assert over_concepts == pytest.approx((interval.low, interval.high), abs=1e-4) and over_concepts != over_queries
+    frame = a.assign(cluster=gold, rr_b=b.set_index("query_id").loc[a["query_id"], "reciprocal_rank"].to_numpy())
+    means = frame.groupby("cluster")[["reciprocal_rank", "rr_b"]].mean()
+    assert len(means) == 12
+    expected = stats.wilcoxon(means["reciprocal_rank"], means["rr_b"])
+    assert p_concepts == f"{expected.pvalue:.3g}" != p_queries
+    assert p_queries == f"{stats.wilcoxon(rr_a, frame['rr_b']).pvalue:.3g}"

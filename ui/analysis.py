@@ -12,7 +12,7 @@ from db.formats import neutralise
 from db.runs import OURS, run_metrics_frame, run_queries
 from db.store import Store
 from melo_core import config
-from melo_core.analysis import dataset_table
+from melo_core.analysis import dataset_table, gold_clusters
 from melo_core.errors import MeloInputError
 from melo_core.significance import Interval, mean_interval
 
@@ -34,7 +34,7 @@ def run_table(store: Store) -> pd.DataFrame:
 @st.cache_data(show_spinner="Bootstrapping the MRR over the queries…", max_entries=64)
 def _mrr_interval(_store: Store, url: str, run_id: int, by_concept: bool) -> Interval:
     queries = run_queries(_store, run_id)
-    clusters = [[" ".join(sorted(cid for cid, _ in gold)) for gold in queries["gold"]]] if by_concept else None
+    clusters = [list(gold_clusters(queries).values())] if by_concept else None
     return mean_interval([queries["reciprocal_rank"].to_numpy()], clusters=clusters)
 
 
