@@ -100,6 +100,31 @@ def test_pickled_tfidf_scores_like_scikit_learn_without_it(name: str, datasets_d
     np.testing.assert_allclose(scorer.score(queries), expected.T.toarray(), rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("ngram_range", [(1, 3), (2, 3), (1, 1)])
+def test_character_ngrams_looked_up_at_once_are_those_looked_up_one_by_one(
+    ngram_range: tuple[int, int], datasets_dir: Path
+) -> None:
+    """The character analyzer packs each n-gram into an integer and looks them all up at once: the
+    same (text, vocabulary column) pairs as looking each n-gram up in turn (the counts and the
+    matrix follow from these pairs alone), on Cyrillic, CJK, emoji, tabs and texts shorter than n."""
+    from melo_core.scorers.tfidf import FittedTfidf
+
+    corpus = [*load_dataset(datasets_dir / "bgr_q_bg_c_bg").corpus[:2000], "日本語 教師", "chef 👩‍🍳 de cuisine"]
+    vectorizer = TfidfVectorizer(analyzer="char", ngram_range=ngram_range).fit(corpus)
+    fitted = FittedTfidf(vectorizer)
+    texts = [*corpus[:500], "", "a", "ab", "Медицинска\t\tсестра", "  x  ", "料理 👩‍🍳 chef", "\U0010ffff q", "zzz"]
+    assert fitted._packable()
+    at_once = sorted(zip(*(a.tolist() for a in fitted._char_columns(texts)), strict=True))
+    one_by_one = sorted(zip(*(a.tolist() for a in fitted._columns_one_by_one(texts)), strict=True))
+    assert at_once == one_by_one and len(at_once) > 10 * len(texts)
+    np.testing.assert_allclose(
+        fitted.transform(texts).toarray(), vectorizer.transform(texts).toarray(), rtol=0, atol=1e-12
+    )
+    restored = pickle.loads(pickle.dumps(fitted))  # the packed keys are rebuilt, not pickled
+    assert "_char_keys" in fitted.__dict__ and "_char_keys" not in restored.__dict__
+    np.testing.assert_array_equal(restored.transform(texts).toarray(), fitted.transform(texts).toarray())
+
+
 @pytest.mark.parametrize("name", ["char-tfidf-lemmas", "bm25"])
 def test_the_known_mentions_matrix_kept_on_disk_serves_the_next_process(
     name: str, melo_data: Path, tmp_path: Path

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,18 +38,75 @@ class FittedTfidf:
         text = self._SPACES.sub(" ", text)
         return [text[i : i + n] for n in range(low, min(high, len(text)) + 1) for i in range(len(text) - n + 1)]
 
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_char_keys", None)  # rebuilt from the vocabulary on first use
+        return state
+
     def transform(self, texts: Sequence[str]) -> sparse.csr_matrix:
-        rows, cols, values = [], [], []
-        for r, text in enumerate(texts):
-            for term, count in Counter(self._terms(text)).items():
-                column = self.vocabulary.get(term)
-                if column is not None:
-                    rows.append(r)
-                    cols.append(column)
-                    values.append(count * self.idf[column])
-        matrix = sparse.csr_matrix((values, (rows, cols)), shape=(len(texts), len(self.idf)))
+        rows, columns = self._char_columns(texts) if self._packable() else self._columns_one_by_one(texts)
+        # scipy sums repeated terms into counts and sorts each row's columns (the canonical form the
+        # norms are summed in): the values are bit for bit those of counting each text's terms.
+        counts = sparse.csr_matrix((np.ones(len(columns)), (rows, columns)), shape=(len(texts), len(self.idf)))
+        counts.sum_duplicates()
+        matrix = counts.multiply(self.idf).tocsr()
         norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
         return sparse.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ matrix
+
+    def _columns_one_by_one(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(row, column) of each term of the vocabulary in each text, looked up one by one."""
+        vocabulary = self.vocabulary
+        columns: list[int] = []
+        lengths = []
+        for text in texts:
+            found = [c for c in map(vocabulary.get, self._terms(text)) if c is not None]
+            columns.extend(found)
+            lengths.append(len(found))
+        return np.repeat(np.arange(len(texts)), lengths), np.asarray(columns, dtype=np.int64)
+
+    def _packable(self) -> bool:
+        """Character n-grams of up to 3 code points fit one 64-bit integer each (21 bits a code point)."""
+        return self.analyzer == "char" and self.ngram_range[1] <= 3
+
+    def _char_columns(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``_columns_one_by_one`` for character n-grams, vectorised (70,000 labels: 3.5 s one by one):
+        every n-gram of every text packed into an integer and looked up among the vocabulary's."""
+        keys = self.__dict__.get("_char_keys")
+        if keys is None:
+            terms = list(self.vocabulary)
+            keys = _pack([np.array([ord(c) for c in t], dtype=np.int64) for t in terms])
+            order = np.argsort(keys)
+            columns = np.fromiter((self.vocabulary[t] for t in terms), dtype=np.int64, count=len(terms))
+            keys = self._char_keys = (keys[order], columns[order])
+        sorted_keys, sorted_columns = keys
+        cleaned = [self._SPACES.sub(" ", text.lower()) for text in texts]
+        lengths = np.fromiter(map(len, cleaned), dtype=np.int64, count=len(cleaned))
+        codes = (
+            np.frombuffer("".join(cleaned).encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.int64) + 1
+        )
+        row_of = np.repeat(np.arange(len(texts)), lengths)
+        end_of = np.repeat(np.cumsum(lengths), lengths)  # each position's text end
+        low, high = self.ngram_range
+        rows, found = [], []
+        for n in range(low, high + 1):
+            starts = np.flatnonzero(np.arange(len(codes)) + n <= end_of)
+            packed = np.zeros(len(starts), dtype=np.int64)
+            for k in range(n):
+                packed = (packed << 21) | codes[starts + k]
+            at = np.minimum(np.searchsorted(sorted_keys, packed), len(sorted_keys) - 1)
+            hit = sorted_keys[at] == packed if len(sorted_keys) else np.zeros(len(packed), dtype=bool)
+            rows.append(row_of[starts[hit]])
+            found.append(sorted_columns[at[hit]])
+        return np.concatenate(rows), np.concatenate(found)
+
+
+def _pack(grams: Sequence[np.ndarray]) -> np.ndarray:
+    """One integer per n-gram of code points (each + 1, so that lengths differ): ``_char_columns``'s keys."""
+    packed = np.zeros(len(grams), dtype=np.int64)
+    for i, gram in enumerate(grams):
+        for code in gram:
+            packed[i] = (packed[i] << 21) | (int(code) + 1)
+    return packed
 
 
 class TfidfScorer:
