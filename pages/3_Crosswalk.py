@@ -325,8 +325,6 @@ def ask_for_turtle() -> None:
 # Without confirmed_only the downloads are written from what the table is: `decided`, read above.
 fingerprint = export_fingerprint(store, scheme_name, confirmed_only) if confirmed_only else decided
 held = export_count(store, store.url, scheme_name, negatives, confirmed_only, fingerprint)
-st.caption(f"The downloads hold {held} decision{'' if held == 1 else 's'}"
-           f"{' confirmed by a reviewer' if confirmed_only else ''}{', rejections included' if negatives else ''}.")  # fmt: skip
 for column, (label, text_of, suffix, mime, key) in zip(st.columns([1, 1, 1, 2]), downloads, strict=False):
     if text_of is turtle_text and not st.session_state.get("cw_turtle_asked"):
         column.button("Write SKOS Turtle", key="cw_write_turtle", on_click=ask_for_turtle,
@@ -334,3 +332,8 @@ for column, (label, text_of, suffix, mime, key) in zip(st.columns([1, 1, 1, 2]),
         continue
     text = export_text(store, text_of, store.url, scheme_name, label, negatives, confirmed_only, fingerprint)
     column.download_button(label, text, file_name=f"{scheme_name}.{suffix}", mime=mime, key=key)
+# Under the buttons: until a rerun has written the new files, the browser still serves the previous
+# ones, and a caption above them said what they would hold before they did (a click then got the
+# unfiltered file).
+st.caption(f"The downloads hold {held} decision{'' if held == 1 else 's'}"
+           f"{' confirmed by a reviewer' if confirmed_only else ''}{', rejections included' if negatives else ''}.")  # fmt: skip

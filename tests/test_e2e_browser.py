@@ -293,7 +293,8 @@ def test_curator_decides_reviewer_confirms_and_exports_confirmed(
     reviewer.get_by_text("Confirmed 1 mapping(s).").wait_for()
 
     reviewer.get_by_text("Only confirmed mappings").click()
-    reviewer.get_by_text("The downloads hold 1 decision confirmed by a reviewer.").wait_for()  # the rerun is done
+    # The caption is under the buttons: once it says so, the buttons serve the filtered files.
+    reviewer.get_by_text("The downloads hold 1 decision confirmed by a reviewer.").wait_for()
     with reviewer.expect_download() as download_info:
         reviewer.get_by_role("button", name="SKOS CSV").click()
     rows = Path(download_info.value.path()).read_text(encoding="utf-8").splitlines()[1:]

@@ -120,6 +120,8 @@ def test_character_ngrams_looked_up_at_once_are_those_looked_up_one_by_one(
     np.testing.assert_allclose(
         fitted.transform(texts).toarray(), vectorizer.transform(texts).toarray(), rtol=0, atol=1e-12
     )
+    few = fitted.transform(texts[-3:])  # fewer than AT_ONCE_FROM texts: looked up one by one
+    np.testing.assert_array_equal(few.toarray(), fitted.transform(texts)[-3:].toarray())
     restored = pickle.loads(pickle.dumps(fitted))  # the packed keys are rebuilt, not pickled
     assert "_char_keys" in fitted.__dict__ and "_char_keys" not in restored.__dict__
     np.testing.assert_array_equal(restored.transform(texts).toarray(), fitted.transform(texts).toarray())

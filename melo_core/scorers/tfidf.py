@@ -14,6 +14,8 @@ from melo_core.scorers.lexical import lemma_languages, memo_columns, paper_text_
 from melo_core.scorers.registry import register
 from melo_core.text import TextPrep
 
+AT_ONCE_FROM = 4  # texts: below, looking each n-gram up beats packing (one query: 19 against 70 µs)
+
 
 class FittedTfidf:
     """What a fitted TfidfVectorizer needs to transform queries, without importing scikit-learn
@@ -44,12 +46,13 @@ class FittedTfidf:
         return state
 
     def transform(self, texts: Sequence[str]) -> sparse.csr_matrix:
-        rows, columns = self._char_columns(texts) if self._packable() else self._columns_one_by_one(texts)
+        at_once = self._packable() and len(texts) >= AT_ONCE_FROM
+        rows, columns = self._char_columns(texts) if at_once else self._columns_one_by_one(texts)
         # scipy sums repeated terms into counts and sorts each row's columns (the canonical form the
         # norms are summed in): the values are bit for bit those of counting each text's terms.
-        counts = sparse.csr_matrix((np.ones(len(columns)), (rows, columns)), shape=(len(texts), len(self.idf)))
-        counts.sum_duplicates()
-        matrix = counts.multiply(self.idf).tocsr()
+        matrix = sparse.csr_matrix((np.ones(len(columns)), (rows, columns)), shape=(len(texts), len(self.idf)))
+        matrix.sum_duplicates()
+        matrix.data *= self.idf[matrix.indices]
         norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
         return sparse.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ matrix
 
