@@ -31,13 +31,16 @@ class FittedTfidf:
         self.vocabulary: dict[str, int] = dict(vectorizer.vocabulary_)  # type: ignore[attr-defined]
         self.idf = np.asarray(vectorizer.idf_, dtype=np.float64)  # type: ignore[attr-defined]
 
+    def _char_text(self, text: str) -> str:
+        """What character n-grams are taken from: TfidfVectorizer's lower case, runs of white space as one."""
+        return self._SPACES.sub(" ", text.lower())
+
     def _terms(self, text: str) -> list[str]:
-        text = text.lower()
         low, high = self.ngram_range
         if self.analyzer == "word":
-            tokens = self._WORD.findall(text)
+            tokens = self._WORD.findall(text.lower())
             return [" ".join(tokens[i : i + n]) for n in range(low, high + 1) for i in range(len(tokens) - n + 1)]
-        text = self._SPACES.sub(" ", text)
+        text = self._char_text(text)
         return [text[i : i + n] for n in range(low, min(high, len(text)) + 1) for i in range(len(text) - n + 1)]
 
     def __getstate__(self) -> dict:
@@ -77,12 +80,12 @@ class FittedTfidf:
         keys = self.__dict__.get("_char_keys")
         if keys is None:
             terms = list(self.vocabulary)
-            keys = _pack([np.array([ord(c) for c in t], dtype=np.int64) for t in terms])
+            keys = _pack(terms)
             order = np.argsort(keys)
             columns = np.fromiter((self.vocabulary[t] for t in terms), dtype=np.int64, count=len(terms))
             keys = self._char_keys = (keys[order], columns[order])
         sorted_keys, sorted_columns = keys
-        cleaned = [self._SPACES.sub(" ", text.lower()) for text in texts]
+        cleaned = [self._char_text(text) for text in texts]
         lengths = np.fromiter(map(len, cleaned), dtype=np.int64, count=len(cleaned))
         codes = (
             np.frombuffer("".join(cleaned).encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.int64) + 1
@@ -103,13 +106,16 @@ class FittedTfidf:
         return np.concatenate(rows), np.concatenate(found)
 
 
-def _pack(grams: Sequence[np.ndarray]) -> np.ndarray:
+def _pack(grams: Sequence[str]) -> np.ndarray:
     """One integer per n-gram of code points (each + 1, so that lengths differ): ``_char_columns``'s keys."""
-    packed = np.zeros(len(grams), dtype=np.int64)
-    for i, gram in enumerate(grams):
-        for code in gram:
-            packed[i] = (packed[i] << 21) | (int(code) + 1)
-    return packed
+
+    def packed(gram: str) -> int:
+        key = 0
+        for character in gram:
+            key = (key << 21) | (ord(character) + 1)
+        return key
+
+    return np.fromiter(map(packed, grams), dtype=np.int64, count=len(grams))
 
 
 class TfidfScorer:
