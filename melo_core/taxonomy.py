@@ -291,36 +291,8 @@ def taxonomy_from_esco_csv(folder: str | Path, languages: Iterable[str] | None =
     for lang in langs:
         isco_file = folder / f"ISCOGroups_{lang}.csv"
         if isco_file.exists():
-            for number, row in read_csv_records(isco_file, ["conceptUri", "code", "preferredLabel"]):
-                uri = row["conceptUri"].strip()
-                if not uri:
-                    raise MeloInputError("empty conceptUri", isco_file, number)
-                concept = groups.setdefault(
-                    uri, Concept(uri=uri, number=0, kind=ISCO_GROUP, isco_code=row["code"].strip())
-                )
-                concept.labels[lang] = LanguageLabels(
-                    preferred=row["preferredLabel"].strip() or None,
-                    alternative=_lines(row.get("altLabels", "")),
-                    hidden=_lines(row.get("hiddenLabels", "")),
-                )
-                if lang == "en" or not concept.description:
-                    concept.description = row.get("description", "").strip() or concept.description
-        occ_file = folder / f"occupations_{lang}.csv"
-        required = ["conceptUri", "iscoGroup", "preferredLabel", "altLabels"]
-        for number, row in read_csv_records(occ_file, required):
-            uri = row["conceptUri"].strip()
-            if not uri:
-                raise MeloInputError("empty conceptUri", occ_file, number)
-            concept = occupations.setdefault(
-                uri, Concept(uri=uri, number=0, kind=OCCUPATION, isco_code=row["iscoGroup"].strip())
-            )
-            concept.labels[lang] = LanguageLabels(
-                preferred=row["preferredLabel"].strip() or None,
-                alternative=_lines(row["altLabels"]),
-                hidden=_lines(row.get("hiddenLabels", "")),
-            )
-            if lang == "en" or not concept.description:
-                concept.description = row.get("description", "").strip() or concept.description
+            _read_esco_labels(isco_file, lang, groups, ISCO_GROUP, code_column="code")
+        _read_esco_labels(folder / f"occupations_{lang}.csv", lang, occupations, OCCUPATION, code_column="iscoGroup")
 
     ordered = sorted(groups.values(), key=lambda c: c.isco_code or "") + sorted(
         occupations.values(), key=lambda c: c.uri
@@ -329,6 +301,24 @@ def taxonomy_from_esco_csv(folder: str | Path, languages: Iterable[str] | None =
         concept.number = i
     # The descriptions are English where the export has English (preferred above), else the first language's.
     return Taxonomy(ordered, source=str(folder), description_language="en" if "en" in langs else langs[0])
+
+
+def _read_esco_labels(path: Path, lang: str, into: dict[str, Concept], kind: str, code_column: str) -> None:
+    """One ``occupations_<lang>.csv`` or ``ISCOGroups_<lang>.csv``: its labels (and description)
+    join the concepts of ``into`` by URI, a concept made on its first sight."""
+    required = ["conceptUri", code_column, "preferredLabel"] + (["altLabels"] if kind == OCCUPATION else [])
+    for number, row in read_csv_records(path, required):
+        uri = row["conceptUri"].strip()
+        if not uri:
+            raise MeloInputError("empty conceptUri", path, number)
+        concept = into.setdefault(uri, Concept(uri=uri, number=0, kind=kind, isco_code=row[code_column].strip()))
+        concept.labels[lang] = LanguageLabels(
+            preferred=row["preferredLabel"].strip() or None,
+            alternative=_lines(row.get("altLabels", "")),
+            hidden=_lines(row.get("hiddenLabels", "")),
+        )
+        if lang == "en" or not concept.description:
+            concept.description = row.get("description", "").strip() or concept.description
 
 
 def add_esco_details(taxonomy: Taxonomy, esco: Taxonomy) -> int:
