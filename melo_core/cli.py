@@ -101,6 +101,20 @@ CSV_METRICS = (
 )
 
 
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer of ``minimum`` or more (a negative --limit-queries once cut
+    the last query off, as Python's slicing does)."""
+
+    def parse(text: str) -> int:
+        value = int(text)  # not a number: argparse says "invalid int value"
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {minimum} or more, got {value}")
+        return value
+
+    parse.__name__ = "int"
+    return parse
+
+
 def _split(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
@@ -358,6 +372,10 @@ def cmd_link(args: argparse.Namespace) -> int:
     --input is streamed in batches: --out FILE.csv (or -) is one CSV file; --out FOLDER gets one
     Parquet (or --format csv) shard per batch, resumable with --resume; --engine ray runs the same
     batches through Ray Data (a local Ray, or the cluster at --address)."""
+    if args.query_text is not None:
+        if args.query is not None and args.query != args.query_text:
+            raise MeloInputError(f"two queries: {args.query_text!r} and --query {args.query!r}; give one")
+        args.query = args.query_text
     if bool(args.query) == bool(args.input):
         raise MeloInputError("give either --query TEXT or --input FILE --column NAME --out FILE.csv|FOLDER")
     if args.query is not None and (reason := reject_reason(args.query)):  # as a file's rows are rejected
@@ -714,7 +732,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="retrieval depth; 0 ranks the whole corpus; 'auto' (default) uses the published run's "
         "depth for the same method (100 for lexical and mUSE-CNN), else 0",
     )
-    ev.add_argument("--limit-queries", type=int, default=0, help="evaluate only the first N queries of each dataset")
+    ev.add_argument("--limit-queries", type=at_least(0), default=0,
+                    help="evaluate only the first N queries of each dataset (default 0: all)")  # fmt: skip
     ev.add_argument(
         "--store",
         action="store_true",
@@ -786,6 +805,7 @@ def build_parser() -> argparse.ArgumentParser:
     ln.add_argument("--no-mentions", action="store_true", help="no known mentions from crosswalks")
     ln.add_argument("--top", type=int, default=10, help="concepts per query (default 10)")
     ln.add_argument("--query", help="one occupation name")
+    ln.add_argument("query_text", nargs="?", metavar="QUERY", help="one occupation name, as --query (link nurse)")
     ln.add_argument(
         "--input",
         help="CSV (comma or semicolon, as its header shows), TSV, Parquet or Excel (.xlsx: its first sheet) file "
@@ -804,8 +824,8 @@ def build_parser() -> argparse.ArgumentParser:
     ln.add_argument("--engine", choices=("local", "ray"), default="local",
                     help="local: this process; ray: Ray Data, one linking actor per worker")  # fmt: skip
     ln.add_argument("--address", help="ray engine: the cluster to join (default: start a local Ray)")
-    ln.add_argument("--workers", type=int, help="ray engine: linking actors (default: one per core)")
-    ln.add_argument("--threads", type=int,
+    ln.add_argument("--workers", type=at_least(1), help="ray engine: linking actors (default: one per core)")
+    ln.add_argument("--threads", type=at_least(1),
                     help="local engine: threads per library (BLAS, OpenMP, torch); default: theirs (all cores)")  # fmt: skip
     ln.add_argument("--no-query-cache", action="store_true",
                     help="do not store the titles' embeddings in the cache (one-off feeds; measuring)")  # fmt: skip
@@ -845,7 +865,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--results", default=str(RESULTS_FILE), help="the results table to append to "
                     "(default experiments/results.csv)")  # fmt: skip
     ex.add_argument("--datasets", help="only these datasets (comma-separated names; a titles set by its name)")
-    ex.add_argument("--limit-queries", type=int, default=0, help="only the first N queries of each dataset")
+    ex.add_argument(
+        "--limit-queries", type=at_least(0), default=0, help="only the first N queries of each dataset (0: all)"
+    )
     ex.add_argument("--quiet", action="store_true", help="no progress bar")
     ex.set_defaults(func=cmd_experiment)
 
@@ -853,7 +875,9 @@ def build_parser() -> argparse.ArgumentParser:
     em.add_argument("--data", default=config.data_dir(), help=data_help)
     em.add_argument("--datasets", default="all", help="'all', or comma-separated dataset names or folder paths")
     em.add_argument("--encoder", required=True, help=f"encoder spec: {_encoder_names(named)}")
-    em.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: one per core)")
+    em.add_argument(
+        "--workers", type=at_least(1), default=os.cpu_count() or 1, help="processes (default: one per core)"
+    )
     em.add_argument("--quiet", action="store_true", help="no progress bar")
     em.set_defaults(func=cmd_embed)
 
@@ -875,7 +899,9 @@ def build_parser() -> argparse.ArgumentParser:
         "and English; all of the MELO union without --query-lang)",
     )
     pr.add_argument("--query-lang", type=str.lower, help="language of the queries to come (fits its lemmatiser too)")
-    pr.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: one per core)")
+    pr.add_argument(
+        "--workers", type=at_least(1), default=os.cpu_count() or 1, help="processes (default: one per core)"
+    )
     pr.add_argument("--hold-out-country", help="leave this country's crosswalks out of the known mentions")
     pr.add_argument("--progress-file", help="also write the progress to this JSON file (the app reads it)")
     pr.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -91,6 +91,8 @@ class MeloDataset:
 
     def subset(self, n_queries: int) -> MeloDataset:
         """The first ``n_queries`` queries with the whole corpus (for quick runs and tests)."""
+        if n_queries < 0:
+            raise ValueError(f"n_queries must be 0 or more, got {n_queries}")
         keep = self.query_ids[:n_queries]
         return MeloDataset(
             name=self.name,

