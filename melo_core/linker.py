@@ -618,6 +618,16 @@ class Linker:
     # -- linking -----------------------------------------------------------------------------------
 
     def link(self, queries: Sequence[str], top_k: int = 10, pool: int = POOL) -> list[list[Candidate]]:
+        """Per query, its ``top_k`` concepts, best first. A query of white space only gets none:
+        ranked, it got the corpus's arbitrary nearest concepts (`link` and bulk files refuse it)."""
+        if isinstance(queries, str):  # would be linked character by character
+            raise TypeError(f"link takes a list of queries, not one string: link([{queries!r}])")
+        if top_k < 1 or pool < 1:
+            raise ValueError(f"top_k and pool must be 1 or more, got {top_k} and {pool}")
+        readable = [q for q in queries if q.strip()]
+        if len(readable) < len(queries):
+            found = iter(self.link(readable, top_k, pool) if readable else [])
+            return [next(found) if q.strip() else [] for q in queries]
         fused, offsets, exacts = self._fused(queries, pool)
         return [self._concepts(*f, top_k, o, e) for f, o, e in zip(fused, offsets, exacts, strict=True)]
 

@@ -83,6 +83,20 @@ def test_linker_ranks_concepts_and_finds_exact_labels(small_data: Path, link_cac
     assert hit.matched_language == "no"
 
 
+def test_blank_queries_get_no_concepts_and_bad_arguments_are_refused(small_data: Path, link_cache: Path) -> None:
+    linker = Linker(taxonomy_from_melo(small_data), "char-tfidf", cache_dir=link_cache)
+    alone = linker.link(["lege", "sykepleier"], top_k=3)
+    mixed = linker.link(["", "lege", " \t", "sykepleier", "\n"], top_k=3)
+    assert [len(r) for r in mixed] == [0, 3, 0, 3, 0]  # ranked, a blank got arbitrary concepts
+    assert [[c.concept_uri for c in r] for r in (mixed[1], mixed[3])] == [[c.concept_uri for c in r] for r in alone]
+    assert linker.link(["  "], top_k=3) == [[]] and linker.link([], top_k=3) == []
+    with pytest.raises(TypeError, match=r"not one string: link\(\['lege'\]\)"):
+        linker.link("lege")  # a string is a sequence: each character was a query
+    for top_k, pool in ((0, 100), (-1, 100), (3, 0)):
+        with pytest.raises(ValueError, match="top_k and pool must be 1 or more"):
+            linker.link(["lege"], top_k=top_k, pool=pool)  # -1 once returned all but the last candidate
+
+
 def test_softmax_aggregation_rewards_concepts_with_several_matching_labels(small_data: Path, tmp_path: Path) -> None:
     taxonomy = taxonomy_from_melo(small_data)
     by_max = Linker(taxonomy, "char-tfidf", cache_dir=tmp_path).link(["lege"], top_k=10)[0]
