@@ -68,6 +68,7 @@ from melo_core.published import (
     published_protocol,
 )
 from melo_core.scorers import is_scorer_spec, scorer_families, scorer_names
+from melo_core.scorers.hybrid import POOL
 from melo_core.scorers.known_mentions import MENTION_RELATIONS
 from melo_core.significance import CONFIDENCE, Interval, PairedTest, mean_interval, paired_test
 from melo_core.taxonomy import (
@@ -410,9 +411,15 @@ def cmd_link(args: argparse.Namespace) -> int:
         _say_summary(say, summary, args.out)
         return 0
     linker = _linker(args, settings, say)
-    for c in linker.link([args.query], top_k=args.top)[0]:
+    candidates = linker.link([args.query], top_k=args.top)[0]
+    for c in candidates:
         print(f"{c.rank:>3}  {round(c.score, 6):.4f}  {c.label}  [{c.matched_language}: {c.matched_label}]  "
               f"{c.concept_uri}")  # fmt: skip
+    if len(candidates) < args.top:
+        say(
+            f"{len(candidates)} concepts, fewer than --top {args.top}: the candidates are the concepts of each "
+            f"component's first {POOL} labels and known mentions (with fewer label languages, --langs, they name more)"
+        )
     return 0
 
 

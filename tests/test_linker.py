@@ -162,6 +162,13 @@ def test_link_command_errors(small_data: Path, tmp_path: Path) -> None:
     top_two = run_link("--data", str(small_data), "--query", "lege", "--top", "2", cache=tmp_path / "cache")
     assert top_two.returncode == 0, top_two.stderr
     assert len(top_two.stdout.strip().splitlines()) == 2
+    many = run_link(
+        "--data", str(small_data), "--scorer", "char-tfidf", "lege", "--top", "500", cache=tmp_path / "cache"
+    )
+    shown = len(many.stdout.strip().splitlines())
+    assert many.returncode == 0 and 10 < shown < 500, many.stderr
+    assert f"{shown} concepts, fewer than --top 500: the candidates are the concepts of each" in many.stderr
+    assert "fewer than --top" not in top_two.stderr
     # the query as a positional argument (`link lege`) is --query
     positional = run_link("--data", str(small_data), "lege", "--top", "2", cache=tmp_path / "cache")
     assert positional.returncode == 0 and positional.stdout == top_two.stdout, positional.stderr
