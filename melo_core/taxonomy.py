@@ -280,11 +280,15 @@ def taxonomy_from_esco_csv(folder: str | Path, languages: Iterable[str] | None =
     folder = Path(folder)
     if not folder.is_dir():
         raise MeloInputError("ESCO CSV folder not found", folder)
-    langs = sorted(p.stem.split("_", 1)[1] for p in folder.glob("occupations_*.csv"))
-    if languages is not None:
-        langs = [lang for lang in langs if lang in set(languages)]
-    if not langs:
+    present = sorted(p.stem.split("_", 1)[1] for p in folder.glob("occupations_*.csv"))
+    if not present:
         raise MeloInputError("no occupations_<lang>.csv file found (download ESCO as CSV)", folder)
+    langs = present if languages is None else [lang for lang in present if lang in set(language_codes(languages))]
+    if not langs:
+        wanted = ", ".join(language_codes(languages or ()))
+        raise MeloInputError(
+            f"no occupations_<lang>.csv file for {wanted} (the folder has {', '.join(present)})", folder
+        )
 
     groups: dict[str, Concept] = {}
     occupations: dict[str, Concept] = {}

@@ -66,6 +66,14 @@ def test_the_descriptions_language_is_the_exports_and_travels_with_the_descripti
     assert bare.description_language == "de" and all(c.description for c in bare.concepts)
 
 
+def test_esco_csv_languages_choose_files_and_name_what_the_folder_has(esco_csv: Path, tmp_path: Path) -> None:
+    assert len(taxonomy_from_esco_csv(esco_csv, "en").concepts) == len(taxonomy_from_esco_csv(esco_csv).concepts)
+    with pytest.raises(MeloInputError, match=r"no occupations_<lang>.csv file for xx, yy \(the folder has en\)"):
+        taxonomy_from_esco_csv(esco_csv, ["xx", "yy"])
+    with pytest.raises(MeloInputError, match=r"no occupations_<lang>.csv file found \(download ESCO as CSV\)"):
+        taxonomy_from_esco_csv(tmp_path)  # an empty folder
+
+
 def test_esco_csv_with_wrong_columns_names_file_and_line(tmp_path: Path) -> None:
     bad = tmp_path / "occupations_en.csv"
     bad.write_text("conceptUri,preferred_label\nhttp://x,baker\n", encoding="utf-8")
