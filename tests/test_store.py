@@ -261,6 +261,10 @@ def test_queue_by_status_and_text_search(store: Store, tmp_path: Path) -> None:
         store.queue("nope")
     with pytest.raises(ValueError):
         store.queue("tst", status="finished")
+    assert codes(limit=0) == [] and len(codes(limit=None)) == len(codes(limit=1000))
+    for bad in ({"limit": -1}, {"offset": -2}):  # SQLite read LIMIT -1 as none; PostgreSQL refuses it
+        with pytest.raises(ValueError, match=r"limit .* and offset must be 0 or more"):
+            store.queue("tst", **bad)  # type: ignore[arg-type]
 
 
 def test_suggestions_are_replaced_per_scorer(store: Store, tmp_path: Path) -> None:
@@ -445,3 +449,6 @@ def test_find_concepts_by_any_label(store: Store) -> None:
     assert [m.uri for m in store.find_concepts("bakers")] == [ISCO_7512]
     assert store.find_concepts("  ") == [] and store.find_concepts("%") == []
     assert len(store.find_concepts("e", limit=2)) == 2
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="limit must be 1 or more"):
+            store.find_concepts("e", limit=bad)

@@ -50,6 +50,8 @@ class TaxonomyQueries(StoreBase):
         match per concept, best first: the label equal to the text, then labels starting with
         it, then shorter labels. Case- and accent-insensitive on every backend (``search_fold``:
         ``backer`` finds ``Bäcker``)."""
+        if limit < 1:  # SQLite reads LIMIT -10 as none, PostgreSQL refuses it
+            raise ValueError(f"limit must be 1 or more, got {limit}")
         needle = search_fold(text.strip())
         if not needle:
             return []

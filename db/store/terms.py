@@ -89,6 +89,8 @@ class TermQueries(StoreBase):
         all) and by a case-insensitive substring of code, label or description."""
         if status is not None and status not in STATUSES:
             raise ValueError(f"status must be one of {', '.join(STATUSES)} or None")
+        if (limit is not None and limit < 0) or offset < 0:  # SQLite reads a negative LIMIT as none
+            raise ValueError(f"limit (or None) and offset must be 0 or more, got {limit} and {offset}")
         with self.read() as s:
             scheme_row = self._scheme_row(s, scheme)
             flags = self._term_flags(scheme_row.id)
