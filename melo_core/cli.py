@@ -397,8 +397,6 @@ def cmd_link(args: argparse.Namespace) -> int:
     _pipeline_or_spec(args)
     if args.input and (not args.column or not args.out):
         raise MeloInputError("--input needs --column NAME and --out FILE.csv or FOLDER")
-    if args.top < 1:
-        raise MeloInputError(f"--top must be at least 1, got {args.top}")
     say = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
     source = None
     if args.input and args.engine == "local":  # a missing column or unreadable file fails before any loading
@@ -822,7 +820,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "py3langid is 90%% sure of it")  # fmt: skip
     ln.add_argument("--hold-out-country", help="leave this country's crosswalks out of the known mentions")
     ln.add_argument("--no-mentions", action="store_true", help="no known mentions from crosswalks")
-    ln.add_argument("--top", type=int, default=10, help="concepts per query (default 10)")
+    ln.add_argument("--top", type=at_least(1), default=10, help="concepts per query (default 10)")
     ln.add_argument("--query", help="one occupation name")
     ln.add_argument("query_text", nargs="?", metavar="QUERY", help="one occupation name, as --query (link nurse)")
     ln.add_argument(

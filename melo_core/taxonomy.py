@@ -283,11 +283,12 @@ def taxonomy_from_esco_csv(folder: str | Path, languages: Iterable[str] | None =
     present = sorted(p.stem.split("_", 1)[1] for p in folder.glob("occupations_*.csv"))
     if not present:
         raise MeloInputError("no occupations_<lang>.csv file found (download ESCO as CSV)", folder)
-    langs = present if languages is None else [lang for lang in present if lang in set(language_codes(languages))]
+    wanted = None if languages is None else set(language_codes(languages))
+    langs = [lang for lang in present if wanted is None or lang in wanted]
     if not langs:
-        wanted = ", ".join(language_codes(languages or ()))
+        named = ", ".join(language_codes(languages or ()))  # as given, in its order
         raise MeloInputError(
-            f"no occupations_<lang>.csv file for {wanted} (the folder has {', '.join(present)})", folder
+            f"no occupations_<lang>.csv file for {named} (the folder has {', '.join(present)})", folder
         )
 
     groups: dict[str, Concept] = {}

@@ -171,6 +171,7 @@ def test_unknown_scorer_and_dataset(tiny_dataset: Path, melo_data: Path) -> None
         (("eval", "--datasets", "all", "--scorers", "bm25", "--limit-queries", "-1"), "must be 0 or more, got -1"),
         (("experiment", "run", "melo-best", "--limit-queries", "-3"), "must be 0 or more, got -3"),
         (("link", "--query", "nurse", "--threads", "0"), "must be 1 or more, got 0"),
+        (("link", "nurse", "--top", "0"), "must be 1 or more, got 0"),
         (("link", "--input", "t.csv", "--engine", "ray", "--workers", "-2"), "must be 1 or more, got -2"),
         (("prepare", "--workers", "0"), "must be 1 or more, got 0"),
         (("embed", "--encoder", "muse", "--workers", "0"), "must be 1 or more, got 0"),
