@@ -61,7 +61,8 @@ def snapshot(url: str) -> dict[str, list[tuple[object, ...]]]:
 
 
 def run_cli(*args: str) -> tuple[int, str, str]:
-    """``python -m melo_core ARGS`` in this process: (exit code, stdout, stderr)."""
+    """``python -m melo_core ARGS`` in this process: (exit code, stdout, stderr); argparse's
+    refusals (``SystemExit``) give their exit code too, as the command line would."""
     import contextlib
     import io
 
@@ -69,7 +70,10 @@ def run_cli(*args: str) -> tuple[int, str, str]:
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
     return code, out.getvalue(), err.getvalue()
 
 

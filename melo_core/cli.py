@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import select
 import sys
 from collections.abc import Callable, Sequence
@@ -16,6 +15,7 @@ import numpy as np
 from tqdm import tqdm
 
 from melo_core import cache_admin, config, extensions, training_cli
+from melo_core.arguments import at_least, language_code
 from melo_core.benchmarking import evaluate_one, protocol_for
 from melo_core.builder import LOOSEST_RELATION_BY_CROSSWALK, build_dataset
 from melo_core.bulk import (
@@ -101,31 +101,6 @@ CSV_METRICS = (
     "r@100",
     "ndcg@10",
 )
-
-
-def at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer of ``minimum`` or more (a negative --limit-queries once cut
-    the last query off, as Python's slicing does)."""
-
-    def parse(text: str) -> int:
-        value = int(text)  # not a number: argparse says "invalid int value"
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be {minimum} or more, got {value}")
-        return value
-
-    parse.__name__ = "int"
-    return parse
-
-
-def language_code(text: str) -> str:
-    """An argparse type for --query-lang: an ISO 639 code, lower case (``--query-lang english`` was
-    taken as a language no component reads, and linked by the cross-lingual variant)."""
-    code = text.strip().lower()
-    if not re.fullmatch(r"[a-z]{2,3}", code):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a language code: two or three letters (ISO 639), e.g. en, de, pt"
-        )
-    return code
 
 
 def _split(value: str) -> list[str]:
@@ -534,8 +509,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from melo_core.simulate import STEP_COLUMNS, simulate, step_rows
 
     _pipeline_or_spec(args)
-    if args.limit < 0 or args.depth < 1:
-        raise MeloInputError("--limit must be >= 0 and --depth >= 1")
     crosswalk = load_crosswalk(crosswalk_path(args.data, args.crosswalk))
     taxonomy = cached_taxonomy_from_melo(args.data)
     languages = (
@@ -833,7 +806,7 @@ def build_parser() -> argparse.ArgumentParser:
     ln.add_argument("--out", help="FILE.csv (- for stdout): row,rank,concept_uri,label,score,...; or a FOLDER: one "
                     "shard per batch (resumable), rejected rows in FOLDER/_rejects")  # fmt: skip
     ln.add_argument("--format", choices=FORMATS, default="parquet", help="shard format of a folder output")
-    ln.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
+    ln.add_argument("--batch-size", type=at_least(1), default=DEFAULT_BATCH_SIZE,
                     help=f"rows per batch and shard (default {DEFAULT_BATCH_SIZE}); memory grows with it")  # fmt: skip
     ln.add_argument("--resume", action="store_true", help="skip the batches whose shard is already in --out FOLDER")
     ln.add_argument("--rejects", help="with --out FILE.csv: write the rejected rows (empty or longer than "
@@ -862,13 +835,15 @@ def build_parser() -> argparse.ArgumentParser:
     si.add_argument("--pipeline", help=f"named pipeline or PATH.toml (default {DEFAULT_PIPELINE})")
     si.add_argument("--scorer", help="instead of a pipeline, any scorer spec (no known mentions but the learned ones)")
     si.add_argument("--seed", type=int, default=0, help="order of the decisions (default 0)")
-    si.add_argument("--limit", type=int, default=0, help="only the first N terms of the shuffled order")
+    si.add_argument("--limit", type=at_least(0), default=0, help="only the first N terms of the shuffled order")
     si.add_argument(
         "--langs",
         type=str.lower,
         help="ESCO label languages, comma-separated, or 'all' (default: the crosswalk's and en)",
     )
-    si.add_argument("--depth", type=int, default=100, help="concepts ranked per term (default 100, as published)")
+    si.add_argument(
+        "--depth", type=at_least(1), default=100, help="concepts ranked per term (default 100, as published)"
+    )
     si.add_argument("--index", choices=INDEX_KINDS, default="hnsw", help="faiss index of dense scorers")
     si.add_argument("--out", help="write the per-step ranks of both linkers to this CSV; - for stdout")
     si.add_argument("--quiet", action="store_true", help="no progress or status messages")

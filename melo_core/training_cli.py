@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from melo_core import config, extensions
+from melo_core.arguments import at_least
 from melo_core.errors import MeloInputError
 from melo_core.training import TrainConfig, training_device
 
@@ -51,16 +52,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         isco_batches=args.isco_batches,
         device=args.device,
     )
-    if settings.rounds < 1 or settings.batch_size < 2 or settings.dim < 1 or settings.learning_rate <= 0:
-        raise MeloInputError("--rounds >= 1, --batch-size >= 2, --dim >= 1 and --lr > 0 are needed")
+    if settings.learning_rate <= 0:
+        raise MeloInputError("--lr must be above 0")
     if not (0 <= settings.job_ad_noise <= 1 and 0 <= settings.descriptions <= 1):
         raise MeloInputError("--job-ad-noise and --descriptions are shares between 0 and 1")
-    if settings.frozen_layers < 0 or (settings.frozen_layers and settings.base == STATIC):
-        raise MeloInputError("--frozen-layers is a number of a transformer base's lowest layers, 0 or more")
-    if settings.mine_every < 1:
-        raise MeloInputError("--mine-every is a number of steps, 1 or more")
-    if settings.validation < 0:
-        raise MeloInputError("--validation is a number of held-out labels, 0 or more")
+    if settings.frozen_layers and settings.base == STATIC:
+        raise MeloInputError("--frozen-layers is for a transformer base's lowest layers, not a static model")
     if settings.prompt and settings.base == STATIC:
         raise MeloInputError("--prompt is for a transformer base (e5 reads 'query: '), not a static model")
     if settings.distill_weight <= 0:
@@ -131,18 +128,21 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--languages", metavar="CODES", type=str.lower, help="train on the labels in these languages only (e.g. en)"
     )
     tr.add_argument("--prompt", default="", help="put this before every text, as the encoder will ('query: ' for e5)")
-    tr.add_argument("--validation", type=int, default=TrainConfig.validation, metavar="N",
+    tr.add_argument("--validation", type=at_least(0), default=TrainConfig.validation, metavar="N",
                     help=f"held-out labels ranked before and after (default {TrainConfig.validation}; 0: none, "
                     "which saves minutes with a transformer)")  # fmt: skip
     tr.add_argument("--out", required=True, help="output folder, e.g. models/esco-static")
-    tr.add_argument("--rounds", type=int, default=TrainConfig.rounds,
+    tr.add_argument("--rounds", type=at_least(1), default=TrainConfig.rounds,
                     help=f"pairs per concept (default {TrainConfig.rounds})")  # fmt: skip
-    tr.add_argument("--batch-size", type=int, default=256, help="pairs per batch, distinct concepts (default 256)")
+    tr.add_argument("--batch-size", type=at_least(2), default=256,
+                    help="pairs per batch, distinct concepts (default 256; the others of a batch are its negatives)")  # fmt: skip
     tr.add_argument("--lr", type=float, default=0.1, help="learning rate (default 0.1; ~2e-5 for a transformer)")
-    tr.add_argument("--dim", type=int, default=256, help="static embedding size (default 256)")
-    tr.add_argument("--vocab-size", type=int, default=32_000, help="static tokenizer vocabulary (default 32000)")
+    tr.add_argument("--dim", type=at_least(1), default=256, help="static embedding size (default 256)")
+    tr.add_argument(
+        "--vocab-size", type=at_least(1), default=32_000, help="static tokenizer vocabulary (default 32000)"
+    )
     tr.add_argument("--no-hard-negatives", action="store_true", help="in-batch negatives only")
-    tr.add_argument("--mine-every", type=int, default=TrainConfig.mine_every, metavar="STEPS",
+    tr.add_argument("--mine-every", type=at_least(1), default=TrainConfig.mine_every, metavar="STEPS",
                     help=f"re-mine the hard negatives with the current model every STEPS steps (default "
                     f"{TrainConfig.mine_every}; each mining embeds every label, minutes with a transformer)")  # fmt: skip
     tr.add_argument("--isco-batches", action="store_true",
@@ -153,7 +153,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                     "default), cpu, cuda, cuda:N or mps")  # fmt: skip
     tr.add_argument(
         "--frozen-layers",
-        type=int,
+        type=at_least(0),
         default=0,
         metavar="N",
         help="transformer bases: keep the lowest N layers as they are (cheaper steps; default 0)",

@@ -175,6 +175,9 @@ def test_unknown_scorer_and_dataset(tiny_dataset: Path, melo_data: Path) -> None
         (("link", "--input", "t.csv", "--engine", "ray", "--workers", "-2"), "must be 1 or more, got -2"),
         (("prepare", "--workers", "0"), "must be 1 or more, got 0"),
         (("embed", "--encoder", "muse", "--workers", "0"), "must be 1 or more, got 0"),
+        (("link", "--input", "t.csv", "--batch-size", "0"), "must be 1 or more, got 0"),
+        (("simulate", "--crosswalk", "nor_no", "--limit", "-1"), "must be 0 or more, got -1"),
+        (("simulate", "--crosswalk", "nor_no", "--depth", "0"), "must be 1 or more, got 0"),
         (("eval", "--datasets", "all", "--scorers", "bm25", "--limit-queries", "two"), "invalid int value: 'two'"),
     ],
 )

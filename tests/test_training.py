@@ -185,14 +185,16 @@ def test_train_command_refuses_bad_input(tmp_path: Path, tiny_model: Path) -> No
     assert code == 2 and "sentence-transformers model folder" in err
     code, _, err = run_cli("train", "--out", str(tiny_model), "--quiet")
     assert code == 2 and "--overwrite" in err
-    code, _, err = run_cli("train", "--out", str(tmp_path / "m"), "--rounds", "0", "--quiet")
-    assert code == 2 and "--rounds >= 1" in err
+    for option, value, least in (("--rounds", "0", 1), ("--batch-size", "1", 2), ("--vocab-size", "0", 1),
+                                 ("--mine-every", "0", 1), ("--validation", "-1", 0), ("--frozen-layers", "-1", 0)):  # fmt: skip
+        code, _, err = run_cli("train", "--out", str(tmp_path / "m"), option, value, "--quiet")
+        assert code == 2 and f"argument {option}: must be {least} or more, got {value}" in err
+    code, _, err = run_cli("train", "--out", str(tmp_path / "m"), "--lr", "0", "--quiet")
+    assert code == 2 and "--lr must be above 0" in err
     code, _, err = run_cli("train", "--out", str(tmp_path / "m"), "--teacher", "nope", "--quiet")
     assert code == 2 and "is not an encoder spec" in err
     code, _, err = run_cli("train", "--out", str(tmp_path / "m"), "--teacher", "muse", "--distill-weight", "0")
     assert code == 2 and "--distill-weight must be above 0" in err
-    code, _, err = run_cli("train", "--out", str(tmp_path / "m"), "--mine-every", "0", "--quiet")
-    assert code == 2 and "--mine-every is a number of steps" in err
 
 
 def test_the_default_domain_model_is_built_once_then_loaded_as_domain(
