@@ -47,8 +47,9 @@ def main() -> None:
     args = parser.parse_args()
     prefill.MIN_CHUNK = args.min_chunk
     if args.attention_budget is not None:  # here (one worker embeds in this process) and in the workers
-        onnx_transformer.ATTENTION_BUDGET = args.attention_budget or 2**62
-        os.environ["MELO_ATTENTION_BUDGET"] = str(onnx_transformer.ATTENTION_BUDGET)
+        budget = args.attention_budget or 2**62
+        onnx_transformer.ATTENTION_BUDGET = budget
+        os.environ[onnx_transformer.ATTENTION_BUDGET_VARIABLE] = str(budget)
     if args.what == "descriptions":
         spec = description_encoders(args.encoder)[1]
         texts = [passage_text(d) for d in esco_descriptions(args.data).values()]

@@ -429,6 +429,20 @@ def test_long_texts_are_embedded_in_smaller_batches_with_the_same_vectors(
     np.testing.assert_allclose(together, alone, atol=1e-5)
 
 
+def test_the_attention_budget_variable_is_read_with_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from melo_core.encoders import onnx_transformer
+
+    monkeypatch.setattr(onnx_transformer, "ATTENTION_BUDGET", None)  # as at start: read from the variable
+    monkeypatch.delenv("MELO_ATTENTION_BUDGET", raising=False)
+    assert onnx_transformer.attention_budget() == 64 * 64**2
+    monkeypatch.setenv("MELO_ATTENTION_BUDGET", " 5000 ")
+    assert onnx_transformer.attention_budget() == 5000
+    for wrong in ("abc", "0", "-3", "1e6"):
+        monkeypatch.setenv("MELO_ATTENTION_BUDGET", wrong)
+        with pytest.raises(MeloInputError, match=f"MELO_ATTENTION_BUDGET must be a whole number.*{wrong!r}"):
+            onnx_transformer.attention_budget()
+
+
 def test_a_changed_transformer_folder_is_exported_again(
     bert_model: Path, occupations: list[str], tmp_path: Path, onnx_cache: Path
 ) -> None:

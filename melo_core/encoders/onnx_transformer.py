@@ -27,6 +27,7 @@ from melo_core import config
 from melo_core.disk_cache import folder_stamp
 from melo_core.encoders.base import EncoderSpec, Role, normalise_rows
 from melo_core.encoders.st_folder import module_types, read_json, role_prompts
+from melo_core.errors import MeloInputError
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,24 @@ _MODEL_TYPES = frozenset({"bert", "xlm-roberta", "roberta"})  # what torch's exp
 _MAX_BYTES = 1_800_000_000  # the TorchScript exporter writes one protobuf (2 GB at most): larger stay with torch
 # A batch's attention scores grow with rows × width²: 64 ESCO descriptions of up to 512 pieces took
 # 2.7 GB in each of prepare's workers. Long texts go in fewer rows; titles (under 64 pieces) keep 64.
-ATTENTION_BUDGET = int(os.environ.get("MELO_ATTENTION_BUDGET", 64 * 64**2))  # the variable: benchmarks/prefill.py
+ATTENTION_BUDGET: int | None = None  # None: $MELO_ATTENTION_BUDGET, else 64 rows of 64 pieces
+ATTENTION_BUDGET_VARIABLE = "MELO_ATTENTION_BUDGET"  # set by benchmarks/prefill.py for its workers
+
+
+def attention_budget(default: int = 64 * 64**2) -> int:
+    """The budget; the variable is read here, at the first batch, not at import: a wrong value
+    stops the command that encodes, in one line, not every import of melo_core."""
+    if ATTENTION_BUDGET is not None:
+        return ATTENTION_BUDGET
+    raw = os.environ.get(ATTENTION_BUDGET_VARIABLE, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise MeloInputError(f"{ATTENTION_BUDGET_VARIABLE} must be a whole number of 1 or more (rows x width² a "
+                             f"batch may hold), got {raw!r}")  # fmt: skip
+    return int(raw)
+
+
 _threads: int | None = None  # set by bulk.limit_threads; None: ONNX Runtime's default (the cores)
 
 
@@ -243,9 +261,10 @@ class OnnxTransformerEncoder:
     def _batches(self, order: np.ndarray, lengths: list[int]) -> Iterator[list[int]]:
         """Rows in ``order`` (shortest first), at most ``batch`` at a time and at most
         ``ATTENTION_BUDGET`` rows × width² (the attention scores a batch holds per head)."""
+        budget = attention_budget()
         rows: list[int] = []
         for i in order:
-            if rows and (len(rows) == self._batch or (len(rows) + 1) * lengths[i] ** 2 > ATTENTION_BUDGET):
+            if rows and (len(rows) == self._batch or (len(rows) + 1) * lengths[i] ** 2 > budget):
                 yield rows
                 rows = []
             rows.append(int(i))
