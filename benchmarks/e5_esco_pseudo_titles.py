@@ -33,7 +33,6 @@ import argparse
 import csv
 import gzip
 import sys
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -41,12 +40,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tqdm import tqdm
 
+from melo_core.builder import LabelCorpus
 from melo_core.datasets import load_dataset, resolve_dataset
 from melo_core.descriptions import esco_description_language, esco_descriptions
 from melo_core.pipeline import PipelineScorer, load_pipeline
 from melo_core.scorers.base import ScorerContext
 from melo_core.taxonomy import cached_taxonomy_from_melo
-from melo_core.titles import read_titles, titles_dataset
+from melo_core.titles import read_titles
 
 COLUMNS = ("title", "uri", "score", "gap")
 
@@ -62,7 +62,8 @@ def candidate_titles(titles_list: str, validation: str, data: str) -> list[str]:
     kept = []
     with gzip.open(titles_list, "rt", encoding="utf-8") as lines:
         for line in lines:
-            title, key = line.strip(), line.strip().lower()
+            title = line.strip()
+            key = title.lower()
             if title and key not in seen and key not in banned:
                 seen.add(key)
                 kept.append(title)
@@ -77,13 +78,8 @@ def label(args: argparse.Namespace) -> None:
     print(f"{len(titles)} titles to label", file=sys.stderr)
     taxonomy = cached_taxonomy_from_melo(args.data)
     any_concept = next(c.uri for c in taxonomy.concepts if c.kind == "occupation" and "en" in c.labels)
-    with tempfile.TemporaryDirectory() as folder:  # titles_dataset reads a titles CSV; gold is unused
-        listed = Path(folder) / "titles.csv"
-        with listed.open("w", newline="", encoding="utf-8") as out:
-            writer = csv.writer(out)
-            writer.writerow(["vacancyTitle", "conceptUri"])
-            writer.writerows((t, any_concept) for t in titles)
-        dataset, _ = titles_dataset(listed, taxonomy, ["en"])
+    pairs = [(title, any_concept) for title in titles]  # the gold concept is never read
+    dataset = LabelCorpus.of(taxonomy, ["en"]).dataset("find_job_titles_en", pairs, "en", prefix="T")
     context = ScorerContext.for_dataset(dataset, show_progress=False, mentions=None)
     context = replace(context, descriptions=esco_descriptions(args.data),
                       description_language=esco_description_language(args.data))  # fmt: skip
