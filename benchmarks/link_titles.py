@@ -32,6 +32,7 @@ import pyarrow.csv as pacsv
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from melo_core import config
+from melo_core.arguments import at_least
 from melo_core.bulk import read_output
 from melo_core.datasets import load_dataset, resolve_dataset
 from melo_core.metrics import accuracy_at_k, mrr
@@ -70,7 +71,7 @@ def main() -> None:
     parser.add_argument("--links", type=Path, help="link --out: a folder of shards or one CSV")
     parser.add_argument("--title-column", default=DEFAULT_TITLE_COLUMN)
     parser.add_argument("--uri-column", default=DEFAULT_URI_COLUMN)
-    parser.add_argument("--top", type=int, default=100, help="the --top that link ran with (default 100)")
+    parser.add_argument("--top", type=at_least(1), default=100, help="the --top that link ran with (default 100)")
     parser.add_argument("--label", default="", help="a name for the row printed")
     parser.add_argument("--out", help="append the row to this CSV")
     args = parser.parse_args()

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tqdm import tqdm
 
+from melo_core.arguments import at_least
 from melo_core.benchmarking import mentions_for, protocol_for
 from melo_core.datasets import load_dataset, resolve_dataset
 from melo_core.evaluation import evaluate
@@ -77,7 +78,7 @@ def main() -> int:
     parser.add_argument("--langs", default="en", help="--titles: label languages (default en)")
     parser.add_argument("--pipeline", default="best")
     parser.add_argument("--weights", default="0,0.01,0.02,0.03,0.04,0.05,0.06,0.07,0.08,0.1")
-    parser.add_argument("--limit", type=int, default=0, help="only the first N queries (a quick check)")
+    parser.add_argument("--limit", type=at_least(0), default=0, help="only the first N queries (a quick check)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     if bool(args.titles) == bool(args.dataset):

@@ -33,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from melo_core.arguments import at_least
 from melo_core.datasets import datasets_root, list_datasets, load_dataset, parse_dataset_name
 from melo_core.pipeline import (
     Pipeline,
@@ -121,8 +122,8 @@ def main() -> None:
     parser.add_argument("--data", default=os.environ.get("MELO_DATA", "../shared/melo"))
     parser.add_argument("--pipeline", default="best")
     parser.add_argument("--scenario", action="append", default=[], help="QUERY_LANG:LABEL_LANGS (repeatable)")
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--bulk", type=int, default=0, help="titles for the bulk link --input test (0: skip)")
+    parser.add_argument("--queries", type=at_least(1), default=200)
+    parser.add_argument("--bulk", type=at_least(0), default=0, help="titles for the bulk link --input test (0: skip)")
     parser.add_argument("--titles", default=str(ROOT.parent / "shared" / "jobbert" / "titles.csv"))
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")

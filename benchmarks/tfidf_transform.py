@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from melo_core.arguments import at_least
 from melo_core.scorers.tfidf import TfidfScorer
 from melo_core.taxonomy import cached_taxonomy_from_melo
 from melo_core.text import TextPrep
@@ -27,8 +28,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=os.environ.get("MELO_DATA", "../shared/melo"))
     parser.add_argument("--langs", default="en,de,fr,nl,es")
-    parser.add_argument("--texts", type=int, default=70_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--texts", type=at_least(1), default=70_000)
+    parser.add_argument("--repeat", type=at_least(1), default=3)
     args = parser.parse_args()
 
     labels = [f.text for f in cached_taxonomy_from_melo(args.data).surface_forms(args.langs.split(","))]

@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 from tqdm import tqdm
 
+from melo_core.arguments import at_least
 from melo_core.benchmarking import ranked_spec, scorer_context
 from melo_core.datasets import datasets_root, list_datasets, load_dataset
 from melo_core.evaluation import Protocol, rank_batch, tie_keys
@@ -56,7 +57,7 @@ def main() -> None:
     parser.add_argument("--data", default=os.environ.get("MELO_DATA", "../shared/melo"))
     parser.add_argument("--scorers", default="concepts:char-tfidf-lemmas")
     parser.add_argument("--datasets", default="all")
-    parser.add_argument("--limit-queries", type=int, default=0)
+    parser.add_argument("--limit-queries", type=at_least(0), default=0)
     parser.add_argument("--out", required=True, help="CSV of the per-dataset rows")
     args = parser.parse_args()
 

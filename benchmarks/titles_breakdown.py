@@ -24,6 +24,7 @@ import pandas as pd
 
 from db.runs import get_run, list_runs, run_queries
 from db.store import Store
+from melo_core.arguments import at_least
 from melo_core.titles import TITLES_PREFIX
 
 # Regular expressions over the raw title, as vacancy titles write them.
@@ -59,9 +60,9 @@ def breakdown(queries: pd.DataFrame) -> pd.DataFrame:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--db", required=True, help="store URL holding the run")
-    parser.add_argument("--run", type=int, help="run id (default: the newest titles run)")
+    parser.add_argument("--run", type=at_least(1), help="run id (default: the newest titles run)")
     parser.add_argument("--word", default="executive", help="word whose gold and first-ranked concepts to list")
-    parser.add_argument("--top", type=int, default=10, help="concepts listed per side")
+    parser.add_argument("--top", type=at_least(1), default=10, help="concepts listed per side")
     args = parser.parse_args()
 
     with Store(args.db) as store:

@@ -54,6 +54,7 @@ import numpy as np
 from scipy.special import digamma
 from tqdm import tqdm
 
+from melo_core.arguments import at_least
 from melo_core.benchmarking import scorer_context
 from melo_core.encoders.base import normalise_rows
 from melo_core.encoders.cache import cached_encoder
@@ -164,7 +165,7 @@ def main() -> None:
     parser.add_argument("--add-weights", type=floats, default=[], help="weights of the --add-encoder score")
     parser.add_argument("--pool", type=floats, default=[], help="temperatures of @pool (a concept's log-sum-exp)")
     parser.add_argument("--token-cache", help="folder that keeps the token vectors between runs")
-    parser.add_argument("--late-top", type=int, default=50, help="the pipeline's first concepts it re-scores")
+    parser.add_argument("--late-top", type=at_least(1), default=50, help="the pipeline's first concepts it re-scores")
     parser.add_argument("--alias-table", action="store_true", help="with --pipeline: concepts with a label "
                         "equal to the title (lowercased, folded, lemmatised) first")  # fmt: skip
     parser.add_argument("--pipeline", help="add WordLlama to this pipeline's fused concept scores "
