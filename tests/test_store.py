@@ -449,6 +449,7 @@ def test_find_concepts_by_any_label(store: Store) -> None:
     assert [m.uri for m in store.find_concepts("bakers")] == [ISCO_7512]
     assert store.find_concepts("  ") == [] and store.find_concepts("%") == []
     assert len(store.find_concepts("e", limit=2)) == 2
-    for bad in (0, -1):
-        with pytest.raises(ValueError, match="limit must be 1 or more"):
+    assert store.find_concepts("e", limit=0) == []  # as queue(limit=0)
+    for bad in (-1, -10):
+        with pytest.raises(ValueError, match="limit must be 0 or more, got"):
             store.find_concepts("e", limit=bad)

@@ -50,10 +50,10 @@ class TaxonomyQueries(StoreBase):
         match per concept, best first: the label equal to the text, then labels starting with
         it, then shorter labels. Case- and accent-insensitive on every backend (``search_fold``:
         ``backer`` finds ``Bäcker``)."""
-        if limit < 1:  # SQLite reads LIMIT -10 as none, PostgreSQL refuses it
-            raise ValueError(f"limit must be 1 or more, got {limit}")
+        if limit < 0:  # SQLite reads LIMIT -10 as none, PostgreSQL refuses it
+            raise ValueError(f"limit must be 0 or more, got {limit}")
         needle = search_fold(text.strip())
-        if not needle:
+        if not needle or limit == 0:  # as ``queue(limit=0)``: nothing asked, nothing found
             return []
         folded = LabelRow.search_text
         escaped = like_escape(needle)
