@@ -322,8 +322,8 @@ class InputBatches:
 
     def __init__(self, path: str | Path, column: str, batch_size: int, fmt: str | None = None,
                  head: int | None = None):  # fmt: skip
-        if batch_size < 1:
-            raise MeloInputError(f"--batch-size must be at least 1, got {batch_size}")
+        if batch_size < 1:  # the CLI's --batch-size never gets here (at_least(1)); a Python caller may
+            raise ValueError(f"batch_size must be 1 or more, got {batch_size}")
         self.path = Path(path)
         self.column = column
         self.batch_size = batch_size

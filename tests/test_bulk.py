@@ -105,6 +105,9 @@ def test_streams_batches_smaller_than_the_input_and_links_each_distinct_title_on
     summary = run_local(InputBatches(source, "title", 50), settings, str(tmp_path / "again"), quiet=True,
                         linker_factory=lambda: engine)  # fmt: skip
     assert summary.rows == 192 and engine.distinct_linked == len(set(titles)) < len(titles) / 2
+    for bad in (0, -3):  # a Python caller's mistake, said in its own words (not the CLI's --batch-size)
+        with pytest.raises(ValueError, match=f"batch_size must be 1 or more, got {bad}"):
+            InputBatches(source, "title", bad)
     by_title = {t: c for t, c in zip(titles[:2], engine.linker.link(titles[:2], top_k=3), strict=True)}
     first = [r for r in rows_of(table) if r[0] == 1]
     assert [(r[2], r[4]) for r in first] == [(c.concept_uri, round(c.score, 6)) for c in by_title[titles[1]]]
