@@ -22,19 +22,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 from tqdm import tqdm
 
+from benchmarks.titles_dense_probes import expected_reciprocal_rank, floats
 from melo_core.arguments import at_least
 from melo_core.benchmarking import scorer_context
 from melo_core.pipeline import PipelineScorer, load_pipeline
-from melo_core.query_rules import RULES, normalise_query
+from melo_core.query_rules import RULES, check_rules, normalise_query
 from melo_core.taxonomy import cached_taxonomy_from_melo
 from melo_core.titles import titles_dataset
 
 CHUNK = 500
 ALL = "all"
-
-
-def floats(text: str) -> list[float]:
-    return [float(x) for x in text.split(",") if x]
 
 
 def filled(scores: np.ndarray) -> np.ndarray:
@@ -49,8 +46,7 @@ def reciprocal_rank(scores: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray,
     """Expected reciprocal rank with ties in random order, and acc@1 (a tie counts its share)."""
     at_gold = scores[np.arange(len(wanted)), wanted][:, None]
     above, tied = (scores > at_gold).sum(1), (scores == at_gold).sum(1)
-    rr = np.array([np.mean(1.0 / np.arange(a + 1, a + t + 1)) for a, t in zip(above, tied, strict=True)])
-    return rr, (above == 0) / tied
+    return expected_reciprocal_rank(above, tied), (above == 0) / tied
 
 
 def main() -> None:
@@ -65,10 +61,10 @@ def main() -> None:
     rule_sets = {name: [name] for name in args.rules.split(",") if name} | {
         ALL: [r for r in args.rules.split(",") if r]
     }
-    for chosen in rule_sets.values():
-        unknown = [r for r in chosen if r not in RULES]
-        if unknown:
-            parser.error(f"unknown rule {unknown[0]!r}; available: {', '.join(RULES)}")
+    try:
+        check_rules(rule_sets[ALL])
+    except ValueError as exc:
+        parser.error(str(exc))
 
     dataset, report = titles_dataset(args.titles, cached_taxonomy_from_melo(args.data), "en")
     print(report.describe(), flush=True)
