@@ -58,9 +58,8 @@ def main() -> None:
     parser.add_argument("--weights", type=floats, default=[0.25, 0.5, 1.0], help="weights W of the rewritten form")
     parser.add_argument("--every", type=at_least(1), default=1, help="every N-th title (a quick check)")
     args = parser.parse_args()
-    rule_sets = {name: [name] for name in args.rules.split(",") if name} | {
-        ALL: [r for r in args.rules.split(",") if r]
-    }
+    names = [name for name in args.rules.split(",") if name]
+    rule_sets = {name: [name] for name in names} | {ALL: names}
     try:
         check_rules(rule_sets[ALL])
     except ValueError as exc:
