@@ -17,6 +17,7 @@ import streamlit as st
 
 from db.store import AccessError, Actor, SignInFailed, SignInRequired, Store, actor_name
 from db.store.accounts import DEFAULT_SESSION_HOURS
+from melo_core.text_limits import check_name
 
 SESSION_KEY = "melo_actor"
 MESSAGE_KEY = "melo_sign_in_message"
@@ -177,6 +178,14 @@ def _typed_name() -> str:
     # The name also rides in the address (?curator=...): reloading the page or opening a link
     # to it keeps the curator, where the session state alone would ask again.
     name = st.session_state.get(NAME_KEY) or st.query_params.get(NAME_KEY, "").strip()
+    problem = None
+    if name:
+        try:  # NFC, no invisible or bidi characters: the name a decision records
+            name = check_name(name, "curator name")
+        except ValueError as exc:
+            problem, name = str(exc), ""
+            st.session_state.pop(NAME_KEY, None)
+            st.query_params.pop(NAME_KEY, None)
     if name:
         st.session_state[NAME_KEY] = name
         if st.query_params.get(NAME_KEY) != name:
@@ -189,11 +198,17 @@ def _typed_name() -> str:
                 st.rerun()
         return name
     st.subheader("Who is curating?")
+    if problem:
+        st.error(f"{problem}: type your name again.")
     with st.form("curator_form"):
         typed = st.text_input("Your name (recorded with every decision)", key="curator_input")
         if st.form_submit_button("Start") and typed.strip():
-            st.session_state[NAME_KEY] = typed.strip()
-            st.rerun()
+            try:
+                st.session_state[NAME_KEY] = check_name(typed.strip(), "curator name")
+            except ValueError as exc:
+                st.error(f"{exc}.")
+            else:
+                st.rerun()
     st.stop()
     raise RuntimeError  # unreachable: st.stop() raises
 

@@ -13,6 +13,7 @@ import base64
 import hashlib
 import hmac
 import secrets
+import unicodedata
 from datetime import datetime, timedelta
 
 from sqlalchemy import select
@@ -21,6 +22,7 @@ from sqlalchemy.orm import Session
 from db.models import ROLES, AccountRow, utcnow
 from db.store.base import StoreBase
 from db.store.records import Account, Actor
+from melo_core.text_limits import check_name
 
 # scrypt cost: 2**14 x 8 x 1 takes about 16 MiB and a few dozen ms per sign-in.
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
@@ -69,8 +71,12 @@ _DUMMY_HASH = hash_password(secrets.token_hex(8))  # unknown users cost as much 
 
 
 def check_username(username: str) -> str:
-    name = username.strip()
-    if not name or name != username or len(name) > 200 or any(c.isspace() and c != " " for c in name):
+    """``username`` NFC-normalised (``alice`` typed in NFD is ``alice``), after refusing what
+    could make two names look alike: invisible, format (zero-width) and bidi characters."""
+    if username.strip() != username or not username:
+        raise ValueError(f"user name {username!r}: 1 to 200 characters, no surrounding spaces, tabs or line breaks")
+    name = check_name(username, "user name")
+    if any(c.isspace() and c != " " for c in name):
         raise ValueError(f"user name {username!r}: 1 to 200 characters, no surrounding spaces, tabs or line breaks")
     if name.startswith("import:"):
         raise ValueError(f"user name {username!r}: names starting with 'import:' are the importers'")
@@ -105,11 +111,16 @@ def acting_as(session: Session, who: Actor | str, sign_in_required: bool, *, rol
     name = who.strip() if isinstance(who, str) else ""
     if not name:
         raise ValueError("a decision needs a curator")
-    return name
+    return check_name(name, "curator name")
 
 
 def actor_name(who: Actor | str) -> str:
-    return who.username if isinstance(who, Actor) else who.strip()
+    return who.username if isinstance(who, Actor) else unicodedata.normalize("NFC", who.strip())
+
+
+def lookup_name(username: str) -> str:
+    """A typed user name as accounts are stored: stripped and NFC-normalised."""
+    return unicodedata.normalize("NFC", username.strip())
 
 
 class AccountQueries(StoreBase):
@@ -135,7 +146,7 @@ class AccountQueries(StoreBase):
         """Disable (or enable again) an account: a disabled one can neither sign in nor act, even
         in a session that started before."""
         with self.write() as s:
-            row = s.scalars(select(AccountRow).where(AccountRow.username == username)).first()
+            row = s.scalars(select(AccountRow).where(AccountRow.username == lookup_name(username))).first()
             if row is None:
                 raise KeyError(f"no account {username!r}")
             row.disabled = disabled
@@ -144,7 +155,7 @@ class AccountQueries(StoreBase):
 
     def account(self, username: str) -> Account | None:
         with self.read() as s:
-            row = s.scalars(select(AccountRow).where(AccountRow.username == username)).first()
+            row = s.scalars(select(AccountRow).where(AccountRow.username == lookup_name(username))).first()
             return None if row is None else account_record(row)
 
     def accounts(self) -> list[Account]:
@@ -155,7 +166,7 @@ class AccountQueries(StoreBase):
         """The signed-in user for a user name and password, valid for ``hours``; ``SignInFailed``
         with a message for the user otherwise (the same for an unknown name and a wrong password)."""
         with self.read() as s:
-            row = s.scalars(select(AccountRow).where(AccountRow.username == username.strip())).first()
+            row = s.scalars(select(AccountRow).where(AccountRow.username == lookup_name(username))).first()
             stored = row.password_hash if row is not None else None
             if not verify_password(password, stored or _DUMMY_HASH) or row is None or stored is None:
                 if row is not None and stored is None:

@@ -44,6 +44,7 @@ from db.models import (
 from db.store.base import StoreBase, chunks
 from db.store.records import MigrationItem, MigrationReport, TaxonomyInfo
 from melo_core.errors import MeloInputError
+from melo_core.text_limits import check_name
 
 MIN_SIMILARITY = 0.85  # rapidfuzz ratio / 100 for a replacement candidate by label
 
@@ -142,6 +143,10 @@ class VersionQueries(StoreBase):
         """Re-target ``scheme`` to the imported taxonomy ``to_version`` (of ``name``: default the
         current target's name), in one transaction; ``dry_run`` writes nothing. An unknown scheme
         or version, or the version already targeted, is a ``MeloInputError`` and changes nothing."""
+        try:  # the name recorded with the migration: NFC, no invisible or bidi characters
+            curator = check_name(curator.strip(), "curator")
+        except ValueError as exc:
+            raise MeloInputError(str(exc)) from None
         with self.write() as s:
             row = s.scalars(select(SchemeRow).where(SchemeRow.name == scheme)).first()
             if row is None:
