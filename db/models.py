@@ -234,6 +234,12 @@ class DecisionRow(Base):
     # Version of the scheme's target taxonomy when the decision was made (None: not known, e.g.
     # decisions from before revision 0005 or imported from a file).
     esco_version: Mapped[str | None] = mapped_column(String(200))
+    # Set on an imported decision: who ran the import (its signer, also ``curator``: the signed-in
+    # account, or ``import:<file name>`` on the command line), and the curator and date the file
+    # claimed, kept apart because a file can claim anything (None: the file named none).
+    imported_by: Mapped[str | None] = mapped_column(String(200))
+    original_author: Mapped[str | None] = mapped_column(String(200))
+    original_date: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class SchemeMigrationRow(Base):

@@ -110,6 +110,11 @@ class Decision:
     undoes_id: int | None
     # Version of the scheme's target taxonomy when decided (None: not known).
     esco_version: str | None = None
+    # Imported decisions: who ran the import (also the curator), and the curator and date the
+    # file claimed (unverified; None when the file named none).
+    imported_by: str | None = None
+    original_author: str | None = None
+    original_date: datetime | None = None
 
 
 LABEL_FIELD = [f.name for f in dataclass_fields(Decision)].index("concept_label")
@@ -247,4 +252,7 @@ def decision_record(row: DecisionRow, term: TermRow, scheme: str) -> Decision:
         concept_label=row.concept_label,
         undoes_id=row.undoes_id,
         esco_version=row.esco_version,
+        imported_by=row.imported_by,
+        original_author=row.original_author,
+        original_date=row.original_date,
     )

@@ -17,6 +17,7 @@ from db.store.base import chunks
 from db.store.crosswalk import CrosswalkQueries
 from db.store.decisions import replay
 from db.store.records import Actor, Comment, Review, ReviewItem
+from db.store.retry import retried_when_busy
 
 PROPOSED = "proposed"
 CONFLICTING = "conflicting"
@@ -39,12 +40,13 @@ def _short(uri: str, label: str | None) -> str:
 class ReviewQueries(CrosswalkQueries):
     """Reviews, comments, conflicts and the review queue."""
 
+    @retried_when_busy
     def review(
         self, decision_ids: Sequence[int], reviewer: Actor | str, verdict: str, comment: str = ""
     ) -> list[Review]:
         """Confirm or reject decisions, all or none: each must be the current decision of its
-        (term, concept) pair and not the reviewer's own; a signed-in reviewer needs the role
-        ``reviewer``."""
+        (term, concept) pair and neither the reviewer's own nor one she imported; a signed-in
+        reviewer needs the role ``reviewer``."""
         if verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}")
         if not decision_ids:
@@ -66,6 +68,9 @@ class ReviewQueries(CrosswalkQueries):
                     raise ValueError(f"decision {decision_id} is no longer the current one of its pair: reload")
                 if row.curator == name:
                     raise NotAllowed(f"decision {decision_id} is your own: another reviewer reviews it")
+                if row.imported_by == name:
+                    # Whatever curator the file named: she chose to bring it in.
+                    raise NotAllowed(f"decision {decision_id} is one you imported: another reviewer reviews it")
                 review = ReviewRow(decision_id=row.id, reviewer=name, verdict=verdict, reviewed_at=now,
                                    comment=comment.strip())  # fmt: skip
                 s.add(review)
@@ -90,6 +95,7 @@ class ReviewQueries(CrosswalkQueries):
                     found[row.decision_id] = _review(row)
         return found
 
+    @retried_when_busy
     def add_comment(self, decision_id: int, author: Actor | str, text: str) -> Comment:
         """A comment on any decision, by anyone who may act."""
         if not text.strip():
