@@ -13,7 +13,7 @@ One ``Store``, its methods grouped by concern, a module each:
 - ``engine``: the database and its schema (Alembic); ``base``: transactions and shared queries;
 - ``taxonomies``: taxonomies and concepts (labels, search by label);
 - ``terms``: schemes, terms and the curation queue, suggestions;
-- ``decisions``: decisions and undo;
+- ``decisions``: decisions and undo (retried while an import holds the lock: ``retry``);
 - ``versions``: the taxonomy version a scheme targets, and ``migrate`` to another version;
 - ``crosswalk``: the current crosswalk and its consistency (warnings, agreement, activity);
 - ``accounts``: accounts of a shared app, sign-in, who acts (``Actor``);
@@ -62,6 +62,7 @@ from db.store.records import (
     TaxonomyInfo,
     Term,
 )
+from db.store.retry import StoreBusy
 from db.store.reviews import CONFLICTING, PROPOSED, REVIEW_FILTERS, ReviewQueries
 from db.store.taxonomies import TaxonomyQueries
 from db.store.terms import STATUSES, TermQueries
@@ -101,6 +102,7 @@ __all__ = [
     "SignInFailed",
     "SignInRequired",
     "Store",
+    "StoreBusy",
     "Suggestion",
     "TaxonomyInfo",
     "Term",

@@ -13,6 +13,7 @@ from db.models import OUTCOMES, UNDECIDED, DecisionRow, TaxonomyRow, TermRow, ut
 from db.store.accounts import NotAllowed, acting_as
 from db.store.base import StoreBase
 from db.store.records import Actor, Decision, decision_record
+from db.store.retry import retried_when_busy
 
 
 def replay(history: Iterable[DecisionRow]) -> list[DecisionRow]:
@@ -29,6 +30,7 @@ def replay(history: Iterable[DecisionRow]) -> list[DecisionRow]:
 class DecisionQueries(StoreBase):
     """Decisions and undo."""
 
+    @retried_when_busy
     def decide(
         self,
         term_id: int,
@@ -44,7 +46,8 @@ class DecisionQueries(StoreBase):
         decided_at: datetime | None = None,
     ) -> Decision:
         """Record a decision (committed before this returns) by ``curator``: a signed-in ``Actor``,
-        or a typed name where the store does not require sign-in."""
+        or a typed name where the store does not require sign-in. A busy store is waited for
+        (``db.store.retry``), at most ``MELO_STORE_BUSY_SECONDS``: then ``StoreBusy``."""
         if outcome not in OUTCOMES or outcome == UNDECIDED:
             raise ValueError(f"outcome must be one of {', '.join(o for o in OUTCOMES if o != UNDECIDED)}")
         if isinstance(curator, str) and not curator.strip():
@@ -100,6 +103,7 @@ class DecisionQueries(StoreBase):
             latest[decision.concept_uri] = decision
         return sorted((d for d in latest.values() if d.outcome != UNDECIDED), key=lambda d: (d.concept_uri, d.id))
 
+    @retried_when_busy
     def undo(self, term_id: int, concept_uri: str, curator: Actor | str, comment: str = "") -> Decision | None:
         """Take back the latest decision on a pair by appending one that restores the state
         before it (``undecided`` when there was none). Repeated undos walk further back.
@@ -144,6 +148,7 @@ class DecisionQueries(StoreBase):
         s.flush()
         return decision_record(row, term, term.scheme.name)
 
+    @retried_when_busy
     def undo_last(self, curator: Actor | str, scheme: str | None = None) -> Decision | None:
         """Undo the curator's most recent decision that is still in force."""
         with self.write() as s:
