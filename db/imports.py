@@ -1,8 +1,10 @@
 """Imports into the store: taxonomies, and source terms with their decisions.
 
-Every file is read and checked completely before the store is touched, and each import is one
-transaction, so a bad file writes nothing; errors name the file, the line and the column (or
-JSON field) at fault. Imports are idempotent: importing the same file twice changes nothing.
+Every file is read and checked completely before the store is touched, so a bad file writes
+nothing; errors name the file, the line and the column (or JSON field) at fault. A taxonomy is
+one transaction; terms and decisions go in short transactions (batches), so curators' decisions
+go on meanwhile. Imports are idempotent: importing the same file twice changes nothing, and
+running again an import that failed part-way completes it.
 """
 
 from __future__ import annotations
@@ -13,13 +15,16 @@ import io
 import itertools
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import cast
 
-from sqlalchemy import Table, delete, func, insert, select, update
+from sqlalchemy import Table, bindparam, delete, func, insert, select, update
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from db.formats import (
@@ -55,6 +60,10 @@ TERM_CSV_COLUMNS = ("code", "label", "description", "lang")
 CROSSWALK_RELATIONS = ("exactMatch", "narrowMatch", "broadMatch", "closeMatch", "exactISCO")
 _MAX_CODE = 500
 _BATCH = 5000
+# Rows per transaction of a term import: a few hundredths of a second each, so a curator's
+# decision waits no longer than that (benchmarks/reimport.py).
+WRITE_BATCH = 2000
+SQLITE_PAUSE_SECONDS = 0.1  # between two of an import's transactions (see _BatchWriter)
 
 Progress = Callable[[int], None]
 Row = Mapping[str, object]  # column -> value, as an insert takes it
@@ -396,6 +405,7 @@ def read_term_file(path: str | Path, file_format: str, with_decisions: bool = Fa
     return read_skos_csv(path)
 
 
+# batched-import: done
 def import_terms(
     store: Store,
     scheme: str,
@@ -404,12 +414,18 @@ def import_terms(
     kind: str | None = None,
     language: str | None = None,
     base_uri: str | None = None,
+    batch_size: int = WRITE_BATCH,
 ) -> ImportReport:
-    """Add the file's terms to the scheme (created if new) and its decisions, in one transaction.
+    """Add the file's terms to the scheme (created if new) and its decisions.
 
     A term already there (same code) is updated when its label, description or language
     changed; terms missing from the file stay. A decision is skipped when the pair already has
-    one with the same outcome and curator (and time, when the file gives one)."""
+    one with the same outcome and curator (and time, when the file gives one).
+
+    Everything is checked before anything is written; then the rows go in transactions of
+    ``batch_size``, so curators' decisions go on meanwhile. A failure part-way (disk full)
+    leaves the batches already written: the error says so, and the same import run again
+    completes it (each batch is idempotent)."""
     if not scheme.strip():
         raise MeloInputError("empty scheme name")
     if kind is not None and kind not in SCHEME_KINDS:
@@ -418,84 +434,182 @@ def import_terms(
         raise MeloInputError(f"{language!r} is not a language code")
     if base_uri is not None and not is_uri(base_uri):
         raise MeloInputError(f"base URI {base_uri!r} is not an http(s) or urn URI")
+    for record in source.decisions:
+        if record.outcome not in MATCH_OUTCOMES and record.outcome != "rejected":
+            raise MeloInputError(f"unknown outcome {record.outcome!r}", source.path, record.line)
     report = ImportReport(f"scheme {scheme}")
-    with store.write() as s:
-        row = s.scalars(select(SchemeRow).where(SchemeRow.name == scheme)).first()
-        if row is None:
-            row = SchemeRow(
-                name=scheme,
-                kind=kind or "terminology",
-                language=language or source.language,
-                base_uri=base_uri,
-                # Linked against the latest imported taxonomy (none yet: set by ``migrate``).
-                taxonomy_id=s.scalar(select(func.max(TaxonomyRow.id))),
-            )
-            s.add(row)
-            s.flush()
-        else:
-            for attribute, wanted in (("kind", kind), ("language", language), ("base_uri", base_uri)):
-                stored = getattr(row, attribute)
-                if wanted is not None and wanted != stored:
-                    raise MeloInputError(
-                        f"scheme {scheme!r} exists with {attribute} {stored!r}, not {wanted!r} "
-                        "(a scheme's settings are fixed when it is created)"
-                    )
-        scheme_id, scheme_base = row.id, row.base_uri
-        existing = {t.code: t for t in s.scalars(select(TermRow).where(TermRow.scheme_id == scheme_id))}
-        uri_owner = {t.uri: t.code for t in existing.values()}
-        new_rows: list[dict[str, object]] = []
-        for record in source.terms:
-            stored = existing.get(record.code)
-            if stored is None:
-                uri = record.uri or term_uri(scheme, record.code, scheme_base)
-                if uri in uri_owner:
-                    raise MeloInputError(
-                        f"term {record.code!r}: URI {uri} already belongs to term {uri_owner[uri]!r}",
-                        source.path,
-                        record.line,
-                    )
-                uri_owner[uri] = record.code
-                description = record.description or ""
-                new_rows.append(
-                    {
-                        "scheme_id": scheme_id,
-                        "code": record.code,
-                        "uri": uri,
-                        "label": record.label,
-                        "description": description,
-                        "language": record.language,
-                        "search_text": search_text(record.code, record.label, description),
-                    }
-                )
-                report.added += 1
-                continue
-            if record.uri is not None and record.uri != stored.uri:
+    with store.read() as s:
+        plan = _plan_terms(s, scheme, source, kind, language, base_uri, report)
+    writer = _BatchWriter(store, batch_size)
+    try:
+        with writer.transaction() as s:
+            scheme_id = _scheme_for_import(s, scheme, kind, language, base_uri, source.language)
+        writer.each_batch(
+            [{**row, "scheme_id": scheme_id} for row in plan.new_terms], lambda s, b: _bulk_insert(s, TermRow, b)
+        )
+        writer.each_batch(plan.changed_terms, lambda s, b: s.execute(_TERM_UPDATE, list(b)))
+        if source.decisions:
+            _add_decisions(writer, scheme_id, source, report)
+    except (SQLAlchemyError, MeloInputError) as exc:
+        raise writer.stopped(scheme, exc, source.path) from None
+    return report
+
+
+@dataclass
+class _TermPlan:
+    """What an import writes, worked out (and checked) before anything is."""
+
+    new_terms: list[dict[str, object]] = field(default_factory=list)  # rows without scheme_id
+    changed_terms: list[dict[str, object]] = field(default_factory=list)  # term_id and the new values
+
+
+# One UPDATE sent for many rows (executemany): "term_id" names the row, the other keys the values.
+_TERMS = cast(Table, TermRow.__table__)  # a declarative model's table
+_TERM_UPDATE = update(_TERMS).where(_TERMS.c.id == bindparam("term_id"))
+
+
+def _plan_terms(
+    s: Session,
+    scheme: str,
+    source: TermFile,
+    kind: str | None,
+    language: str | None,
+    base_uri: str | None,
+    report: ImportReport,
+) -> _TermPlan:
+    """Compare the file with the stored scheme (one query for its terms, as plain tuples: no
+    ORM objects to keep in step, which made a re-import quadratic) and check it all."""
+    row = s.scalars(select(SchemeRow).where(SchemeRow.name == scheme)).first()
+    stored: dict[str, tuple[int, str, str, str, str | None]] = {}
+    scheme_base = base_uri
+    if row is not None:
+        _check_scheme_settings(row, kind, language, base_uri)
+        scheme_base = row.base_uri
+        query = select(TermRow.code, TermRow.id, TermRow.uri, TermRow.label, TermRow.description, TermRow.language)
+        stored = {code: rest for code, *rest in s.execute(query.where(TermRow.scheme_id == row.id))}  # type: ignore[misc]
+    uri_owner = {uri: code for code, (_, uri, *_) in stored.items()}
+    plan = _TermPlan()
+    for record in source.terms:
+        known = stored.get(record.code)
+        if known is None:
+            uri = record.uri or term_uri(scheme, record.code, scheme_base)
+            if uri in uri_owner:
                 raise MeloInputError(
-                    f"term {record.code!r}: URI {record.uri} differs from the stored {stored.uri}",
+                    f"term {record.code!r}: URI {uri} already belongs to term {uri_owner[uri]!r}",
                     source.path,
                     record.line,
                 )
-            description = stored.description if record.description is None else record.description
-            language_now = record.language if record.language is not None else stored.language
-            if (record.label, description, language_now) == (stored.label, stored.description, stored.language):
-                report.unchanged += 1
-                continue
-            s.execute(
-                update(TermRow)
-                .where(TermRow.id == stored.id)
-                .values(
-                    label=record.label,
-                    description=description,
-                    language=language_now,
-                    search_text=search_text(record.code, record.label, description),
-                )
+            uri_owner[uri] = record.code
+            description = record.description or ""
+            plan.new_terms.append(
+                {
+                    "code": record.code,
+                    "uri": uri,
+                    "label": record.label,
+                    "description": description,
+                    "language": record.language,
+                    "search_text": search_text(record.code, record.label, description),
+                }
             )
-            report.updated += 1
-        for batch in _batches(new_rows):
-            _bulk_insert(s, TermRow, batch)
-        if source.decisions:
-            _add_decisions(s, scheme_id, source, report)
-    return report
+            report.added += 1
+            continue
+        term_id, stored_uri, stored_label, stored_description, stored_language = known
+        if record.uri is not None and record.uri != stored_uri:
+            raise MeloInputError(
+                f"term {record.code!r}: URI {record.uri} differs from the stored {stored_uri}",
+                source.path,
+                record.line,
+            )
+        description = stored_description if record.description is None else record.description
+        language_now = record.language if record.language is not None else stored_language
+        if (record.label, description, language_now) == (stored_label, stored_description, stored_language):
+            report.unchanged += 1
+            continue
+        plan.changed_terms.append(
+            {
+                "term_id": term_id,
+                "label": record.label,
+                "description": description,
+                "language": language_now,
+                "search_text": search_text(record.code, record.label, description),
+            }
+        )
+        report.updated += 1
+    return plan
+
+
+def _check_scheme_settings(row: SchemeRow, kind: str | None, language: str | None, base_uri: str | None) -> None:
+    for attribute, wanted in (("kind", kind), ("language", language), ("base_uri", base_uri)):
+        stored = getattr(row, attribute)
+        if wanted is not None and wanted != stored:
+            raise MeloInputError(
+                f"scheme {row.name!r} exists with {attribute} {stored!r}, not {wanted!r} "
+                "(a scheme's settings are fixed when it is created)"
+            )
+
+
+def _scheme_for_import(
+    s: Session, scheme: str, kind: str | None, language: str | None, base_uri: str | None, file_language: str | None
+) -> int:
+    """The id of the scheme, created now if new (checked again: another import may have
+    created it since the plan)."""
+    row = s.scalars(select(SchemeRow).where(SchemeRow.name == scheme)).first()
+    if row is not None:
+        _check_scheme_settings(row, kind, language, base_uri)
+        return row.id
+    row = SchemeRow(
+        name=scheme,
+        kind=kind or "terminology",
+        language=language or file_language,
+        base_uri=base_uri,
+        # Linked against the latest imported taxonomy (none yet: set by ``migrate``).
+        taxonomy_id=s.scalar(select(func.max(TaxonomyRow.id))),
+    )
+    s.add(row)
+    s.flush()
+    return row.id
+
+
+class _BatchWriter:
+    """An import's writes, one short transaction per batch of rows. On SQLite a writer waiting
+    for the lock polls it every 100 ms at most (its busy handler), so a pause as long between
+    two transactions lets a curator's decision in; PostgreSQL locks rows, and needs none."""
+
+    def __init__(self, store: Store, batch_size: int):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be 1 or more, got {batch_size}")
+        self.store = store
+        self.batch_size = batch_size
+        self.pause = SQLITE_PAUSE_SECONDS if store.engine.dialect.name == "sqlite" else 0.0
+        self.transactions = 0
+        self.planned = 0
+        self.written = 0
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        if self.transactions and self.pause:
+            time.sleep(self.pause)
+        self.transactions += 1
+        with self.store.write() as s:
+            yield s
+
+    def each_batch(self, rows: Sequence[Row], write: Callable[[Session, Sequence[Row]], object]) -> None:
+        self.planned += len(rows)
+        for batch in _batches(rows, self.batch_size):
+            with self.transaction() as s:
+                write(s, batch)
+            self.written += len(batch)
+
+    def stopped(self, scheme: str, error: Exception, path: Path) -> MeloInputError:
+        """The one line for a write that failed part-way: what stays, and how to complete it."""
+        reason = str(error.orig if isinstance(error, DBAPIError) else error).strip().splitlines()[0]
+        if self.written == 0 and self.transactions <= 1:
+            return MeloInputError(f"scheme {scheme!r}: nothing imported ({reason})", path)
+        return MeloInputError(
+            f"scheme {scheme!r}: the import stopped part-way ({reason}); {self.written} of {self.planned} "
+            "rows written so far stay: run the same import again to complete it",
+            path,
+        )
 
 
 def _bulk_insert(s: Session, model: type[Base], rows: Sequence[Row]) -> None:
@@ -525,48 +639,50 @@ def _batches(rows: Sequence[Row], size: int = _BATCH) -> Iterable[Sequence[Row]]
         yield rows[start : start + size]
 
 
-def _add_decisions(s: Session, scheme_id: int, source: TermFile, report: ImportReport) -> None:
-    term_ids = dict(s.execute(select(TermRow.code, TermRow.id).where(TermRow.scheme_id == scheme_id)).all())
-    seen: set[tuple[int, str, str, str, datetime | None]] = set()
-    query = (
-        select(
-            DecisionRow.term_id,
-            DecisionRow.concept_uri,
-            DecisionRow.outcome,
-            DecisionRow.curator,
-            DecisionRow.decided_at,
+def _add_decisions(writer: _BatchWriter, scheme_id: int, source: TermFile, report: ImportReport) -> None:
+    """The file's decisions not in the store yet, in batches (outcomes checked before)."""
+    with writer.store.read() as s:
+        term_ids = dict(s.execute(select(TermRow.code, TermRow.id).where(TermRow.scheme_id == scheme_id)).all())
+        seen: set[tuple[int, str, str, str, datetime | None]] = set()
+        query = (
+            select(
+                DecisionRow.term_id,
+                DecisionRow.concept_uri,
+                DecisionRow.outcome,
+                DecisionRow.curator,
+                DecisionRow.decided_at,
+            )
+            .join(TermRow, TermRow.id == DecisionRow.term_id)
+            .where(TermRow.scheme_id == scheme_id)
         )
-        .join(TermRow, TermRow.id == DecisionRow.term_id)
-        .where(TermRow.scheme_id == scheme_id)
-    )
-    for term_id, uri, outcome, curator, decided_at in s.execute(query):
-        seen.add((term_id, uri, outcome, curator, None))
-        seen.add((term_id, uri, outcome, curator, decided_at.replace(microsecond=0)))
+        for term_id, uri, outcome, curator, decided_at in s.execute(query):
+            seen.add((term_id, uri, outcome, curator, None))
+            seen.add((term_id, uri, outcome, curator, decided_at.replace(microsecond=0)))
     now = utcnow()
     rows: list[dict[str, object]] = []
     for record in source.decisions:
-        if record.outcome not in MATCH_OUTCOMES and record.outcome != "rejected":
-            raise MeloInputError(f"unknown outcome {record.outcome!r}", source.path, record.line)
         term_id = term_ids[record.code]
         key = (term_id, record.concept_uri, record.outcome, record.curator, record.decided_at)
         if key in seen:
             report.decisions_skipped += 1
             continue
         seen.add(key)
-        rows.append(
-            {
-                "term_id": term_id,
-                "concept_uri": record.concept_uri,
-                "outcome": record.outcome,
-                "curator": record.curator,
-                "decided_at": record.decided_at or now,
-                "comment": "",
-                "concept_label": record.concept_label,
-            }
-        )
-    for batch in _batches(rows):
-        _bulk_insert(s, DecisionRow, batch)
+        rows.append(_decision_row(record, term_id, now))
+    writer.each_batch(rows, lambda s, batch: _bulk_insert(s, DecisionRow, batch))
     report.decisions_added += len(rows)
+
+
+def _decision_row(record: DecisionRecord, term_id: int, now: datetime) -> dict[str, object]:
+    """The decisions-table row of one decision of an imported file."""
+    return {
+        "term_id": term_id,
+        "concept_uri": record.concept_uri,
+        "outcome": record.outcome,
+        "curator": record.curator,
+        "decided_at": record.decided_at or now,
+        "comment": "",
+        "concept_label": record.concept_label,
+    }
 
 
 def taxonomy_checksum(taxonomy: Taxonomy) -> str:
