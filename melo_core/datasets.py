@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from melo_core.errors import MeloInputError
-from melo_core.output import is_stdout, output_target, write_error
+from melo_core.output import is_stdout, output_target, remove_orphans, temporary_prefix, write_error
 from melo_core.tsv import read_tsv
 
 QUERIES_FILE = "queries.tsv"
@@ -26,6 +26,7 @@ ANNOTATIONS_FILE = "annotations.tsv"
 CONCEPT_MAPPING_FILE = "concept_mapping.tsv"
 STATS_FILE = "logged_stats.txt"
 REQUIRED_FILES = (QUERIES_FILE, CORPUS_FILE, ANNOTATIONS_FILE)
+DATASET_FILES = (*REQUIRED_FILES, CONCEPT_MAPPING_FILE, STATS_FILE)  # all that write_dataset writes
 
 _NAME_RE = re.compile(r"^(?P<country>[a-z]{3})_q_(?P<qlang>[a-z]{2})_c_(?P<clangs>[a-z]{2}(?:_[a-z]{2})*)$")
 
@@ -215,35 +216,46 @@ def resolve_dataset(data_dir: str | Path | None, name_or_path: str) -> Path:
     raise MeloInputError(f"dataset {name_or_path!r} not found under {root}")
 
 
-def dataset_target(folder: str | Path) -> Path:
+def dataset_target(folder: str | Path, force: bool = False) -> Path:
     """The folder ``write_dataset`` will write for ``folder`` (a link's target); checked before any
-    work, so a bad --out fails at once."""
+    work, so a bad --out fails at once. A folder holding other files than a dataset's is refused
+    unless ``force`` (then the dataset's files go beside them)."""
     if is_stdout(folder):
         raise MeloInputError("a dataset is a folder of files: give a folder path, not - (standard output)")
     target = output_target(folder)
     if target.exists() and not target.is_dir():
         raise MeloInputError("exists and is not a folder", folder)
+    if target.is_dir() and not force:
+        foreign = sorted(p.name for p in target.iterdir() if p.name not in DATASET_FILES or not p.is_file())
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+            raise MeloInputError(f"the folder holds files that are not a dataset's ({shown}): choose a new or "
+                                 "empty folder, or --force to write the dataset's files beside them", folder)  # fmt: skip
     return target
 
 
-def write_dataset(dataset: MeloDataset, folder: str | Path, stats: str | None = None) -> Path:
-    """Write a dataset in the official layout, atomically: all files appear or none change.
+def write_dataset(dataset: MeloDataset, folder: str | Path, stats: str | None = None, force: bool = False) -> Path:
+    """Write a dataset in the official layout: only its own files (``DATASET_FILES``), each written
+    whole (fsynced in a staging folder first, then renamed in); a new folder appears with all of
+    them at once. Nothing beside the folder is touched.
 
     As for output files (``melo_core.output``), a symbolic link stays and its target folder gets
-    the dataset; ``-`` and a path that is not a folder are refused, and a failed write is one
-    ``MeloInputError`` line."""
-    target = dataset_target(folder)
+    the dataset; ``-``, a path that is not a folder and (without ``force``) a folder holding other
+    files are refused, and a failed write is one ``MeloInputError`` line."""
+    target = dataset_target(folder, force)
     try:
-        _replace_folder(dataset, target, stats)
+        _write_folder(dataset, target, stats)
     except OSError as exc:
         raise write_error(exc, folder) from None
     return Path(folder)
 
 
-def _replace_folder(dataset: MeloDataset, folder: Path, stats: str | None) -> None:
-    """Written in a staging folder next to ``folder``, then swapped in."""
+def _write_folder(dataset: MeloDataset, folder: Path, stats: str | None) -> None:
+    """Written in a staging folder next to ``folder`` (removed by a later run if this one is
+    killed), then renamed to ``folder``, or its files renamed into an existing one."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    remove_orphans(folder.parent, folder.name)
+    staging = Path(tempfile.mkdtemp(prefix=temporary_prefix(folder), suffix=".tmp", dir=folder.parent))
     try:
         with open(staging / QUERIES_FILE, "w", encoding="utf-8", newline="\n") as out:
             for qid, text in zip(dataset.query_ids, dataset.queries, strict=True):
@@ -261,14 +273,19 @@ def _replace_folder(dataset: MeloDataset, folder: Path, stats: str | None) -> No
                     out.write(f"{cid}\t{dataset.concept_of[cid]}\n")
         if stats is not None:
             (staging / STATS_FILE).write_text(stats, encoding="utf-8")
-        if folder.exists():
-            backup = folder.with_name(folder.name + ".old")
-            shutil.rmtree(backup, ignore_errors=True)
-            folder.rename(backup)
+        written = [name for name in DATASET_FILES if (staging / name).is_file()]
+        for name in written:
+            with open(staging / name, "rb") as handle:
+                os.fsync(handle.fileno())
+        if not folder.exists():
             staging.rename(folder)
-            shutil.rmtree(backup)
-        else:
-            staging.rename(folder)
+            return
+        for name in written:
+            os.replace(staging / name, folder / name)
+        for name in DATASET_FILES:  # an earlier build's file this one has not (concept mapping, stats)
+            if name not in written and (folder / name).is_file():
+                (folder / name).unlink()
+        staging.rmdir()
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

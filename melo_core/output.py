@@ -11,16 +11,25 @@
 Any write error (no space, permission, a closed pipe) becomes one ``MeloInputError`` line naming
 the path (exit code 2), and no temporary file is left behind. Internal caches (embedding shards,
 indexes, pickles) have writers of their own: they are no user's output.
+
+An output is never one of the command's inputs: ``check_output`` refuses, before any work, a path
+that is the store's file (or its ``-wal``, ``-shm``, ``-journal``), an input file, or lies in the
+data folder (or holds one of them). Temporary files are named ``.NAME.p<pid>-XXXX.tmp``: the next
+writer of the same output removes those a killed run left (its process gone, or a day old), never
+a live writer's.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import re
+import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TextIO
@@ -29,6 +38,8 @@ from melo_core.errors import MeloInputError
 
 STDOUT = "-"
 NEW_FILE_MODE = 0o644  # mkstemp creates 0600; an output is meant to be shared
+ORPHAN_AGE_S = 24 * 3600  # a temporary file this old is a dead run's, whatever its pid says
+SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")  # files SQLite keeps beside a store's file
 
 
 def is_stdout(path: str | Path | None) -> bool:
@@ -56,6 +67,125 @@ def output_target(path: str | Path) -> Path:
     except (OSError, RuntimeError) as exc:  # a loop of links: RuntimeError up to Python 3.12
         raise MeloInputError(f"cannot follow the symbolic link ({getattr(exc, 'strerror', None) or exc})",
                              path) from None  # fmt: skip
+
+
+Protected = tuple[str, str | Path | None]  # what a path is to the command ("the store"), and the path
+
+
+def sqlite_file(url: str | None) -> Path | None:
+    """The file of a ``sqlite:///PATH`` store URL (as SQLAlchemy reads it: relative to the working
+    folder, ``sqlite:////abs`` absolute); None for an in-memory SQLite or a server (PostgreSQL)."""
+    match = re.match(r"^sqlite(?:\+\w+)?://(/[^?]*)?", url or "")
+    if match is None or not match[1]:
+        return None
+    name = match[1][1:]
+    if name.startswith("file:"):  # a SQLite URI filename (?uri=true)
+        name = name[len("file:") :]
+    return Path(name) if name and name != ":memory:" else None
+
+
+def store_inputs(url: str | None) -> list[Protected]:
+    """The store at ``url`` as inputs of ``check_output``: its file and SQLite's companions."""
+    path = sqlite_file(url)
+    if path is None:
+        return []
+    return [("the store", path), *((f"the store's {suffix[1:]} file", Path(f"{path}{suffix}"))
+                                   for suffix in SQLITE_COMPANIONS)]  # fmt: skip
+
+
+def check_output(out: str | Path | None, inputs: Iterable[Protected], option: str = "--out") -> None:
+    """Refuse (one ``MeloInputError`` line naming both) an output ``out`` that would overwrite an
+    input: the same file (by path, or by inode for a hard link), a path inside an input folder
+    (the data folder), or a folder output holding an input. ``-``, a URL and None pass."""
+    if out is None or is_stdout(out) or "://" in os.fspath(out):
+        return
+    target = _absolute(Path(out))
+    for what, given in inputs:
+        if given is None or "://" in os.fspath(given):
+            continue
+        source = _absolute(Path(given))
+        if target == source or _same_file(target, source):
+            relation = "is"
+        elif target.is_relative_to(source):
+            relation = "is inside"
+        elif source.is_relative_to(target):
+            relation = "holds"
+        else:
+            continue
+        raise MeloInputError(f"{option} {relation} {what} ({given}): an output never replaces an input; "
+                             "choose another path", out)  # fmt: skip
+
+
+def _absolute(path: Path) -> Path:
+    """``path`` with its links followed as far as they exist (a new file's folder may be a link)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a loop of links: compared as written
+        return Path(os.path.abspath(path))
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    try:
+        return os.path.samefile(first, second)
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
+def temporary_prefix(target: Path) -> str:
+    """The start of the name of this process's temporary files for ``target``."""
+    return f".{target.name}.p{os.getpid()}-"
+
+
+def remove_orphans(folder: Path, name: str | None = None) -> int:
+    """Remove the temporary files (and staging folders) in ``folder`` that killed runs left for
+    the output ``name`` (None: any output): those whose process is gone, or older than a day
+    (and those named before the pid was in the name, once a day old). Returns how many."""
+    pattern = re.escape(name) if name is not None else r".+"
+    with_pid = re.compile(rf"^\.{pattern}\.p(\d+)-[a-z0-9_]+\.tmp$")
+    without_pid = re.compile(rf"^\.{pattern}\.[a-z0-9_]{{8}}(?:\.tmp)?$")
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        match = with_pid.match(entry.name)
+        if match is None and without_pid.match(entry.name) is None:
+            continue
+        try:
+            age = time.time() - entry.stat(follow_symlinks=False).st_mtime
+        except OSError:
+            continue
+        if age < ORPHAN_AGE_S and (match is None or _alive(int(match[1]))):
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+            removed += 1
+        except FileNotFoundError:  # another run cleaned it first
+            continue
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):  # another user's process (alive); a pid past the range
+        return True
+    return True
+
+
+def _temporary_file(target: Path) -> tuple[int, str]:
+    """A new temporary file next to ``target``, after the orphans of earlier runs are gone."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    remove_orphans(target.parent, target.name)
+    return tempfile.mkstemp(prefix=temporary_prefix(target), suffix=".tmp", dir=target.parent)
 
 
 def open_handle(fd: int) -> TextIO:
@@ -92,8 +222,7 @@ def replaced_file(path: str | Path) -> Iterator[Path]:
     killed run leaves either the whole file or none. Write errors are one ``MeloInputError`` line."""
     target = output_target(path)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        fd, name = _temporary_file(target)
         os.close(fd)
     except OSError as exc:
         raise write_error(exc, path) from None
@@ -115,8 +244,7 @@ def replaced_file(path: str | Path) -> Iterator[Path]:
 @contextmanager
 def _replace(target: Path, mode: int | None) -> Iterator[TextIO]:
     """A temporary file next to ``target``, renamed over it once whole and on disk."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, name = _temporary_file(target)
     temporary = Path(name)
     try:
         with _written(fd, durable=True) as handle:
