@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from melo_core import config
 from melo_core.errors import MeloInputError
 from melo_core.extensions import Decision, Extensions, RecordRun, StoreAccess
-from melo_core.output import message_stream
+from melo_core.output import check_output, message_stream, store_inputs
 
 if TYPE_CHECKING:
     from db.store import MigrationItem
@@ -112,10 +112,16 @@ def cmd_import_terms(args: argparse.Namespace) -> int:
     return 0
 
 
+def _store_command_inputs(url: str | None) -> list[tuple[str, str | Path | None]]:
+    """What an output of a store command must not replace: the store's file (SQLite) and the data folder."""
+    return [*store_inputs(url or config.database_url()), ("the data folder", config.data_dir())]
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from db.exports import export
     from db.store import Store
 
+    check_output(args.out, _store_command_inputs(args.db))  # before the store is opened
     with Store(args.db) as store:
         rows = export(
             store,
@@ -171,6 +177,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     from db.store import Store
 
     say = message_stream(args.review_out or "")
+    check_output(args.review_out, _store_command_inputs(args.db), "--review-out")  # before the store is opened
     with Store(args.db) as store:
         if args.to is None:  # the open review queue of earlier migrations
             try:

@@ -8,17 +8,22 @@ standardised crosswalk JSON.
 - SKOS CSV: one row per current match, ordered by term (import order) then concept URI; a term
   without any appears once with empty relation columns, so the file carries the whole scheme and
   ``import-terms --skos-csv`` restores it. With ``negatives`` rejections appear as
-  ``melo:rejected``. Cells a spreadsheet would evaluate are prefixed with ``'``.
+  ``melo:rejected``. Cells a spreadsheet would evaluate are prefixed with ``'`` (``formula_guard``).
 - SSSOM TSV: the YAML metadata block (curie map, mapping set id, licence) as ``#`` lines, then
   one mapping per row with ``semapv:ManualMappingCuration``; with ``negatives`` rejections are
   negative mappings (``predicate_modifier: Not`` on ``skos:mappingRelation``: no relation at all).
   Provenance per row: ``author_label`` (curator), ``mapping_date``, ``object_source_version`` (the
   ESCO version decided against); with ``suggestions`` machine mappings with ``mapping_tool`` and
-  ``confidence``. ``validate_sssom`` runs the ``sssom`` package's parser and validator.
+  ``confidence``. Free-text cells a spreadsheet would evaluate are prefixed with ``'``
+  (``formula_guard``); ids are always CURIEs of the curie map (an IRI that cannot be written as one
+  is refused, naming the row). ``validate_sssom`` runs the ``sssom`` package's parser and
+  validator, and checks that every id is such a CURIE (``sssom`` skips any value that is not one).
 - Turtle: the terms as ``skos:Concept``, curated matches as SKOS triples, every mapping also as an
   SSSOM mapping in RDF with the same provenance (``_turtle``).
 
-SSSOM and Turtle read their rows from ``mappings`` (one place to filter what is published).
+SSSOM and Turtle read their rows from ``mappings`` (one place to filter what is published). The
+mapping set id, the licence and every IRI written must be absolute IRIs (``check_iri``): a bad one
+is a ``MeloInputError``, before anything is written.
 """
 
 from __future__ import annotations
@@ -68,6 +73,30 @@ SSSOM_COLUMNS = (
     "comment",
     "other",
 )
+# Free text: a spreadsheet opening the TSV would run a cell starting with "=" (CSV injection). The
+# ids are CURIEs whose prefix starts with a letter, so they never need the guard (a guarded id
+# would not be a CURIE any more).
+SSSOM_FREE_TEXT = frozenset(
+    ("subject_label", "object_label", "author_label", "object_source_version", "mapping_tool",
+     "similarity_measure", "comment", "other")
+)  # fmt: skip
+# The id columns of our SSSOM rows (the schema's entity references): each must be a CURIE.
+SSSOM_ID_COLUMNS = ("subject_id", "predicate_id", "object_id", "mapping_justification")
+_CURIE_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*):([^\s|]+)$")
+# An absolute IRI (RFC 3987): a scheme, then no space, control character or one of the characters
+# rdflib cannot write into Turtle.
+_IRI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:[^\s<>\"{}|\\^`\x00-\x1f\x7f]+$")
+
+
+def _default_set_id(scheme: str) -> str:
+    return f"urn:melo:mapping-set:{quote(scheme, safe='')}"
+
+
+def check_iri(value: str, what: str) -> str:
+    """``value`` when it is an absolute IRI, else a ``MeloInputError`` naming ``what``."""
+    if not _IRI_RE.match(value):
+        raise MeloInputError(f"{what} must be an absolute IRI (such as https://example.org/...), got {value!r}")
+    return value
 
 
 def _current(store: Store, scheme: str, negatives: bool, confirmed_only: bool = False) -> list[Decision]:
@@ -94,11 +123,14 @@ def export_fingerprint(store: Store, scheme: str, confirmed_only: bool = False) 
     return store.fingerprint(scheme, reviews=confirmed_only)
 
 
-def skos_csv_text(store: Store, scheme: str, negatives: bool = False, confirmed_only: bool = False) -> str:
-    return _skos_csv(store, scheme, negatives, confirmed_only)[0]
+def skos_csv_text(store: Store, scheme: str, negatives: bool = False, confirmed_only: bool = False,
+                  formula_guard: bool = True) -> str:  # fmt: skip
+    return _skos_csv(store, scheme, negatives, confirmed_only, formula_guard)[0]
 
 
-def _skos_csv(store: Store, scheme: str, negatives: bool, confirmed_only: bool = False) -> tuple[str, int]:
+def _skos_csv(store: Store, scheme: str, negatives: bool, confirmed_only: bool = False,
+              formula_guard: bool = True) -> tuple[str, int]:  # fmt: skip
+    guard = neutralise if formula_guard else str
     by_term: dict[int, list[Decision]] = defaultdict(list)
     for decision in _current(store, scheme, negatives, confirmed_only):
         by_term[decision.term_id].append(decision)
@@ -110,7 +142,7 @@ def _skos_csv(store: Store, scheme: str, negatives: bool, confirmed_only: bool =
         source = [term.uri, term.code, term.label]
         decisions = by_term.get(term.id)
         if not decisions:
-            writer.writerow([neutralise(c) for c in [*source, "", "", "", "", ""]])
+            writer.writerow([guard(c) for c in [*source, "", "", "", "", ""]])
             count += 1
             continue
         for d in sorted(decisions, key=lambda d: d.concept_uri):
@@ -122,7 +154,7 @@ def _skos_csv(store: Store, scheme: str, negatives: bool, confirmed_only: bool =
                 d.curator,
                 format_time(d.decided_at),
             ]
-            writer.writerow([neutralise(c) for c in cells])
+            writer.writerow([guard(c) for c in cells])
             count += 1
     return out.getvalue(), count
 
@@ -145,10 +177,12 @@ class _Curies:
             n += 1
         return f"{base}{n}"
 
-    def compact(self, uri: str, subject: bool) -> str:
+    def compact(self, uri: str, subject: bool) -> str | None:
+        """The CURIE of ``uri``, its namespace declared; None when it has none (no local part
+        after the last ``/``, ``#`` or ``:``, or not an IRI at all)."""
         match = re.match(r"^(.*[/#:])([^/#:]+)$", uri)
-        if match is None:
-            return uri
+        if match is None or not _IRI_RE.match(uri):
+            return None
         namespace, local = match.groups()
         prefix = self.prefix_of.get(namespace)
         if prefix is None:
@@ -289,8 +323,9 @@ def sssom_text(
     mapping_set_id: str | None = None,
     suggestions: bool = False,
     confirmed_only: bool = False,
+    formula_guard: bool = True,
 ) -> str:
-    return _sssom(store, scheme, negatives, license, mapping_set_id, suggestions, confirmed_only)[0]
+    return _sssom(store, scheme, negatives, license, mapping_set_id, suggestions, confirmed_only, formula_guard)[0]
 
 
 def _sssom(
@@ -301,23 +336,35 @@ def _sssom(
     mapping_set_id: str | None,
     suggestions: bool = False,
     confirmed_only: bool = False,
+    formula_guard: bool = True,
 ) -> tuple[str, int]:
     found = mappings(store, scheme, negatives, suggestions, confirmed_only)
     info = store.scheme(scheme)
     assert info is not None
     target = store.scheme_taxonomy(scheme)
+    if mapping_set_id is not None:
+        check_iri(mapping_set_id, "the mapping set id")
+    check_iri(license, "the licence")
     curies = _Curies(scheme)
     records: list[dict[str, str]] = []
-    for m in found:
+    for row, m in enumerate(found, start=1):
         machine = m.mapping_tool is not None
         score = _unit(m.score)
+        subject_id = curies.compact(m.subject_uri, subject=True)
+        object_id = curies.compact(m.object_uri, subject=False)
+        for column, uri, id_ in (("subject_id", m.subject_uri, subject_id), ("object_id", m.object_uri, object_id)):
+            if id_ is None:  # SSSOM ids are CURIEs: a full IRI there is not valid SSSOM
+                raise MeloInputError(
+                    f"mapping {row} ({m.subject_label!r} -> {m.object_uri!r}): the {column} {uri!r} cannot be "
+                    "written as a CURIE (it needs to be an absolute IRI with a part after its last '/', '#' or ':')"
+                )
         records.append(
             {
-                "subject_id": curies.compact(m.subject_uri, subject=True),
+                "subject_id": str(subject_id),
                 "subject_label": m.subject_label,
                 "predicate_id": f"skos:{m.predicate}",
                 "predicate_modifier": "Not" if m.negated else "",
-                "object_id": curies.compact(m.object_uri, subject=False),
+                "object_id": str(object_id),
                 "object_label": m.object_label,
                 "mapping_justification": f"semapv:{m.justification}",
                 "author_label": m.author or "",
@@ -339,10 +386,11 @@ def _sssom(
         "other": any(r["other"] for r in records),
     }
     columns = [c for c in SSSOM_COLUMNS if optional.get(c, True)]
-    rows = [[r[c] for c in columns] for r in records]
+    guarded = SSSOM_FREE_TEXT if formula_guard else frozenset()
+    rows = [[neutralise(r[c]) if c in guarded else r[c] for c in columns] for r in records]
     metadata: dict[str, object] = {
         "curie_map": dict(sorted(curies.used.items())),
-        "mapping_set_id": mapping_set_id or f"urn:melo:mapping-set:{scheme}",
+        "mapping_set_id": mapping_set_id or _default_set_id(scheme),
         "mapping_set_title": f"{scheme} to ESCO",
         "mapping_set_description": (
             f"Crosswalk from the source scheme {scheme!r}"
@@ -379,9 +427,30 @@ def validate_sssom(text: str) -> list[str]:
             except Exception as exc:  # the parser's own refusal
                 return [f"not readable as SSSOM: {exc}"]
             reports = validate(msdf, fail_on_error=False)
-            return [f"{kind.value}: {r.message}" for kind, report in reports.items() for r in report.results]
+            problems = [f"{kind.value}: {r.message}" for kind, report in reports.items() for r in report.results]
+            return problems + _non_curies(text, set(msdf.converter.bimap), len(msdf.df))
     finally:
         logging.disable(previous)
+
+
+def _non_curies(text: str, prefixes: set[str], parsed: int) -> list[str]:
+    """Ids of the file's rows that are no CURIE of a declared prefix, and rows the parser lost.
+    ``sssom``'s validators skip a value not shaped like a CURIE (``http://example.org/`` passed),
+    and its parser drops some rows without a word (``'esco:1``), so the file's own rows are read."""
+    body = "".join(line for line in text.splitlines(keepends=True) if not line.startswith("#"))
+    rows = list(csv.DictReader(io.StringIO(body, newline=""), delimiter="\t"))
+    problems = []
+    for row, record in enumerate(rows, start=1):
+        for column in SSSOM_ID_COLUMNS:
+            value = record.get(column)
+            if value is None:
+                continue
+            match = _CURIE_RE.match(value)
+            if match is None or match.group(1) not in prefixes:
+                problems.append(f"row {row}: {column} {value!r} is not a CURIE with a prefix of the curie_map")
+    if not problems and parsed != len(rows):
+        problems.append(f"the sssom parser read {parsed} of the {len(rows)} rows")
+    return problems
 
 
 def turtle_text(
@@ -422,12 +491,22 @@ def _turtle(
     info = store.scheme(scheme)
     assert info is not None
     target = store.scheme_taxonomy(scheme)
+    terms = store.terms(scheme)
+    # rdflib takes any string as a URIRef and fails only when serialising (a traceback): checked first.
+    check_iri(mapping_set_id or _default_set_id(scheme), "the mapping set id")
+    check_iri(license, "the licence")
+    if info.base_uri:
+        check_iri(info.base_uri, f"the base URI of scheme {scheme!r}")
+    for term in terms:
+        check_iri(term.uri, f"the URI of term {term.code!r}")
+    for row, m in enumerate(found, start=1):
+        check_iri(m.object_uri, f"mapping {row} ({m.subject_label!r}): the concept URI")
     graph = Graph()
     for prefix, namespace in (("skos", SKOS), ("dcterms", DCTERMS), ("owl", OWL), ("sssom", sssom),
                               ("semapv", semapv), ("esco", KNOWN_PREFIXES["esco"]),
                               ("isco", KNOWN_PREFIXES["isco"])):  # fmt: skip
         graph.bind(prefix, namespace)
-    mapping_set = URIRef(mapping_set_id or f"urn:melo:mapping-set:{scheme}")
+    mapping_set = URIRef(mapping_set_id or _default_set_id(scheme))
     graph.add((mapping_set, RDF.type, sssom.MappingSet))
     graph.add((mapping_set, DCTERMS.title, Literal(f"{scheme} to ESCO")))
     graph.add((mapping_set, DCTERMS.license, URIRef(license)))
@@ -437,7 +516,7 @@ def _turtle(
     graph.add((concept_scheme, RDF.type, SKOS.ConceptScheme))
     graph.add((concept_scheme, SKOS.prefLabel, Literal(scheme)))
     language = info.language
-    for term in store.terms(scheme):
+    for term in terms:
         term_node = URIRef(term.uri)
         graph.add((term_node, RDF.type, SKOS.Concept))
         graph.add((term_node, SKOS.inScheme, concept_scheme))
@@ -507,12 +586,14 @@ def export(
     suggestions: bool = False,
     validate: bool = False,
     confirmed_only: bool = False,
+    formula_guard: bool = True,
 ) -> int:
     """Write the scheme's crosswalk in ``fmt`` (skos-csv, sssom or turtle) to ``out`` (``-``:
     stdout); returns the number of rows (mappings). ``suggestions`` adds the machine suggestions
     nobody decided on (sssom, turtle). ``validate`` checks the output before writing it (sssom: the
     ``sssom`` package's validator; turtle: read back by rdflib) and writes nothing when it fails.
-    ``confirmed_only``: only decisions a reviewer confirmed."""
+    ``confirmed_only``: only decisions a reviewer confirmed. ``formula_guard=False`` writes cells
+    a spreadsheet would run as they are (skos-csv, sssom)."""
     if fmt not in FORMATS:
         raise MeloInputError(f"unknown export format {fmt!r} ({', '.join(FORMATS)})")
     if suggestions and fmt == "skos-csv":
@@ -521,10 +602,17 @@ def export(
         raise MeloInputError("--suggestions and --confirmed-only exclude each other (suggestions are not reviewed)")
     if validate and fmt == "skos-csv":
         raise MeloInputError("--validate checks --format sssom or turtle")
+    if not formula_guard and fmt == "turtle":
+        raise MeloInputError("--no-formula-guard goes with --format skos-csv or sssom (Turtle has no cells to guard)")
+    if fmt != "skos-csv":
+        if mapping_set_id is not None:
+            check_iri(mapping_set_id, "--mapping-set-id")
+        check_iri(license, "--license")
     if fmt == "skos-csv":
-        content, rows = _skos_csv(store, scheme, negatives, confirmed_only)
+        content, rows = _skos_csv(store, scheme, negatives, confirmed_only, formula_guard)
     elif fmt == "sssom":
-        content, rows = _sssom(store, scheme, negatives, license, mapping_set_id, suggestions, confirmed_only)
+        content, rows = _sssom(store, scheme, negatives, license, mapping_set_id, suggestions, confirmed_only,
+                               formula_guard)  # fmt: skip
     else:
         content, rows = _turtle(store, scheme, negatives, license, mapping_set_id, suggestions, confirmed_only)
     if validate:

@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import shutil
+import socket
 import sys
 import time
 from collections import OrderedDict
@@ -42,7 +43,7 @@ from tqdm import tqdm
 
 from melo_core.errors import MeloInputError
 from melo_core.memory import kept_until_exit
-from melo_core.output import open_output, replaced_file
+from melo_core.output import open_output, remove_orphans, replaced_file
 from melo_core.tsv import UTF8_HINT, read_text, sniff_delimiter, text_encoding
 
 if TYPE_CHECKING:
@@ -489,8 +490,8 @@ def _prepare_folder(out: Path, job: dict, resume: bool) -> None:
         changed = [key for key in sorted(set(job) | set(before)) if job.get(key) != before.get(key)]
         if changed:
             raise MeloInputError(f"cannot resume: {', '.join(changed)} differ from the run written there", out)
-        for stale in [*out.glob(".*.tmp"), *(out / REJECTS).glob(".*.tmp")]:  # a killed run's temporary files
-            stale.unlink(missing_ok=True)
+        for folder in (out, out / REJECTS):  # a killed run's temporary files (not a live run's)
+            remove_orphans(folder)
     _write_json(manifest, {"job": job, "complete": False})
 
 
@@ -575,14 +576,60 @@ def _count_rejects(path: Path) -> int:
 # -- the Ray Data engine ------------------------------------------------------------------------------
 
 PROPAGATED_ENV = ("MELO_DATA", "MELO_CACHE", "MELO_MODELS", "MELO_ESCO", "PYTHONPATH")
+RAY_CONNECT_TIMEOUT_S = 10.0  # how long --address may take to answer (link --connect-timeout)
+RAY_CLIENT_PORT = 10001  # of a ray://HOST address without a port
+
+
+def check_ray_address(address: str, timeout: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """One line (``MeloInputError``) within ``timeout`` seconds when nothing takes a connection at
+    a Ray cluster's ``address`` (HOST:PORT, or ray://HOST[:PORT]): ``ray.init`` would retry for
+    many minutes, printing "Failed to connect to GCS". ``auto`` and ``local`` are Ray's to find."""
+    if not timeout > 0:
+        raise MeloInputError(f"--connect-timeout must be more than 0 seconds, got {timeout:g}")
+    if address in ("auto", "local"):
+        return
+    text = address.split("://", 1)[1] if "://" in address else address
+    host, _, port = text.rpartition(":")
+    if not port.isdigit():
+        if "://" not in address:
+            raise MeloInputError(f"--address {address!r}: expected HOST:PORT or ray://HOST[:PORT]")
+        host, port = text, str(RAY_CLIENT_PORT)
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as exc:  # refused, unreachable, an unknown host, or no answer in time
+        raise _unreachable(address, "no answer" if isinstance(exc, TimeoutError) else exc.strerror or str(exc),
+                           timeout) from None  # fmt: skip
+
+
+def _unreachable(address: str, reason: str, timeout: float) -> MeloInputError:
+    return MeloInputError(f"cannot reach the Ray cluster at {address} ({reason}; waited up to {timeout:g} s, "
+                          "--connect-timeout sets it): is it running?")  # fmt: skip
+
+
+def _bound_ray_connect(timeout: float) -> None:
+    """Ray's own connection attempts bounded by ``timeout`` (an address that takes the connection but
+    is no cluster): one attempt, each of its waits ``timeout`` seconds, unless the user set them."""
+    seconds = str(max(1, round(timeout)))
+    for name in ("RAY_py_gcs_connect_timeout_s", "RAY_gcs_rpc_server_connect_timeout_s"):
+        os.environ.setdefault(name, seconds)
+    os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "1")  # attempts, about a second apart
+
+
 
 
 def run_ray(path: str, column: str, settings: LinkSettings, out: str, fmt: str = "parquet",
             input_fmt: str | None = None, batch_size: int = DEFAULT_BATCH_SIZE, workers: int | None = None,
-            num_gpus: float = 0.0, address: str | None = None, quiet: bool = False) -> Summary:  # fmt: skip
+            num_gpus: float = 0.0, address: str | None = None, quiet: bool = False,
+            connect_timeout: float = RAY_CONNECT_TIMEOUT_S) -> Summary:  # fmt: skip
     """The same ``BatchLinker`` through Ray Data: read → row ids → ``map_batches`` (an actor per
     worker) → ``write_parquet`` / ``write_csv``. Without ``address`` a local Ray is started on
-    this machine. A local ``out`` is written as ``.OUT.ray-tmp`` and renamed when whole."""
+    this machine; a cluster that does not answer in ``connect_timeout`` seconds (a few times that
+    when its address takes connections) is one line. A local ``out`` is written as
+    ``.OUT.ray-tmp`` and renamed when whole."""
+    if address:  # before importing Ray (seconds): a cluster not there fails at once
+        check_ray_address(address, connect_timeout)
+        _bound_ray_connect(connect_timeout)
     import ray
     import ray.data
 
@@ -606,7 +653,11 @@ def run_ray(path: str, column: str, settings: LinkSettings, out: str, fmt: str =
         options: dict = {"include_dashboard": False, "log_to_driver": False, "configure_logging": True,
                          "logging_level": "ERROR", "runtime_env": {"env_vars": env}}  # fmt: skip
         if address:
-            ray.init(address=address, **options)
+            try:
+                ray.init(address=address, **options)
+            except ConnectionError as exc:
+                raise _unreachable(address, str(exc).splitlines()[0] if str(exc) else "no cluster",
+                                   connect_timeout) from None  # fmt: skip
         else:  # one CPU per linking actor, and one for the reading and writing tasks
             ray.init(address="local", num_cpus=workers + 1, num_gpus=1 if num_gpus else 0, **options)
     context = ray.data.DataContext.get_current()

@@ -22,11 +22,13 @@ from melo_core.bulk import (
     DEFAULT_BATCH_SIZE,
     FORMATS,
     MAX_TITLE_CHARS,
+    RAY_CONNECT_TIMEOUT_S,
     BatchLinker,
     InputBatches,
     LinkSettings,
     Summary,
     build_linker,
+    check_ray_address,
     limit_threads,
     reject_reason,
     run_local,
@@ -46,7 +48,7 @@ from melo_core.index import INDEX_KINDS
 from melo_core.language_id import detect_language, detect_title_language
 from melo_core.linker import AGGREGATIONS, Linker
 from melo_core.memory import kept_until_exit, thawed_afterwards
-from melo_core.output import message_stream
+from melo_core.output import check_output, message_stream, store_inputs
 from melo_core.pipeline import (
     DEFAULT_PIPELINE,
     FALLBACK_PIPELINE,
@@ -136,6 +138,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     for scorer in scorers:
         default_protocol(scorer, args.mode, args.depth)  # a bad --mode or --depth fails before any work
     folders = [resolve_dataset(args.data, name) for name in names]
+    check_output(args.out, [("the data folder", args.data), ("the --titles file", args.titles),
+                            *(("a dataset folder", f) for f in folders),
+                            *(store_inputs(args.db or config.database_url()) if args.store else [])])  # fmt: skip
     datasets = [load_dataset(folder) for folder in folders]
     if args.titles:
         datasets.append(_titles_dataset(args))
@@ -306,13 +311,19 @@ def _summary_line(
 
 
 def cmd_build_dataset(args: argparse.Namespace) -> int:
-    crosswalk = load_crosswalk(crosswalk_path(args.data, args.crosswalk))
+    source_file = crosswalk_path(args.data, args.crosswalk)
+    crosswalk = load_crosswalk(source_file)
     if crosswalk.language is None:
         raise MeloInputError(
             f"cannot tell the query language of crosswalk {crosswalk.name!r} (expected a code like deu_de)"
         )
+    inputs = [("the data folder", args.data), ("the crosswalk", source_file)]
+    if args.taxonomy.startswith(("esco-csv:", "dataset:")):
+        kind, _, name = args.taxonomy.partition(":")
+        inputs.append(("the taxonomy source", name if kind == "esco-csv" else resolve_dataset(args.data, name)))
     if args.out:
-        dataset_target(args.out)  # a bad --out fails before the build
+        check_output(args.out, inputs)
+        dataset_target(args.out, args.force)  # a bad --out fails before the build
     languages = _split(args.langs)
     source = args.taxonomy
     if source == "melo":
@@ -328,7 +339,8 @@ def cmd_build_dataset(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise MeloInputError(str(exc)) from None
     out = args.out or Path("datasets") / dataset.name
-    write_dataset(dataset, out, stats=report.as_stats_text())
+    check_output(out, inputs)
+    write_dataset(dataset, out, stats=report.as_stats_text(), force=args.force)
     print(
         f"wrote {out}: {report.accepted} queries ({report.ambiguous} ambiguous and {report.vague} vague terms "
         f"rejected, {report.unknown_concept} with a concept missing from the taxonomy), "
@@ -373,19 +385,26 @@ def cmd_link(args: argparse.Namespace) -> int:
     if args.input and (not args.column or not args.out):
         raise MeloInputError("--input needs --column NAME and --out FILE.csv or FOLDER")
     say = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
+    inputs = [("the data folder", args.data), ("the --input file", args.input), ("the pipeline file",
+              args.pipeline if args.pipeline and args.pipeline.endswith(".toml") else None)]  # fmt: skip
+    check_output(args.out, inputs)
+    check_output(args.rejects, [*inputs, ("the --out file", args.out)], "--rejects")
     source = None
     if args.input and args.engine == "local":  # a missing column or unreadable file fails before any loading
         source = InputBatches(args.input, args.column, args.batch_size, args.input_format)
     elif args.input and (args.rejects or args.resume):
         raise MeloInputError("--rejects and --resume are for --engine local (the ray engine writes "
                              "OUT/_rejects into a new folder)")  # fmt: skip
+    if args.input and args.engine == "ray" and args.address:
+        check_ray_address(args.address, args.connect_timeout)  # before the taxonomy is loaded
     with kept_until_exit():  # the taxonomy and what readiness loads stay for the run
         settings = _link_settings(args, say)
     if args.input and args.engine == "ray":
         say(f"linking with {settings.scorer or 'pipeline ' + str(settings.pipeline)} on Ray "
             f"({args.address or 'a local Ray'}, {args.workers or os.cpu_count()} worker(s))")  # fmt: skip
         summary = run_ray(args.input, args.column, settings, args.out, args.format, args.input_format,
-                          args.batch_size, args.workers, args.num_gpus, args.address, args.quiet)  # fmt: skip
+                          args.batch_size, args.workers, args.num_gpus, args.address, args.quiet,
+                          args.connect_timeout)  # fmt: skip
         _say_summary(say, summary, args.out)
         return 0
     if source is not None:
@@ -509,7 +528,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from melo_core.simulate import STEP_COLUMNS, simulate, step_rows
 
     _pipeline_or_spec(args)
-    crosswalk = load_crosswalk(crosswalk_path(args.data, args.crosswalk))
+    source_file = crosswalk_path(args.data, args.crosswalk)
+    check_output(args.out, [("the data folder", args.data), ("the crosswalk", source_file), ("the pipeline file",
+                            args.pipeline if args.pipeline and args.pipeline.endswith(".toml") else None)])  # fmt: skip
+    crosswalk = load_crosswalk(source_file)
     taxonomy = cached_taxonomy_from_melo(args.data)
     languages = (
         None if args.langs in (None, "") else (taxonomy.languages if args.langs == "all" else _split(args.langs))
@@ -676,6 +698,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     if not args.name:
         raise MeloInputError("experiment run: name the experiment (see `experiment list`)")
     experiment = load_experiment(args.name)
+    check_output(args.results, [("the data folder", args.data), ("the experiment file", experiment.path)], "--results")
     only = _split(args.datasets) if args.datasets else None
     run_experiment(experiment, args.data, results=Path(args.results), limit_queries=args.limit_queries,
                    only_datasets=only, show_progress=not args.quiet,
@@ -775,6 +798,8 @@ def build_parser() -> argparse.ArgumentParser:
         + ", as in the official build)",
     )
     bd.add_argument("--out", help="output folder (default: ./datasets/<dataset name>)")
+    bd.add_argument("--force", action="store_true", help="write the dataset's files into a folder that holds "
+                    "other files too (they stay); without it such a folder is refused")  # fmt: skip
     bd.set_defaults(func=cmd_build_dataset)
 
     ls = commands.add_parser("list-datasets", help="list the datasets of a data folder")
@@ -814,6 +839,8 @@ def build_parser() -> argparse.ArgumentParser:
     ln.add_argument("--engine", choices=("local", "ray"), default="local",
                     help="local: this process; ray: Ray Data, one linking actor per worker")  # fmt: skip
     ln.add_argument("--address", help="ray engine: the cluster to join (default: start a local Ray)")
+    ln.add_argument("--connect-timeout", type=float, default=RAY_CONNECT_TIMEOUT_S, metavar="SECONDS",
+                    help=f"ray engine: how long --address may take to answer (default {RAY_CONNECT_TIMEOUT_S:g})")  # fmt: skip
     ln.add_argument("--workers", type=at_least(1), help="ray engine: linking actors (default: one per core)")
     ln.add_argument("--threads", type=at_least(1),
                     help="local engine: threads per library (BLAS, OpenMP, torch); default: theirs (all cores)")  # fmt: skip

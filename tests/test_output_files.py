@@ -222,9 +222,11 @@ def test_dataset_folders_keep_links_and_refuse_dash_and_files(tiny_dataset: Path
     (target / "stale.txt").write_text(OLD, encoding="utf-8")
     link = tmp_path / "link"
     link.symlink_to(target)
-    write_dataset(dataset, link)
+    with pytest.raises(MeloInputError, match=r"holds files that are not a dataset's \(stale.txt\)"):
+        write_dataset(dataset, link)  # a folder it did not write: only with force
+    write_dataset(dataset, link, force=True)
     assert link.is_symlink() and load_dataset(link).queries == dataset.queries
-    assert not (target / "stale.txt").exists()  # the target folder was replaced as a whole
+    assert (target / "stale.txt").read_text(encoding="utf-8") == OLD  # only the dataset's files are written
     assert sorted(p.name for p in target.parent.iterdir()) == ["tst_q_en_c_en"]
     with pytest.raises(MeloInputError, match="not - "):
         write_dataset(dataset, "-")

@@ -211,7 +211,7 @@ def test_sssom_export_parses_back(curated: str, tmp_path: Path) -> None:
         "char-tfidf",
         "bob",
     )
-    assert next(r for r in rows if r["author_label"] == "-carol-")["mapping_date"] == "2025-02-03"
+    assert next(r for r in rows if r["author_label"] == "'-carol-")["mapping_date"] == "2025-02-03"
     assert all(re.fullmatch(r"\d{4}-\d\d-\d\d", r["mapping_date"]) for r in rows)
 
 
@@ -226,8 +226,8 @@ def test_sssom_negatives_are_negative_mappings(curated: str, tmp_path: Path) -> 
     assert (row["predicate_modifier"], row["predicate_id"], row["author_label"], row["comment"]) == (
         "Not",
         "skos:mappingRelation",
-        "@alice",
-        "=too broad",  # TSV for SSSOM tools: no spreadsheet guard
+        "'@alice",
+        "'=too broad",  # free text gets the spreadsheet guard, as in SKOS CSV
     )
     assert all(r["predicate_modifier"] == "" for r in rows if r is not row)
 
