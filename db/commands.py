@@ -8,7 +8,7 @@
 - ``import-terms --scheme NAME --csv FILE | --crosswalk CODE|FILE.json [--with-decisions] |
   --skos-csv FILE``.
 - ``export --scheme NAME --format skos-csv|sssom|turtle --out FILE|- [--negatives] [--suggestions]
-  [--confirmed-only] [--validate]``.
+  [--confirmed-only] [--validate] [--no-formula-guard]``.
 - ``migrate --scheme NAME --to VERSION [--name esco] [--dry-run] [--review-out FILE]``: re-target a
   scheme's crosswalk to another imported taxonomy version; a report counts carried-over,
   relabelled, replaced and gone concepts, and the changed ones go to a review queue (without
@@ -134,6 +134,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             suggestions=args.suggestions,
             validate=args.validate,
             confirmed_only=args.confirmed_only,
+            formula_guard=args.formula_guard,
         )
     if args.validate:
         print(f"{args.format} export of scheme {args.scheme} is valid", file=message_stream(args.out))
@@ -354,7 +355,17 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="check before writing: sssom with the sssom package's validator, turtle by reading it back "
         "(rdflib); invalid: exit 2, nothing written",
     )
-    ex.add_argument("--mapping-set-id", help="SSSOM mapping set id (default: urn:melo:mapping-set:<scheme>)")
+    ex.add_argument(
+        "--mapping-set-id",
+        help="mapping set id, an absolute IRI (default: urn:melo:mapping-set:<scheme>); --license is one too",
+    )
+    ex.add_argument(
+        "--no-formula-guard",
+        dest="formula_guard",
+        action="store_false",
+        help="skos-csv, sssom: write text cells starting with =, +, -, @, tab or CR as they are (by default they "
+        "get a leading ' so that a spreadsheet shows them instead of running them; SSSOM ids never need it)",
+    )
     ex.add_argument(
         "--confirmed-only",
         action="store_true",
