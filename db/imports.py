@@ -450,7 +450,7 @@ def import_terms(
         writer.each_batch(plan.changed_terms, lambda s, b: s.execute(_TERM_UPDATE, list(b)))
         if source.decisions:
             _add_decisions(writer, scheme_id, source, report)
-    except (SQLAlchemyError, MeloInputError) as exc:
+    except (SQLAlchemyError, MeloInputError, writer.driver_error) as exc:
         raise writer.stopped(scheme, exc, source.path) from None
     return report
 
@@ -581,6 +581,8 @@ class _BatchWriter:
         self.store = store
         self.batch_size = batch_size
         self.pause = SQLITE_PAUSE_SECONDS if store.engine.dialect.name == "sqlite" else 0.0
+        # What the driver raises itself, outside SQLAlchemy: PostgreSQL's COPY (_bulk_insert).
+        self.driver_error: type[Exception] = store.engine.dialect.loaded_dbapi.Error
         self.transactions = 0
         self.planned = 0
         self.written = 0
@@ -600,9 +602,20 @@ class _BatchWriter:
                 write(s, batch)
             self.written += len(batch)
 
+    def database_error(self, error: BaseException) -> BaseException | None:
+        """The database's own error behind ``error`` (the store may re-raise it in its words)."""
+        current: BaseException | None = error
+        while current is not None:
+            if isinstance(current, DBAPIError):
+                return current.orig
+            if isinstance(current, self.driver_error):
+                return current
+            current = current.__cause__ or current.__context__
+        return None
+
     def stopped(self, scheme: str, error: Exception, path: Path) -> MeloInputError:
         """The one line for a write that failed part-way: what stays, and how to complete it."""
-        reason = str(error.orig if isinstance(error, DBAPIError) else error).strip().splitlines()[0]
+        reason = (str(self.database_error(error) or error).strip().splitlines() or [type(error).__name__])[0]
         if self.written == 0 and self.transactions <= 1:
             return MeloInputError(f"scheme {scheme!r}: nothing imported ({reason})", path)
         return MeloInputError(

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from db.models import MATCH_OUTCOMES
-from db.store import AccessError
+from db.store import AccessError, StoreBusy
 from melo_core.errors import MeloInputError
 from melo_core.linker import Candidate
 from melo_core.pipeline import (
@@ -130,6 +130,9 @@ st.progress(counts["done"] / total if total else 0.0)
 
 
 # -- actions (callbacks run before the page is drawn again) ------------------------------------
+BUSY = "The store is busy (an import is running); {what}: try again."
+
+
 def flash(message: str) -> None:
     st.session_state["link_flash"] = message
 
@@ -154,6 +157,9 @@ def decide(term_id: int, outcome: str, choice_key: str, options: dict[str, dict[
     except AccessError as exc:
         flash(f"Not saved: {auth.refused(exc)}")
         return
+    except StoreBusy:  # an import holds the lock longer than a decision waits
+        flash(BUSY.format(what="your decision was not saved"))
+        return
     st.session_state[f"link_comment_{term_id}"] = ""
     flash(f"Saved: {decision.term_label} → {decision.concept_label} ({outcome}).")
 
@@ -163,6 +169,9 @@ def undo_last() -> None:
         undone = store.undo_last(curator, scheme=scheme_name)
     except AccessError as exc:
         flash(f"Not undone: {auth.refused(exc)}")
+        return
+    except StoreBusy:
+        flash(BUSY.format(what="nothing was undone"))
         return
     if undone is None:
         flash("Nothing of yours to undo in this scheme.")

@@ -13,7 +13,7 @@ import streamlit as st
 
 from db.exports import export_fingerprint, exported_count, skos_csv_text, sssom_text, turtle_text
 from db.models import MATCH_OUTCOMES, REJECTED, UNSURE
-from db.store import REVIEW_FILTERS, AccessError, ConsistencyWarning, Decision, ReviewItem, Store
+from db.store import REVIEW_FILTERS, AccessError, ConsistencyWarning, Decision, ReviewItem, Store, StoreBusy
 from ui import auth
 from ui import common as ui
 from ui.navigation import app_navigation
@@ -29,6 +29,7 @@ if not schemes:
     ui.first_run(store)
 
 ALL = "(all)"
+BUSY = "The store is busy (an import is running); {what}: try again."
 ALL_STATUSES = "all"
 REVIEW_COLUMNS = ["status", "term", "relation", "concept", "curator", "conflict", "comments", "reviewer",
                   "decided (UTC)", "code"]  # fmt: skip
@@ -158,6 +159,8 @@ if mappings:
             )
         except AccessError as exc:
             st.session_state["cw_refused"] = f"Not changed: {auth.refused(exc)}"
+        except StoreBusy:  # an import holds the lock longer than a decision waits
+            st.session_state["cw_refused"] = BUSY.format(what="nothing was changed")
         else:
             st.session_state["cw_flash"] = f"{old.term_label} → {old.concept_label or old.concept_uri}: now {outcome}."
         st.rerun()
@@ -245,6 +248,8 @@ with st.container(key="cw_review"):  # one block: the review queue (docs/review-
         if verdict:
             try:
                 done = store.review([i.decision.id for i in selected], curator, verdict, review_comment)
+            except StoreBusy:
+                st.session_state["cw_refused"] = BUSY.format(what="nothing was reviewed")
             except (AccessError, ValueError, KeyError) as exc:
                 st.session_state["cw_refused"] = (
                     f"Nothing reviewed: {auth.refused(exc) if isinstance(exc, AccessError) else exc}"
@@ -286,6 +291,8 @@ with st.container(key="cw_review"):  # one block: the review queue (docs/review-
                         store.add_comment(about, curator, remark)
                     except AccessError as exc:
                         st.session_state["cw_refused"] = f"Not added: {auth.refused(exc)}"
+                    except StoreBusy:
+                        st.session_state["cw_refused"] = BUSY.format(what="the comment was not added")
                     st.rerun()
 
 # -- exports ----------------------------------------------------------------------------------
