@@ -142,7 +142,7 @@ def _skos_csv(store: Store, scheme: str, negatives: bool, confirmed_only: bool =
         source = [term.uri, term.code, term.label]
         decisions = by_term.get(term.id)
         if not decisions:
-            writer.writerow([guard(c) for c in [*source, "", "", "", "", ""]])
+            writer.writerow([guard(c) for c in [*source, "", "", "", "", "", "", ""]])
             count += 1
             continue
         for d in sorted(decisions, key=lambda d: d.concept_uri):
@@ -153,6 +153,8 @@ def _skos_csv(store: Store, scheme: str, negatives: bool, confirmed_only: bool =
                 d.concept_label or "",
                 d.curator,
                 format_time(d.decided_at),
+                d.original_author or "",
+                format_time(d.original_date) if d.original_date else "",
             ]
             writer.writerow([guard(c) for c in cells])
             count += 1
@@ -212,6 +214,9 @@ class Mapping:
     score: float | None
     mapping_tool: str | None  # machine suggestions: the scorer or pipeline
     comment: str
+    # An imported decision: the curator and date its file claimed (``author`` imported it).
+    original_author: str | None = None
+    original_date: datetime | None = None
 
 
 def _components(scorer: str) -> list[str]:
@@ -271,6 +276,8 @@ def mappings(store: Store, scheme: str, negatives: bool = False, suggestions: bo
             score=d.score,
             mapping_tool=None,
             comment=d.comment,
+            original_author=d.original_author,
+            original_date=d.original_date,
         )
         for d in decisions
     ]
@@ -313,6 +320,16 @@ def mappings(store: Store, scheme: str, negatives: bool = False, suggestions: bo
 def _unit(score: float | None) -> str:
     """A score as SSSOM's similarity_score/confidence (0 to 1), or empty when outside."""
     return f"{score:.6g}" if score is not None and 0.0 <= score <= 1.0 else ""
+
+
+def _claimed(m: Mapping) -> list[str]:
+    """What an imported decision's file claimed, as key=value pairs of SSSOM's ``other``."""
+    pairs: list[str] = []
+    if m.original_author:
+        pairs.append(f"original_author={m.original_author}")
+    if m.original_date is not None:
+        pairs.append(f"original_date={format_time(m.original_date)}")
+    return pairs
 
 
 def sssom_text(
@@ -375,8 +392,11 @@ def _sssom(
                 "similarity_score": score,
                 "similarity_measure": m.scorer or "",
                 "comment": m.comment,
-                # A score SSSOM cannot hold (BM25, a cosine below 0) is kept, outside the standard.
-                "other": f"score={m.score:.6g}" if m.score is not None and not score else "",
+                # A score SSSOM cannot hold (BM25, a cosine below 0) is kept, outside the standard,
+                # and so is what an imported decision's file claimed (author_label imported it).
+                "other": "|".join(
+                    ([f"score={m.score:.6g}"] if m.score is not None and not score else []) + _claimed(m)
+                ),
             }
         )
     optional = {
@@ -558,6 +578,8 @@ def _turtle(
                 graph.add((node, sssom.confidence, Literal(float(score), datatype=XSD.double)))
         if m.comment:
             graph.add((node, RDFS.comment, Literal(m.comment)))
+        if m.original_author or m.original_date:  # what an imported decision's file claimed
+            graph.add((node, sssom.other, Literal("|".join(_claimed(m)))))
     return graph.serialize(format="turtle"), len(found)
 
 

@@ -30,7 +30,13 @@ SKOS_COLUMNS = (
     "target_label",
     "curator",
     "decided_at",
+    # An imported decision's curator and date as the file claimed them (unverified): ``curator``
+    # and ``decided_at`` name who imported it, and when.
+    "original_author",
+    "original_date",
 )
+# Files written before the two provenance columns: still read.
+SKOS_COLUMNS_WITHOUT_ORIGINALS = SKOS_COLUMNS[:8]
 # A rejection is not a SKOS relation: it appears (with --negatives) under our own prefix.
 RELATION_OF_OUTCOME = {**{o: f"skos:{o}" for o in MATCH_OUTCOMES}, REJECTED: "melo:rejected"}
 OUTCOME_OF_RELATION = {v: k for k, v in RELATION_OF_OUTCOME.items()}

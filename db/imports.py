@@ -31,6 +31,7 @@ from db.formats import (
     LANGUAGE_RE,
     OUTCOME_OF_RELATION,
     SKOS_COLUMNS,
+    SKOS_COLUMNS_WITHOUT_ORIGINALS,
     is_uri,
     parse_time,
     search_fold,
@@ -49,10 +50,12 @@ from db.models import (
     TermRow,
     utcnow,
 )
-from db.store import IMPORT_CURATOR_PREFIX, Store, search_text
+from db.store import IMPORT_CURATOR_PREFIX, Actor, Store, search_text
+from db.store.accounts import acting_as
 from melo_core.crosswalk import load_crosswalk
 from melo_core.errors import MeloInputError
 from melo_core.taxonomy import Taxonomy
+from melo_core.text_limits import check_name
 from melo_core.tsv import header_row, read_csv_records, read_text, sniff_delimiter
 
 TERM_CSV_COLUMNS = ("code", "label", "description", "lang")
@@ -88,6 +91,9 @@ class DecisionRecord:
     curator: str
     decided_at: datetime | None = None  # None: the time of the import
     concept_label: str | None = None
+    # A SKOS CSV exported from an import: the curator and date that import's file claimed.
+    original_author: str | None = None
+    original_date: datetime | None = None
 
 
 @dataclass
@@ -309,7 +315,7 @@ def read_skos_csv(path: str | Path) -> TermFile:
     path = Path(path)
     text = read_text(path)
     header, header_line = _csv_header(path, text)
-    if tuple(header) != SKOS_COLUMNS:
+    if tuple(header) not in (SKOS_COLUMNS, SKOS_COLUMNS_WITHOUT_ORIGINALS):
         missing = [c for c in SKOS_COLUMNS if c not in header]
         extra = [c for c in header if c not in SKOS_COLUMNS]
         detail = (
@@ -321,8 +327,10 @@ def read_skos_csv(path: str | Path) -> TermFile:
     uris: dict[str, tuple[str, int]] = {}
     decisions: list[DecisionRecord] = []
     pairs: dict[tuple[str, str], int] = {}
-    for line, raw in read_csv_records(path, list(SKOS_COLUMNS), text):
+    for line, raw in read_csv_records(path, header, text):
         row = {k: unneutralise(v) for k, v in raw.items()}
+        row.setdefault("original_author", "")
+        row.setdefault("original_date", "")
 
         def fail(column: str, message: str, line: int = line) -> MeloInputError:
             return _column_error(path, line, column, message)
@@ -350,7 +358,7 @@ def read_skos_csv(path: str | Path) -> TermFile:
             if label != known.label:
                 raise fail("source_label", f"{label!r} differs from {known.label!r} on line {known.line}")
         relation = row["relation"].strip()
-        rest = ("target_uri", "target_label", "curator", "decided_at")
+        rest = ("target_uri", "target_label", "curator", "decided_at", "original_author", "original_date")
         if not relation:
             filled = [c for c in rest if row[c].strip()]
             if filled:
@@ -362,19 +370,29 @@ def read_skos_csv(path: str | Path) -> TermFile:
         target = row["target_uri"].strip()
         if not is_uri(target):
             raise fail("target_uri", f"{target!r} is not a URI" if target else "empty URI")
-        curator = row["curator"].strip()
-        if not curator:
+        if not row["curator"].strip():
             raise fail("curator", "empty curator")
+        names: dict[str, str | None] = {}
+        for column in ("curator", "original_author"):
+            try:  # shown as what the file says: NFC, no invisible or bidi characters
+                names[column] = check_name(row[column].strip(), column) if row[column].strip() else None
+            except ValueError as exc:
+                raise fail(column, str(exc)) from None
+        curator = names["curator"] or ""
         try:
             decided_at = parse_time(row["decided_at"])
         except ValueError as exc:
             raise fail("decided_at", f"{row['decided_at']!r} is not a date and time ({exc})") from None
+        try:
+            original_date = parse_time(row["original_date"]) if row["original_date"].strip() else None
+        except ValueError as exc:
+            raise fail("original_date", f"{row['original_date']!r} is not a date and time ({exc})") from None
         if (code, target) in pairs:
             raise fail("target_uri", f"{code!r} -> {target} already on line {pairs[(code, target)]}")
         pairs[(code, target)] = line
-        decisions.append(
-            DecisionRecord(line, code, target, outcome, curator, decided_at, row["target_label"].strip() or None)
-        )
+        target_label = row["target_label"].strip() or None
+        claimed = (curator, decided_at, target_label, names["original_author"], original_date)
+        decisions.append(DecisionRecord(line, code, target, outcome, *claimed))
     if not terms:
         raise MeloInputError("no terms (only a header)", path, header_line)
     return TermFile(path, list(terms.values()), decisions)
@@ -415,12 +433,17 @@ def import_terms(
     language: str | None = None,
     base_uri: str | None = None,
     batch_size: int = WRITE_BATCH,
+    signer: Actor | None = None,
 ) -> ImportReport:
     """Add the file's terms to the scheme (created if new) and its decisions.
 
     A term already there (same code) is updated when its label, description or language
     changed; terms missing from the file stay. A decision is skipped when the pair already has
     one with the same outcome and curator (and time, when the file gives one).
+
+    Decisions are signed by ``signer`` (the signed-in user; checked as every write of a person
+    is), else by ``import:<file name>``, at the time of import: a file can name any curator and
+    date, so what it names is kept only as ``original_author`` / ``original_date``.
 
     Everything is checked before anything is written; then the rows go in transactions of
     ``batch_size``, so curators' decisions go on meanwhile. A failure part-way (disk full)
@@ -439,6 +462,9 @@ def import_terms(
             raise MeloInputError(f"unknown outcome {record.outcome!r}", source.path, record.line)
     report = ImportReport(f"scheme {scheme}")
     with store.read() as s:
+        importer = f"{IMPORT_CURATOR_PREFIX}{source.path.name}"
+        if signer is not None or (store.sign_in_required and source.decisions):
+            importer = acting_as(s, signer or "", store.sign_in_required)
         plan = _plan_terms(s, scheme, source, kind, language, base_uri, report)
     writer = _BatchWriter(store, batch_size)
     try:
@@ -449,7 +475,7 @@ def import_terms(
         )
         writer.each_batch(plan.changed_terms, lambda s, b: s.execute(_TERM_UPDATE, list(b)))
         if source.decisions:
-            _add_decisions(writer, scheme_id, source, report)
+            _add_decisions(writer, scheme_id, source, report, importer)
     except (SQLAlchemyError, MeloInputError, writer.driver_error) as exc:
         raise writer.stopped(scheme, exc, source.path) from None
     return report
@@ -652,8 +678,10 @@ def _batches(rows: Sequence[Row], size: int = _BATCH) -> Iterable[Sequence[Row]]
         yield rows[start : start + size]
 
 
-def _add_decisions(writer: _BatchWriter, scheme_id: int, source: TermFile, report: ImportReport) -> None:
-    """The file's decisions not in the store yet, in batches (outcomes checked before)."""
+def _add_decisions(writer: _BatchWriter, scheme_id: int, source: TermFile, report: ImportReport, importer: str) -> None:
+    """The file's decisions not in the store yet, signed by ``importer``, in batches (outcomes
+    checked before). "Already there" compares what the file claims (curator and date) with what
+    earlier imports kept of their files' claims."""
     with writer.store.read() as s:
         term_ids = dict(s.execute(select(TermRow.code, TermRow.id).where(TermRow.scheme_id == scheme_id)).all())
         seen: set[tuple[int, str, str, str, datetime | None]] = set()
@@ -662,39 +690,46 @@ def _add_decisions(writer: _BatchWriter, scheme_id: int, source: TermFile, repor
                 DecisionRow.term_id,
                 DecisionRow.concept_uri,
                 DecisionRow.outcome,
-                DecisionRow.curator,
+                func.coalesce(DecisionRow.original_author, DecisionRow.curator),
                 DecisionRow.decided_at,
+                DecisionRow.original_date,
             )
             .join(TermRow, TermRow.id == DecisionRow.term_id)
             .where(TermRow.scheme_id == scheme_id)
         )
-        for term_id, uri, outcome, curator, decided_at in s.execute(query):
-            seen.add((term_id, uri, outcome, curator, None))
-            seen.add((term_id, uri, outcome, curator, decided_at.replace(microsecond=0)))
+        for term_id, uri, outcome, author, decided_at, original_date in s.execute(query):
+            seen.add((term_id, uri, outcome, author, None))
+            seen.add((term_id, uri, outcome, author, (original_date or decided_at).replace(microsecond=0)))
     now = utcnow()
     rows: list[dict[str, object]] = []
     for record in source.decisions:
         term_id = term_ids[record.code]
-        key = (term_id, record.concept_uri, record.outcome, record.curator, record.decided_at)
+        claimed = (record.original_author or record.curator, record.original_date or record.decided_at)
+        key = (term_id, record.concept_uri, record.outcome, *claimed)
         if key in seen:
             report.decisions_skipped += 1
             continue
         seen.add(key)
-        rows.append(_decision_row(record, term_id, now))
+        rows.append(_decision_row(record, term_id, now, importer))
     writer.each_batch(rows, lambda s, batch: _bulk_insert(s, DecisionRow, batch))
     report.decisions_added += len(rows)
 
 
-def _decision_row(record: DecisionRecord, term_id: int, now: datetime) -> dict[str, object]:
-    """The decisions-table row of one decision of an imported file."""
+def _decision_row(record: DecisionRecord, term_id: int, now: datetime, importer: str) -> dict[str, object]:
+    """The decisions-table row of one decision of an imported file: signed by its importer now;
+    the earliest curator and date the file claims kept apart (a crosswalk JSON names none)."""
+    author = record.original_author or record.curator
     return {
         "term_id": term_id,
         "concept_uri": record.concept_uri,
         "outcome": record.outcome,
-        "curator": record.curator,
-        "decided_at": record.decided_at or now,
+        "curator": importer,
+        "decided_at": now,
         "comment": "",
         "concept_label": record.concept_label,
+        "imported_by": importer,
+        "original_author": author if author != importer else None,
+        "original_date": record.original_date or record.decided_at,
     }
 
 

@@ -12,6 +12,7 @@ import streamlit as st
 
 from db.imports import TERM_FORMATS, count_labels, import_taxonomy, import_terms, read_term_file
 from db.quickstart import TAXONOMY_NAME, TAXONOMY_VERSION
+from db.store import AccessError
 from melo_core import config
 from melo_core.crosswalk import crosswalk_path, list_crosswalks
 from melo_core.errors import MeloInputError
@@ -24,7 +25,8 @@ app_navigation()
 st.set_page_config(page_title="Import · MELO Studio", layout="wide")
 st.title("Import")
 store = ui.store()
-auth.require_sign_in(store)  # a shared app imports for signed-in users only
+# A shared app imports for signed-in users only, and signs their imported decisions with their name.
+signer = auth.require_sign_in(store)
 st.caption(f"Store: `{store.display_url}`")
 
 
@@ -110,7 +112,8 @@ with file_tab:
         "Format", list(TERM_FORMATS), format_func=TERM_FORMATS.__getitem__, key="import_format", horizontal=True
     )
     with_decisions = st.checkbox(
-        "Its matches become decisions (curator import:<file name>), to review an existing crosswalk",
+        "Its matches become decisions, to review an existing crosswalk "
+        + ("(signed by you, now)" if signer else "(curator import:<file name>)"),
         key="import_with_decisions",
         disabled=file_format != "crosswalk",
     )
@@ -125,10 +128,13 @@ with file_tab:
                 path.write_bytes(uploaded.getvalue())
                 try:
                     source = read_term_file(path, file_format, with_decisions and file_format == "crosswalk")
-                    report = import_terms(store, scheme, source, kind=kind, language=language, base_uri=base_uri)
+                    report = import_terms(store, scheme, source, kind=kind, language=language, base_uri=base_uri,
+                                          signer=signer)  # fmt: skip
                     st.success(report.summary())
                 except MeloInputError as exc:
                     refused(exc)
+                except AccessError as exc:  # the session expired or the account was disabled meanwhile
+                    st.error(f"Nothing was imported: {auth.refused(exc)}.")
 with crosswalk_tab:
     try:
         crosswalks = list_crosswalks(config.data_dir())
@@ -142,7 +148,10 @@ with crosswalk_tab:
         if st.button("Import this crosswalk's terms", key="import_crosswalk_go"):
             try:
                 source = read_term_file(crosswalk_path(config.data_dir(), code), "crosswalk", reviewed)
-                report = import_terms(store, scheme or code, source, kind=kind, language=language, base_uri=base_uri)
+                report = import_terms(store, scheme or code, source, kind=kind, language=language, base_uri=base_uri,
+                                      signer=signer)  # fmt: skip
                 st.success(report.summary())
             except MeloInputError as exc:
                 refused(exc)
+            except AccessError as exc:
+                st.error(f"Nothing was imported: {auth.refused(exc)}.")

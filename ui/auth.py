@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 import streamlit as st
 
-from db.store import AccessError, Actor, SignInFailed, SignInRequired, Store, actor_name
+from db.store import AccessError, Actor, Decision, SignInFailed, SignInRequired, Store, actor_name
 from db.store.accounts import DEFAULT_SESSION_HOURS
 from melo_core.text_limits import check_name
 
@@ -216,6 +216,22 @@ def _typed_name() -> str:
 def name(who: Actor | str) -> str:
     """The name a decision by ``who`` records."""
     return actor_name(who)
+
+
+def claimed(decision: Decision) -> str:
+    """What an imported decision's file claimed about it, unverified ("bob, 1999-01-01"; empty
+    for a decision made here, or a file that named nobody): its ``curator`` is who imported it."""
+    when = decision.original_date.strftime("%Y-%m-%d") if decision.original_date else ""
+    return ", ".join(part for part in (decision.original_author or "", when) if part)
+
+
+def signed(decision: Decision) -> str:
+    """Who a decision names, for a history: its curator, marked when imported, with what the
+    file claimed ("alice, imported; the file says bob, 1999-01-01")."""
+    if decision.imported_by is None:
+        return decision.curator
+    claim = claimed(decision)
+    return f"{decision.curator}, imported" + (f"; the file says {claim}" if claim else "")
 
 
 def role(who: Actor | str) -> str | None:
