@@ -232,7 +232,7 @@ if current:
     st.markdown(
         "Current decisions: "
         + "; ".join(
-            f"**{d.outcome}** {d.concept_label or d.concept_uri} ({d.curator}"
+            f"**{d.outcome}** {d.concept_label or d.concept_uri} ({auth.signed(d)}"
             + (f"; {reviewed[d.id].verdict} by {reviewed[d.id].reviewer})" if d.id in reviewed else ")")
             for d in sorted(current.values(), key=lambda d: (d.outcome not in MATCH_OUTCOMES, d.id))
         )

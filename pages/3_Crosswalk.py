@@ -32,7 +32,7 @@ ALL = "(all)"
 BUSY = "The store is busy (an import is running); {what}: try again."
 ALL_STATUSES = "all"
 REVIEW_COLUMNS = ["status", "term", "relation", "concept", "curator", "conflict", "comments", "reviewer",
-                  "decided (UTC)", "code"]  # fmt: skip
+                  "decided (UTC)", "file says", "code"]  # fmt: skip
 names = [s.name for s in schemes]
 
 # -- filters ----------------------------------------------------------------------------------
@@ -100,6 +100,8 @@ st.dataframe(
                 "concept": d.concept_label or "",
                 "curator": d.curator,
                 "decided (UTC)": d.decided_at.strftime("%Y-%m-%d %H:%M"),
+                # An imported decision's curator and date as its file claimed them (unverified).
+                "file says": auth.claimed(d),
                 "comment": d.comment,
                 "scorer": d.scorer or "",
                 "rank": d.rank,
@@ -114,6 +116,7 @@ st.dataframe(
             "concept",
             "curator",
             "decided (UTC)",
+            "file says",
             "comment",
             "scorer",
             "rank",
@@ -217,6 +220,7 @@ with st.container(key="cw_review"):  # one block: the review queue (docs/review-
                     "concept": i.decision.concept_label or i.decision.concept_uri,
                     "curator": i.decision.curator,
                     "decided (UTC)": i.decision.decided_at.strftime("%Y-%m-%d %H:%M"),
+                    "file says": auth.claimed(i.decision),
                     "reviewer": i.reviewer or "",
                     "conflict": i.conflict or "",
                     "comments": i.comments,
