@@ -59,7 +59,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         url = args.db or f"sqlite:///{Path(folder) / 'runs.db'}"
-        with Store(url) as store:
+        with Store(url, create=True) as store:
             started = time.perf_counter()
             added = import_published(store, args.data)
             print(f"\nimport_published: {added} runs in {time.perf_counter() - started:.2f} s ({store.display_url})")

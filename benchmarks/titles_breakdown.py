@@ -6,7 +6,7 @@ word (``--word``, default "executive"): the gold concepts of its titles and what
 first, most frequent first. Reads a run stored by ``eval --titles ... --store``:
 
     python -m melo_core eval --data ../shared/melo --titles ../shared/jobbert/titles.csv \
-        --scorers best --store --db sqlite:///titles.db
+        --scorers best --store --db sqlite:///titles.db --create
     python benchmarks/titles_breakdown.py --db sqlite:///titles.db
 """
 

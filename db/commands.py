@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from melo_core.evaluation import EvaluationResult
 
 DB_HELP = "store URL (SQLAlchemy); default: $MELO_DB_URL, else the SQLite file melo.db in the project root"
+CREATE_HELP = "create the store if there is none yet (without it, a store that does not exist is refused)"
 
 
 def _split(value: str | None) -> list[str] | None:
@@ -86,7 +87,7 @@ def cmd_import_taxonomy(args: argparse.Namespace) -> int:
         version = args.version or "melo-union"
         source = str(Path(args.data).resolve())
     total = len(taxonomy.concepts) + count_labels(taxonomy)
-    with Store(args.db) as store:
+    with Store(args.db, create=True) as store:
         with tqdm(total=total, unit="row", desc="importing taxonomy", disable=args.quiet, file=sys.stderr) as bar:
             report = import_taxonomy(store, taxonomy, args.name, version, source, on_progress=bar.update)
         print(f"{report.summary()} in {store.display_url} ({time.perf_counter() - started:.1f} s)")
@@ -106,7 +107,7 @@ def cmd_import_terms(args: argparse.Namespace) -> int:
         source = read_term_file(crosswalk_path(args.data, args.crosswalk), "crosswalk", args.with_decisions)
     else:
         source = read_term_file(args.skos_csv, "skos-csv")
-    with Store(args.db) as store:
+    with Store(args.db, create=args.create) as store:
         report = import_terms(store, args.scheme, source, kind=args.kind, language=args.lang, base_uri=args.base_uri)
         print(f"{report.summary()} (from {source.path}, into {store.display_url})")
     return 0
@@ -231,7 +232,7 @@ def cmd_users(args: argparse.Namespace) -> int:
     try:
         name = check_username(args.name)
         if args.action == "add":
-            with Store(args.db) as store:
+            with Store(args.db, create=args.create) as store:
                 if store.account(name) is not None:  # before asking for a password
                     raise ValueError(f"an account {name!r} exists already")
                 password = None if args.oidc else _read_password(args)
@@ -259,7 +260,7 @@ def cmd_import_results(args: argparse.Namespace) -> int:
     if not published_models(args.data):
         expected = "expected results/<model>/<dataset>/summary.tsv"
         raise MeloInputError(f"no published results here ({expected})", results_dir(args.data))
-    with Store(args.db) as store:
+    with Store(args.db, create=args.create) as store:
         added = import_published(store, args.data)
         total = len(list_runs(store, "published"))
         print(f"imported {added} published run(s) ({total} in all, read-only) into {store.display_url}")
@@ -322,6 +323,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "else urn:melo:scheme:<scheme>:<code>)",
     )
     terms.add_argument("--db", help=DB_HELP)
+    terms.add_argument("--create", action="store_true", help=CREATE_HELP)
     terms.set_defaults(func=cmd_import_terms)
 
     ex = commands.add_parser(
@@ -415,6 +417,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     actions.add_parser("list", help="list the accounts")
     for sub in actions.choices.values():
         sub.add_argument("--db", help=DB_HELP)
+    add.add_argument("--create", action="store_true", help=CREATE_HELP)
     users.set_defaults(func=cmd_users)
 
     ir = commands.add_parser(
@@ -425,18 +428,20 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     ir.add_argument("--data", default=config.data_dir(), help=data_help)
     ir.add_argument("--db", help=DB_HELP)
+    ir.add_argument("--create", action="store_true", help=CREATE_HELP)
     ir.set_defaults(func=cmd_import_results)
 
 
 @contextmanager
-def open_runs(url: str | None) -> Iterator[RecordRun]:
-    """``eval --store``: the store at ``url`` opened now, and a function storing one result as a run."""
+def open_runs(url: str | None, create: bool = False) -> Iterator[RecordRun]:
+    """``eval --store``: the store at ``url`` opened now (created with ``create``), and a function
+    storing one result as a run."""
     from db.runs import save_run
     from db.store import Store
     from melo_core.version import code_version
 
     version = code_version()
-    with Store(url) as store:
+    with Store(url, create=create) as store:
 
         def record(result: EvaluationResult, dataset: MeloDataset, scorer: str) -> str:
             run_id = save_run(store, result, dataset, scorer=scorer, code_version=version)

@@ -42,12 +42,15 @@ from db.models import (
     MATCH_OUTCOMES,
     SCHEME_KINDS,
     Base,
+    Bounded,
+    ColumnValueError,
     ConceptRow,
     DecisionRow,
     LabelRow,
     SchemeRow,
     TaxonomyRow,
     TermRow,
+    column_check,
     utcnow,
 )
 from db.store import IMPORT_CURATOR_PREFIX, Actor, Store, search_text
@@ -466,6 +469,7 @@ def import_terms(
         if signer is not None or (store.sign_in_required and source.decisions):
             importer = acting_as(s, signer or "", store.sign_in_required)
         plan = _plan_terms(s, scheme, source, kind, language, base_uri, report)
+    _check_columns(scheme, source, plan)
     writer = _BatchWriter(store, batch_size)
     try:
         with writer.transaction() as s:
@@ -562,6 +566,23 @@ def _plan_terms(
         )
         report.updated += 1
     return plan
+
+
+def _check_columns(scheme: str, source: TermFile, plan: _TermPlan) -> None:
+    """Values the store's columns cannot hold (``db.models.Bounded``: too long, control
+    characters) stop the import before its first batch, with the line at fault."""
+    try:
+        column_check(SchemeRow.name)(scheme)
+        for row in plan.new_terms:
+            column_check(TermRow.uri)(str(row["uri"]))
+        for decision in source.decisions:
+            try:
+                column_check(DecisionRow.concept_uri)(decision.concept_uri)
+                column_check(DecisionRow.original_author)(decision.curator)
+            except ColumnValueError as exc:
+                raise MeloInputError(str(exc), source.path, decision.line) from None
+    except ColumnValueError as exc:
+        raise MeloInputError(str(exc), source.path) from None
 
 
 def _check_scheme_settings(row: SchemeRow, kind: str | None, language: str | None, base_uri: str | None) -> None:
@@ -665,9 +686,14 @@ def _bulk_insert(s: Session, model: type[Base], rows: Sequence[Row]) -> None:
         statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
             sql.Identifier(table.name), sql.SQL(", ").join(sql.Identifier(c) for c in columns)
         )
+        # COPY skips SQLAlchemy's bind processing: the String(n) columns' check (Bounded) runs here.
+        bounded = [(c, t.check) for c in columns if isinstance(t := table.c[c].type, Bounded)]
         with connection.connection.driver_connection.cursor() as cursor:  # type: ignore[union-attr]
             with cursor.copy(statement) as copy:
                 for row in rows:
+                    for column, check in bounded:
+                        if isinstance(value := row[column], str):
+                            check(value)
                     copy.write_row([row[c] for c in columns])
     else:
         s.execute(insert(table), rows)

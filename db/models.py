@@ -10,6 +10,7 @@ store that holds no taxonomy at all.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from sqlalchemy import (
@@ -27,8 +28,10 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import DeclarativeBase, InstrumentedAttribute, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
+
+from melo_core.text_limits import check_text
 
 # Outcomes a curator can record. The SKOS mapping relations, closest first.
 MATCH_OUTCOMES = ("exactMatch", "narrowMatch", "broadMatch", "closeMatch", "relatedMatch")
@@ -85,6 +88,38 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class ColumnValueError(ValueError):
+    """A value that does not fit its column (too long, or with control characters): the store's
+    transactions turn it into one ``MeloInputError`` line (``db.store.base``)."""
+
+
+class Bounded(TypeDecorator[str]):
+    """A ``String(length)`` column whose values are checked before the database sees them, the
+    same on every backend (SQLite would store 300 characters in a VARCHAR(200); PostgreSQL stops
+    with a traceback): at most ``length`` characters, no control characters
+    (``melo_core.text_limits.check_text``). Every ``String(n)`` column of the models becomes one
+    (``_bound_string_columns``); the DDL stays VARCHAR(n)."""
+
+    impl = String
+    cache_ok = True
+
+    def __init__(self, length: int, what: str = "text"):
+        super().__init__(length)
+        self.length = length
+        self.what = what
+
+    def check(self, value: str) -> str:
+        if len(value) <= self.length and value.isprintable():  # the common case, without a loop in Python
+            return value
+        try:
+            return check_text(value, self.what, max_length=self.length)
+        except ValueError as exc:
+            raise ColumnValueError(str(exc)) from None
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        return self.check(value) if isinstance(value, str) else value
 
 
 def _one_of(column: str, values: tuple[str, ...]) -> str:
@@ -375,3 +410,24 @@ class RunQueryRow(Base):
     first_rank: Mapped[int | None] = mapped_column(Integer)
     gold: Mapped[list[list[str]]] = mapped_column(JSON)  # [[corpus id, surface form], ...]
     top: Mapped[list[list[str]]] = mapped_column(JSON)  # up to 10 [corpus id, surface form], best first
+
+
+def column_check(attribute: InstrumentedAttribute[str] | InstrumentedAttribute[str | None]) -> Callable[[str], str]:
+    """The check of a model's ``String(n)`` column (``DecisionRow.curator``), for checking a file
+    before writing it: the value, or ``ColumnValueError``."""
+    column_type = attribute.property.columns[0].type
+    if not isinstance(column_type, Bounded):
+        raise TypeError(f"{attribute} is not a bounded column")
+    return column_type.check
+
+
+def _bound_string_columns() -> None:
+    """Every ``String(n)`` column checks its values as ``Bounded`` (named ``table.column`` in
+    the error), including columns added later: one place for the store's length limits."""
+    for table in Base.metadata.tables.values():
+        for column in table.columns:
+            if type(column.type) is String and column.type.length:
+                column.type = Bounded(column.type.length, f"{table.name}.{column.name}")
+
+
+_bound_string_columns()

@@ -129,8 +129,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     for scorer in scorers:
         if is_pipeline(scorer):
             load_pipeline(scorer)  # a bad definition fails before any work
-    if args.db and not args.store:
-        raise MeloInputError("--db goes with --store")
+    for flag, given in (("--db", args.db), ("--create", args.create)):
+        if given and not args.store:
+            raise MeloInputError(f"{flag} goes with --store")
     if not 0.0 <= args.mentions <= 1.0:
         raise MeloInputError(f"--mentions must be in [0, 1], got {args.mentions:g}")
     if not 0.0 <= args.confidence < 1.0:
@@ -150,7 +151,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         record = None
         if args.store:
             # Opened before evaluating: a bad store URL fails at once, not after the whole run.
-            record = cleanup.enter_context(extensions.store_access("--store").open_runs(args.db))
+            record = cleanup.enter_context(extensions.store_access("--store").open_runs(args.db, args.create))
         rows = _evaluate_all(args, datasets, scorers, record)
     columns = ["dataset", "scorer", "mode", "depth", "queries", "skipped_queries", "seconds", *CSV_METRICS]
     extra = [*INTERVAL_COLUMNS, "published_model"]
@@ -755,6 +756,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--db", help="store URL for --store (SQLAlchemy); default: $MELO_DB_URL, else melo.db in the project root"
     )
+    ev.add_argument("--create", action="store_true", help="with --store: create the store if there is none yet")
     ev.add_argument(
         "--mentions",
         type=float,

@@ -41,8 +41,9 @@ class StoreAccess:
     """The store as core commands use it; ``URL`` None is the default store (``MELO_DB_URL``, else
     ``melo.db``)."""
 
-    # eval --store: open the store (a bad URL fails here, before any work), record runs, close.
-    open_runs: Callable[[str | None], AbstractContextManager[RecordRun]]
+    # eval --store [--create]: open the store (a bad URL, or no store there unless created, fails
+    # here, before any work), record runs, close.
+    open_runs: Callable[[str | None, bool], AbstractContextManager[RecordRun]]
     # train --with-decisions: the schemes with current exact/narrow decisions, and those decisions.
     accepted_decisions: Callable[[str | None], tuple[list[str], list[Decision]]]
 

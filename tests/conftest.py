@@ -74,8 +74,9 @@ BACKENDS_UNDER_TEST = [b for b in BACKENDS if b == "sqlite" or pg_url()]
 
 @pytest.fixture(params=BACKENDS_UNDER_TEST)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """An empty store on each backend under test."""
+    """An empty store (its schema, no rows) on each backend under test."""
     with empty_store_url(request.param, tmp_path) as url:
+        Store(url, create=True).close()
         yield url
 
 
@@ -193,7 +194,7 @@ def run_set_db(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     from db.store import Store
 
     path = tmp_path_factory.mktemp("runs") / "melo.db"
-    with Store(f"sqlite:///{path}") as store:
+    with Store(f"sqlite:///{path}", create=True) as store:
         evaluate_and_store(
             store, melo_data, list(RUN_SET_DATASETS), list(RUN_SET_SCORERS), limit_queries=RUN_SET_QUERIES
         )

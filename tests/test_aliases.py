@@ -433,7 +433,7 @@ def test_the_link_page_learns_from_accepted_decisions(
                         ("MELO_DB_URL", url)):  # fmt: skip
         monkeypatch.setenv(name, str(value))
     monkeypatch.chdir(root)
-    with Store(url) as store:
+    with Store(url, create=True) as store:
         start_curation(store, nor_data, "nor_no")
     app = AppTest.from_file(str(root / "pages/2_Link.py"), default_timeout=60)
     app.session_state["curator"] = "alice"

@@ -102,7 +102,7 @@ def curation_env(nor_data: Path, esco_csv: Path, tmp_path: Path, url: str, share
 def app_url(nor_data: Path, esco_csv: Path, tmp_path: Path) -> Iterator[str]:
     """The app over the nor_no curation start (ESCO union of one dataset, the crosswalk's terms)."""
     url = f"sqlite:///{tmp_path / 'melo.db'}"
-    with Store(url) as store:
+    with Store(url, create=True) as store:
         start_curation(store, nor_data, "nor_no")
     with serve(curation_env(nor_data, esco_csv, tmp_path, url), tmp_path / "streamlit.log") as app:
         yield app
@@ -113,7 +113,7 @@ def shared_app(nor_data: Path, esco_csv: Path, tmp_path: Path) -> Iterator[tuple
     """The app shared (MELO_AUTH=on) over the nor_no start, with curators alice and bob, reviewer
     rita, and two terms on which alice and bob disagree; yields (app URL, store URL)."""
     url = f"sqlite:///{tmp_path / 'melo.db'}"
-    with Store(url) as store:
+    with Store(url, create=True) as store:
         start_curation(store, nor_data, "nor_no")
         store.add_account("alice", "curator", "alice-secret")
         store.add_account("bob", "curator", "bob-secret-1")
@@ -139,7 +139,7 @@ def oidc_app(nor_data: Path, esco_csv: Path, tmp_path: Path) -> Iterator[tuple[s
         "oidc_provider_mock", reason="oidc-provider-mock is not installed (requirements-dev.txt)"
     )
     url = f"sqlite:///{tmp_path / 'melo.db'}"
-    with Store(url) as store:
+    with Store(url, create=True) as store:
         start_curation(store, nor_data, "nor_no")
         store.add_account("rita@example.org", "reviewer")
         store.add_account("dave@example.org", "curator")

@@ -36,7 +36,7 @@ TITLES = 'code,title\n1,sykepleier\n2,lege\n3,"baker, konditor"\n'
 def store_url(melo_data: Path, datasets_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A SQLite store with the Norwegian crosswalk and its decisions (3015 rows to export)."""
     with empty_store_url("sqlite", tmp_path_factory.mktemp("store")) as url:
-        with Store(url) as store:
+        with Store(url, create=True) as store:
             import_taxonomy(store, taxonomy_from_datasets([load_dataset(datasets_dir / "nor_q_no_c_no")]), "esco",
                             "nor-slice")  # fmt: skip
         run_cli_ok("import-terms", "--scheme", "nor_no", "--crosswalk", "nor_no", "--data", str(melo_data),

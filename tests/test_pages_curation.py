@@ -41,7 +41,7 @@ def env(nor_data: Path, cache: Path, esco_csv: Path, tmp_path: Path, monkeypatch
 @pytest.fixture
 def started(env: str, nor_data: Path) -> str:
     """A store holding the ESCO union of the small data folder and the nor_no terms."""
-    with Store(env) as store:
+    with Store(env, create=True) as store:
         start_curation(store, nor_data, "nor_no")
     return env
 

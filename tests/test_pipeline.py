@@ -495,7 +495,7 @@ def test_the_link_page_serves_a_fallback_while_best_is_prepared_then_best(
     monkeypatch.setenv("MELO_DB_URL", url)
     monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))  # nothing prepared yet
     monkeypatch.chdir(root)
-    with Store(url) as store:
+    with Store(url, create=True) as store:
         start_curation(store, env, "nor_no")
     app = AppTest.from_file(str(root / "pages/2_Link.py"), default_timeout=120)
     app.session_state["curator"] = "alice"

@@ -140,7 +140,7 @@ def test_a_bad_url_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(MeloInputError, match="cannot open the store"):
         Store("nosuchdialect://x")
     with pytest.raises(MeloInputError, match="cannot open the store"):
-        Store(f"sqlite:///{tmp_path / 'missing' / 'folder' / 'melo.db'}")
+        Store(f"sqlite:///{tmp_path / 'missing' / 'folder' / 'melo.db'}", create=True)
 
 
 def test_decisions_are_append_only_in_the_database(store: Store, tmp_path: Path) -> None:
@@ -411,14 +411,14 @@ def test_postgresql_is_tested_when_configured() -> None:
 
 def test_default_store_is_melo_db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MELO_DB_URL", f"sqlite:///{tmp_path / 'env.db'}")
-    with Store() as store:
+    with Store(create=True) as store:
         assert store.url == f"sqlite:///{tmp_path / 'env.db'}"
     assert (tmp_path / "env.db").is_file()
 
 
 def test_sqlite_readers_do_not_block_a_writer(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'melo.db'}"
-    with Store(url) as reader, Store(url) as writer:
+    with Store(url, create=True) as reader, Store(url) as writer:
         add_terms(writer, tmp_path)
         b1 = term_id(writer, "B1")
         with reader.read() as session:  # a page in the middle of a read transaction

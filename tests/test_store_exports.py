@@ -63,7 +63,7 @@ def curated(
     decisions on top (rejections, scores, an undo) and terms with spreadsheet-formula labels."""
     folder = tmp_path_factory.mktemp("curated")
     with empty_store_url(backend, folder) as url:
-        with Store(url) as store:
+        with Store(url, create=True) as store:
             taxonomy = taxonomy_from_datasets([load_dataset(datasets_dir / "nor_q_no_c_no")])
             import_taxonomy(store, taxonomy, "esco", "nor-slice")
         ok(
@@ -167,7 +167,7 @@ def test_skos_round_trip_through_an_empty_store_keeps_every_row_and_what_the_fil
     flag = ("--negatives",) if negatives else ()
     first = export(curated, "skos-csv", tmp_path / "first.csv", *flag)
     with empty_store_url(backend, tmp_path) as empty:
-        ok("import-terms", "--scheme", "nor_no", "--skos-csv", str(tmp_path / "first.csv"), "--db", empty)
+        ok("import-terms", "--scheme", "nor_no", "--skos-csv", str(tmp_path / "first.csv"), "--db", empty, "--create")
         again = export(empty, "skos-csv", tmp_path / "second.csv", *flag)
         first_rows = list(csv.reader(io.StringIO(first, newline="")))
         again_rows = list(csv.reader(io.StringIO(again, newline="")))
@@ -260,7 +260,7 @@ def test_export_fingerprint_changes_exactly_when_an_export_would(
     export as it was; a review changes only the confirmed-only one; a decision and a term
     re-imported with a new label change them all."""
     url = f"sqlite:///{tmp_path / 'melo.db'}"
-    with Store(url) as store:
+    with Store(url, create=True) as store:
         taxonomy = taxonomy_from_datasets([load_dataset(datasets_dir / "nor_q_no_c_no")])
         import_taxonomy(store, taxonomy, "esco", "nor-slice")
     ok("import-terms", "--scheme", "nor_no", "--crosswalk", "nor_no", "--data", str(melo_data), "--with-decisions",

@@ -193,7 +193,8 @@ def test_base_uri_gives_the_terms_uris(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'melo.db'}"
     path = tmp_path / "t.csv"
     path.write_text("code,label\n0110/1,Officer\nhttps://example.org/x,Already a URI\n", encoding="utf-8")
-    ok("import-terms", "--scheme", "isco-no", "--csv", str(path), "--base-uri", "https://example.org/no/", "--db", url)
+    ok("import-terms", "--scheme", "isco-no", "--csv", str(path), "--base-uri", "https://example.org/no/", "--db", url,
+       "--create")  # fmt: skip
     with Store(url) as store:
         assert [t.uri for t in store.terms("isco-no")] == ["https://example.org/no/0110%2F1", "https://example.org/x"]
 
@@ -269,7 +270,8 @@ def test_crosswalk_terms_without_uri_codes_get_urns(tmp_path: Path, melo_data: P
     path = tmp_path / "deu_part.json"
     path.write_text(json.dumps(part, ensure_ascii=False, indent=2), encoding="utf-8")
     url = f"sqlite:///{tmp_path / 'melo.db'}"
-    ok("import-terms", "--scheme", "deu_de", "--crosswalk", str(path), "--with-decisions", "--lang", "de", "--db", url)
+    ok("import-terms", "--scheme", "deu_de", "--crosswalk", str(path), "--with-decisions", "--lang", "de", "--db", url,
+       "--create")  # fmt: skip
     with Store(url) as store:
         terms = store.terms("deu_de")
         assert terms[0].uri == "urn:melo:scheme:deu_de:" + terms[0].code.replace(" ", "%20")

@@ -181,7 +181,7 @@ def test_cli_eval_store_and_import_results(melo_data: Path, tmp_path: Path) -> N
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     code, out, err = run_cli(
         "eval", "--data", str(melo_data), "--datasets", DATASET, "--scorers", "char-tfidf,edit-distance",
-        "--limit-queries", "20", "--store", "--db", url, "--quiet",
+        "--limit-queries", "20", "--store", "--db", url, "--create", "--quiet",
     )  # fmt: skip
     assert code == 0, err
     assert "stored run 1 " in out and "stored run 2 " in out

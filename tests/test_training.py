@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from db.store import Store
 from db.testing import run_cli
 from melo_core.crosswalk import crosswalk_decisions
 from melo_core.encoders import load_encoder
@@ -320,6 +321,7 @@ def test_curator_decisions_become_training_pairs_and_the_card_warns(
     assert "NOT a fair test" in card and "nor_no" in card and "No MELO query" not in card
 
     url = f"sqlite:///{tmp_path / 'empty.db'}"
+    Store(url, create=True).close()  # a store without decisions (a missing one is refused)
     code, _, err = run_cli("train", "--data", str(two_language_data), "--out", str(tmp_path / "m"),
                            "--with-decisions", "--db", url, "--quiet")  # fmt: skip
     assert code == 2 and "no accepted exact or narrow decision" in err
@@ -329,7 +331,7 @@ def test_train_command_with_the_decisions_of_a_store(two_language_data: Path, tm
     url = f"sqlite:///{tmp_path / 'melo.db'}"
     data = str(two_language_data)
     code, _, err = run_cli("import-terms", "--scheme", "nor_no", "--crosswalk", "nor_no", "--with-decisions",
-                           "--data", data, "--db", url)  # fmt: skip
+                           "--data", data, "--db", url, "--create")  # fmt: skip
     assert code == 0, err
     out = tmp_path / "model"
     code, printed, err = run_cli("train", "--data", data, "--out", str(out), "--with-decisions", "--db", url,

@@ -42,7 +42,7 @@ DEFAULT_CROSSWALK = "nor_no"
 
 @st.cache_resource(show_spinner=False)
 def _store(url: str, sign_in: bool) -> Store:
-    return Store(url, sign_in=sign_in)
+    return Store(url, sign_in=sign_in, create=True)  # the app makes its store on first use
 
 
 def store() -> Store:

@@ -9,12 +9,13 @@ from contextlib import contextmanager
 from typing import Any, Self
 
 from sqlalchemy import func, select
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DataError, IntegrityError, OperationalError, StatementError
 from sqlalchemy.orm import Session, sessionmaker
 
 from db.formats import search_fold
-from db.models import DecisionRow, SchemeRow, TermRow
-from db.store.engine import create_store_engine, upgrade_schema
+from db.models import ColumnValueError, DecisionRow, SchemeRow, TermRow
+from db.store.engine import create_store_engine, store_exists, store_location, upgrade_schema
+from db.store.retry import is_busy
 from melo_core import config
 from melo_core.errors import MeloInputError
 
@@ -24,6 +25,11 @@ CHUNK = 500  # bound parameters per IN (...) list
 def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def _first_line(error: object) -> str:
+    """A database's message on one line (PostgreSQL adds DETAIL and HINT lines)."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def like_escape(folded: str) -> str:
@@ -40,22 +46,33 @@ def search_text(code: str, label: str, description: str) -> str:
 
 class StoreBase:
     """What every group of queries builds on: the engine at ``url`` (default: ``MELO_DB_URL`` or
-    ``melo.db``), its schema upgraded on opening, and its transactions. With ``sign_in`` every
+    ``melo.db``), its schema upgraded on opening, and its transactions. It opens an existing
+    store only, unless ``create`` (then an empty database or a missing SQLite file becomes one);
+    a file or database that is not a store is refused and left as it is. With ``sign_in`` every
     write that records a person needs a signed-in ``Actor`` (``db.store.accounts``)."""
 
-    def __init__(self, url: str | None = None, *, upgrade: bool = True, sign_in: bool = False):
+    def __init__(self, url: str | None = None, *, upgrade: bool = True, sign_in: bool = False, create: bool = False):
         self.url = url or config.database_url()
         # A shared app's store: decisions, undos, reviews and comments need a signed-in Actor.
         self.sign_in_required = sign_in
         self.engine = create_store_engine(self.url)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._write_sessions = sessionmaker(self.engine.execution_options(melo_write=True), expire_on_commit=False)
-        if upgrade:
-            try:
+        try:
+            # An existing store or nothing: a mistyped path must not become a new empty store,
+            # and a file that is not a store is never touched.
+            if not store_exists(self.engine) and not create:
+                raise MeloInputError(
+                    f"no store at {store_location(self.engine)}: create one with import-taxonomy or give --create"
+                )
+            if upgrade:
                 upgrade_schema(self.engine)
-            except OperationalError as exc:
-                self.engine.dispose()
-                raise MeloInputError(f"cannot open the store {self.display_url}: {exc.orig}") from None
+        except OperationalError as exc:
+            self.engine.dispose()
+            raise MeloInputError(f"cannot open the store {self.display_url}: {_first_line(exc.orig)}") from None
+        except BaseException:
+            self.engine.dispose()
+            raise
 
     @property
     def display_url(self) -> str:
@@ -72,14 +89,33 @@ class StoreBase:
 
     @contextmanager
     def read(self) -> Iterator[Session]:
-        with self._sessions() as session, session.begin():
-            yield session
+        try:
+            with self._sessions() as session, session.begin():
+                yield session
+        except StatementError as exc:
+            if isinstance(exc.orig, ColumnValueError):  # a lookup by a value no column can hold
+                raise MeloInputError(str(exc.orig)) from None
+            raise
 
     @contextmanager
     def write(self) -> Iterator[Session]:
-        """One write transaction: committed when the block ends, rolled back on any error."""
-        with self._write_sessions() as session, session.begin():
-            yield session
+        """One write transaction: committed when the block ends, rolled back on any error. What
+        the database refuses (a value too long for its column, a full disk, a constraint) stops
+        with one ``MeloInputError`` line once the transaction is rolled back; a lock not granted
+        in time stays a ``DBAPIError``, for ``db.store.retry`` to recognise and retry."""
+        try:
+            with self._write_sessions() as session, session.begin():
+                yield session
+        except ColumnValueError as exc:  # checked outside SQLAlchemy: PostgreSQL's COPY
+            raise MeloInputError(str(exc)) from None
+        except StatementError as exc:
+            if isinstance(exc.orig, ColumnValueError):
+                raise MeloInputError(str(exc.orig)) from None
+            if not isinstance(exc, (OperationalError, DataError, IntegrityError)) or is_busy(exc):
+                raise
+            raise MeloInputError(
+                f"the store {self.display_url} refused the write, nothing was written: {_first_line(exc.orig)}"
+            ) from None
 
     # -- shared by the queries ---------------------------------------------------------------
 

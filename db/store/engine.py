@@ -137,9 +137,7 @@ def store_exists(engine: Engine) -> bool:
         return False
     if "alembic_version" not in tables:
         shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
-        raise MeloInputError(
-            f"{where} is not a store: a database with other tables ({shown}); it was left as it is"
-        )
+        raise MeloInputError(f"{where} is not a store: a database with other tables ({shown}); it was left as it is")
     unknown = revisions - known_revisions()
     if unknown:
         raise MeloInputError(
