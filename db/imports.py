@@ -58,7 +58,7 @@ from db.store.accounts import acting_as
 from melo_core.crosswalk import load_crosswalk
 from melo_core.errors import MeloInputError
 from melo_core.taxonomy import Taxonomy
-from melo_core.text_limits import check_name
+from melo_core.text_limits import check_description, check_label, check_name
 from melo_core.tsv import header_row, read_csv_records, read_text, sniff_delimiter
 
 TERM_CSV_COLUMNS = ("code", "label", "description", "lang")
@@ -157,21 +157,23 @@ def read_terms_csv(path: str | Path) -> TermFile:
         )
     terms: list[TermRecord] = []
     first_seen: dict[str, int] = {}
-    for line, row in read_csv_records(path, ["code", "label"], text):
+    # A line break in a code, label or language is a quote left open (read_csv_records says where).
+    for line, row in read_csv_records(path, ["code", "label"], text, single_line=("code", "label", "lang")):
         code = row["code"].strip()
         _check_code(path, line, "code", code, first_seen)
         first_seen[code] = line
         label = row["label"].strip()
         if not label:
             raise _column_error(path, line, "label", "empty label")
-        for column, value in (("code", code), ("label", label)):
-            if "\n" in value or "\r" in value:
-                # Most often a quote left open, which swallows the rows after it.
-                raise _column_error(path, line, column, "line break inside the cell (a quote left open?)")
         language = row.get("lang", "").strip() or None
         if language is not None and not LANGUAGE_RE.match(language):
             raise _column_error(path, line, "lang", f"{language!r} is not a language code (e.g. de, nb, pt-BR)")
         description = row.get("description", "").strip() if "description" in header else None
+        for column, check, value in (("label", check_label, label), ("description", check_description, description)):
+            try:
+                check(value or "", column)
+            except ValueError as exc:
+                raise _column_error(path, line, column, str(exc)) from None
         terms.append(TermRecord(line, code, label, description, language))
     if not terms:
         raise MeloInputError("no terms (only a header)", path, header_line)
@@ -288,6 +290,11 @@ def read_crosswalk(path: str | Path, with_decisions: bool = False) -> TermFile:
         description = entry.get("description", "")
         if description is not None and not isinstance(description, str):
             raise fail('field "description": expected a string', "description")
+        for key, check, value in (("title", check_label, title), ("description", check_description, description)):
+            try:
+                check((value or "").strip(), key)
+            except ValueError as exc:
+                raise fail(f'field "{key}": {exc}', key) from None
         matches = entry.get("matches", {})
         if not isinstance(matches, dict):
             raise fail('field "matches": expected an object {ESCO URI: relation}', "matches")
@@ -330,7 +337,8 @@ def read_skos_csv(path: str | Path) -> TermFile:
     uris: dict[str, tuple[str, int]] = {}
     decisions: list[DecisionRecord] = []
     pairs: dict[tuple[str, str], int] = {}
-    for line, raw in read_csv_records(path, header, text):
+    # Every cell of our export is one line; labels are kept as written (spaces at either end too).
+    for line, raw in read_csv_records(path, header, text, single_line=header):
         row = {k: unneutralise(v) for k, v in raw.items()}
         row.setdefault("original_author", "")
         row.setdefault("original_date", "")
@@ -341,12 +349,17 @@ def read_skos_csv(path: str | Path) -> TermFile:
         code = row["source_code"].strip()
         if not code:
             raise fail("source_code", "empty code")
-        label = row["source_label"].strip()
+        label = row["source_label"]
         uri = row["source_uri"].strip()
         if not uri:
             raise fail("source_uri", "empty URI")
-        if not label:
+        if not label.strip():
             raise fail("source_label", "empty label")
+        for column in ("source_label", "target_label"):
+            try:
+                check_label(row[column], "label")
+            except ValueError as exc:
+                raise fail(column, str(exc)) from None
         known = terms.get(code)
         if known is None:
             if uri in uris:
@@ -393,7 +406,7 @@ def read_skos_csv(path: str | Path) -> TermFile:
         if (code, target) in pairs:
             raise fail("target_uri", f"{code!r} -> {target} already on line {pairs[(code, target)]}")
         pairs[(code, target)] = line
-        target_label = row["target_label"].strip() or None
+        target_label = row["target_label"] if row["target_label"].strip() else None
         claimed = (curator, decided_at, target_label, names["original_author"], original_date)
         decisions.append(DecisionRecord(line, code, target, outcome, *claimed))
     if not terms:

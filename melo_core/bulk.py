@@ -14,13 +14,16 @@ titles linked once); two engines feed it:
 Output (long format, one row per input row and candidate, the columns of ``link --out FILE.csv``):
 ``row`` (0-based position of the data row in the input), ``rank`` (1 … top), ``concept_uri``,
 ``label``, ``score`` (6 decimals), ``matched_label``, ``matched_language``. Rows whose title is
-empty or longer than ``MAX_TITLE_CHARS`` are not linked: they go to ``_rejects/`` (``row``,
-``reason``, ``length``, ``start``: the first 100 characters) and are counted.
+empty, longer than ``MAX_TITLE_CHARS`` or holds a control character (a line break in a workbook's
+cell) are not linked: they go to ``_rejects/`` (``row``, ``reason``, ``length``, ``start``: the
+first 100 characters) and are counted. A CSV is read strictly first (``csv_row_count``): a quote
+left open, or a line break in a CSV's title cell, stops with its line (exit 2).
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import itertools
 import json
 import logging
@@ -44,14 +47,15 @@ from tqdm import tqdm
 from melo_core.errors import MeloInputError
 from melo_core.memory import kept_until_exit
 from melo_core.output import open_output, remove_orphans, replaced_file
-from melo_core.tsv import UTF8_HINT, read_text, sniff_delimiter, text_encoding
+from melo_core.text_limits import MAX_LABEL, first_control
+from melo_core.tsv import UTF8_HINT, csv_rows, read_text, sniff_delimiter, text_encoding
 
 if TYPE_CHECKING:
     import ray.data
 
     from melo_core.linker import Linker
 
-MAX_TITLE_CHARS = 1000  # longer cells are rejected, not linked (a job title is well under 200)
+MAX_TITLE_CHARS = MAX_LABEL  # longer titles are rejected, not linked (melo_core.text_limits: as every import)
 READ_BLOCK_BYTES = 32 << 20  # CSV read block; a row longer than this stops with exit code 2
 DEFAULT_BATCH_SIZE = 4096
 LINK_CHUNK = 64  # distinct titles per Linker.link call
@@ -149,6 +153,9 @@ def reject_reason(title: str | None) -> str | None:
         return "empty"
     if len(text) > MAX_TITLE_CHARS:
         return f"longer than {MAX_TITLE_CHARS} characters"
+    bad = first_control(text)  # the rule of melo_core.text_limits.check_label, in a short reason
+    if bad is not None:
+        return "holds a line break" if bad in "\r\n" else f"holds a control character U+{ord(bad):04X}"
     return None
 
 
@@ -295,6 +302,23 @@ def _arrow_error(exc: Exception, path: str | Path, fmt: str) -> MeloInputError:
     return MeloInputError(f"cannot read as {fmt.upper()} ({message})", path)
 
 
+def csv_row_count(path: str | Path, column: str, layout: TextLayout) -> int:
+    """The data rows of a CSV file as ``melo_core.tsv.csv_rows`` reads them, strict about quotes:
+    pyarrow, which reads the titles fast, takes a quote left open for one cell holding the rows
+    after it. A quote left open, or a line break in the title ``column`` (a quote left open that a
+    later quote closed), stops with the line where it opened (exit 2); what pyarrow reads must
+    then come to this count."""
+    encoding = "utf-8-sig" if layout.encoding == "utf-8" else layout.encoding
+    try:
+        with pa.input_stream(str(path), compression="detect") as stream:
+            text = io.TextIOWrapper(stream, encoding=encoding, newline="")
+            return max(0, sum(1 for _ in csv_rows(Path(path), text, layout.delimiter, (column,))) - 1)
+    except OSError as exc:
+        raise MeloInputError(f"cannot read file ({exc.strerror or exc})", path) from None
+    except (pa.ArrowException, ValueError) as exc:  # a UnicodeDecodeError is a ValueError
+        raise _arrow_error(exc, path, "csv") from None
+
+
 def _missing_column(path: str | Path, column: str, found: Sequence[str]) -> MeloInputError:
     return MeloInputError(f"missing column {column}; found {', '.join(found) or 'no header'}", path, 1)
 
@@ -363,6 +387,8 @@ class InputBatches:
                                     convert_options=convert).schema.names  # fmt: skip
             if self.column not in header:
                 raise _missing_column(self.path, self.column, header)
+            if fmt == "csv" and self.format == "csv" and self.head is None:
+                self.total_rows = csv_row_count(self.path, self.column, layout)  # and no quote left open
             self._stream = source()
             read, parse, convert = csv_options(fmt, self.column, layout)
             return iter(pacsv.open_csv(self._stream, read_options=read, parse_options=parse, convert_options=convert))
@@ -418,6 +444,8 @@ class InputBatches:
                 number += 1
         if held:
             yield number, emit(held)
+        if self.head is None and self.total_rows is not None and row != self.total_rows:
+            raise MeloInputError(f"read {row:,} rows of the {self.total_rows:,} the file holds", self.path)
 
 
 # -- the local engine ---------------------------------------------------------------------------------
@@ -726,6 +754,10 @@ def ray_titles(path: str, column: str, fmt_in: str, batch_size: int) -> tuple[ra
     names = schema.names
     if column not in names:
         raise _missing_column(path, column, names)
+    expected = None
+    if fmt_in == "csv" and "://" not in path:  # a local CSV file, or folder: no quote left open, no row lost
+        files = data_files(path) if Path(path).is_dir() else [Path(path)]
+        expected = sum(csv_row_count(file, column, text_layout(file, fmt_in)) for file in files)
     blocks = dataset.select_columns([column]).rename_columns({column: "title"}).materialize().to_arrow_refs()
     # No CPU reserved for these small tasks: with one, Ray warned that the linking found no free CPU.
     block_rows, numbered_block = ray.remote(num_cpus=0)(_block_rows), ray.remote(num_cpus=0)(_numbered_block)
@@ -733,6 +765,8 @@ def ray_titles(path: str, column: str, fmt_in: str, batch_size: int) -> tuple[ra
     starts = itertools.accumulate(sizes, initial=0)  # one more than the blocks: the total
     numbered = ray.data.from_arrow_refs([numbered_block.remote(block, start)
                                          for block, start in zip(blocks, starts, strict=False)])  # fmt: skip
+    if expected is not None and sum(sizes) != expected:
+        raise MeloInputError(f"read {sum(sizes):,} rows of the {expected:,} the input holds", path)
     return numbered.repartition(target_num_rows_per_block=batch_size), sum(sizes)
 
 

@@ -470,7 +470,7 @@ def _link_languages(langs: str | None, query_language: str | None, taxonomy: Tax
 def _say_summary(say: Callable[[str], None], summary: Summary, out: str) -> None:
     rate = summary.rows / summary.seconds if summary.seconds else 0.0
     resumed = f", {summary.skipped_batches} batch(es) already written" if summary.skipped_batches else ""
-    rejected = f"; {summary.rejected} rejected (empty or longer than {MAX_TITLE_CHARS} characters)"
+    rejected = f"; {summary.rejected} rejected (empty, over {MAX_TITLE_CHARS} characters or control characters)"
     shown = f"{rate:.0f}" if rate >= 10 else f"{rate:.2g}"  # 2 rows in 7 s is 0.29 rows/s, not 0
     say(f"linked {summary.rows - summary.rejected} of {summary.rows} row(s){rejected}{resumed} in "
         f"{summary.seconds:.1f} s ({shown} rows/s) to {out}")  # fmt: skip
@@ -836,8 +836,8 @@ def build_parser() -> argparse.ArgumentParser:
     ln.add_argument("--batch-size", type=at_least(1), default=DEFAULT_BATCH_SIZE,
                     help=f"rows per batch and shard (default {DEFAULT_BATCH_SIZE}); memory grows with it")  # fmt: skip
     ln.add_argument("--resume", action="store_true", help="skip the batches whose shard is already in --out FOLDER")
-    ln.add_argument("--rejects", help="with --out FILE.csv: write the rejected rows (empty or longer than "
-                    f"{MAX_TITLE_CHARS} characters) to this CSV")  # fmt: skip
+    ln.add_argument("--rejects", help="with --out FILE.csv: write the rejected rows (empty, longer than "
+                    f"{MAX_TITLE_CHARS} characters or with control characters) to this CSV")  # fmt: skip
     ln.add_argument("--engine", choices=("local", "ray"), default="local",
                     help="local: this process; ray: Ray Data, one linking actor per worker")  # fmt: skip
     ln.add_argument("--address", help="ray engine: the cluster to join (default: start a local Ray)")

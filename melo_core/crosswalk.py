@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from melo_core.errors import MeloInputError
+from melo_core.text_limits import check_description, check_label
 from melo_core.tsv import read_text
 
 # Closest first: the builder keeps the closest relation a term has.
@@ -86,14 +87,16 @@ def load_crosswalk(path: str | Path, name: str | None = None) -> Crosswalk:
                     path,
                 )
             matches[uri] = relation
-        terms.append(
-            SourceTerm(
-                code=code,
-                title=str(entry.get("title", "")).strip(),
-                description=str(entry.get("description", "") or "").strip(),
-                matches=matches,
-            )
-        )
+        term = SourceTerm(code=code, title=str(entry.get("title", "")).strip(),
+                          description=str(entry.get("description", "") or "").strip(), matches=matches)  # fmt: skip
+        # One limit for titles and descriptions, as every import checks them (melo_core.text_limits).
+        for key, check, value in (("title", check_label, term.title), ("description", check_description,
+                                                                           term.description)):  # fmt: skip
+            try:
+                check(value, key)
+            except ValueError as exc:
+                raise MeloInputError(f'term {code!r}: field "{key}": {exc}', path) from None
+        terms.append(term)
     if name is None:
         name = path.parent.name if path.name == "crosswalk.json" else path.stem
     return Crosswalk(name=name, terms=terms)

@@ -18,6 +18,7 @@ from melo_core import config
 from melo_core.datasets import MeloDataset, datasets_root, list_datasets, load_dataset
 from melo_core.disk_cache import files_stamp, load_pickle, save_pickle
 from melo_core.errors import MeloInputError
+from melo_core.text_limits import check_label
 from melo_core.tsv import read_csv_records
 
 OCCUPATION = "occupation"
@@ -312,16 +313,26 @@ def _read_esco_labels(path: Path, lang: str, into: dict[str, Concept], kind: str
     """One ``occupations_<lang>.csv`` or ``ISCOGroups_<lang>.csv``: its labels (and description)
     join the concepts of ``into`` by URI, a concept made on its first sight."""
     required = ["conceptUri", code_column, "preferredLabel"] + (["altLabels"] if kind == OCCUPATION else [])
-    for number, row in read_csv_records(path, required):
+    # altLabels, hiddenLabels and descriptions hold line breaks (one label a line); these never do.
+    single_line = ["conceptUri", code_column, "preferredLabel"]
+    for number, row in read_csv_records(path, required, single_line=single_line):
         uri = row["conceptUri"].strip()
         if not uri:
             raise MeloInputError("empty conceptUri", path, number)
-        concept = into.setdefault(uri, Concept(uri=uri, number=0, kind=kind, isco_code=row[code_column].strip()))
-        concept.labels[lang] = LanguageLabels(
+        labels = LanguageLabels(
             preferred=row["preferredLabel"].strip() or None,
             alternative=_lines(row.get("altLabels", "")),
             hidden=_lines(row.get("hiddenLabels", "")),
         )
+        for column, values in (("preferredLabel", [labels.preferred or ""]), ("altLabels", labels.alternative),
+                               ("hiddenLabels", labels.hidden)):  # fmt: skip
+            try:
+                for value in values:
+                    check_label(value)
+            except ValueError as exc:
+                raise MeloInputError(f"column {column!r}: {exc}", path, number) from None
+        concept = into.setdefault(uri, Concept(uri=uri, number=0, kind=kind, isco_code=row[code_column].strip()))
+        concept.labels[lang] = labels
         if lang == "en" or not concept.description:
             concept.description = row.get("description", "").strip() or concept.description
 

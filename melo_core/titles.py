@@ -11,7 +11,6 @@ country. Titles are evaluation data only: nothing here turns them into mentions 
 
 from __future__ import annotations
 
-import csv
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from melo_core.builder import LabelCorpus
 from melo_core.datasets import MeloDataset
 from melo_core.errors import MeloInputError
 from melo_core.taxonomy import Taxonomy, language_codes
-from melo_core.tsv import header_row, read_text, sniff_delimiter
+from melo_core.tsv import csv_rows, read_text, sniff_delimiter
 
 # Dataset names of title sets start with this; MELO names start with a country.
 TITLES_PREFIX = "titles_"
@@ -55,17 +54,20 @@ def read_titles(path: str | Path, title_column: str = DEFAULT_TITLE_COLUMN,
     if not path.is_file():
         raise MeloInputError("titles file not found", path)
     text = read_text(path)  # UTF-8, or UTF-16 with its mark (a spreadsheet's "Unicode Text")
-    try:
-        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=sniff_delimiter(text))
-        header = reader.fieldnames = header_row(reader.reader)
-        missing = [c for c in (title_column, uri_column) if c not in header]
-        if missing:
-            raise MeloInputError(f"no column {' or '.join(map(repr, missing))} (the header has "
-                                 f"{', '.join(map(repr, header)) or 'nothing'}); choose with --title-column "
-                                 "and --uri-column", path)  # fmt: skip
-        return [((row[title_column] or "").strip(), (row[uri_column] or "").strip()) for row in reader]
-    except csv.Error as exc:
-        raise MeloInputError(f"not a readable CSV file: {exc}", path) from None
+    # strict about quotes: a title or URI holding a line break is a quote left open
+    rows = csv_rows(path, io.StringIO(text, newline=""), sniff_delimiter(text), (title_column, uri_column))
+    _, header = next(rows, (1, []))
+    missing = [c for c in (title_column, uri_column) if c not in header]
+    if missing:
+        raise MeloInputError(f"no column {' or '.join(map(repr, missing))} (the header has "
+                             f"{', '.join(map(repr, header)) or 'nothing'}); choose with --title-column "
+                             "and --uri-column", path)  # fmt: skip
+    title_at, uri_at = header.index(title_column), header.index(uri_column)
+    return [(_cell(cells, title_at), _cell(cells, uri_at)) for _, cells in rows]
+
+
+def _cell(cells: list[str], index: int) -> str:
+    return cells[index].strip() if index < len(cells) else ""
 
 
 def _name(path: Path, languages: list[str]) -> str:

@@ -213,7 +213,7 @@ BAD_CSVS = [
     (b'code,label,description\nA,Alpha,"two\nlines"\nB,,\n', 4, "label", "empty label"),  # line of the record's start
     (b"code,label\nA,Alpha,extra\n", 2, None, "more cells than the header"),
     (b"code,label\nA,Caf\xe9\n", 2, None, "not valid UTF-8"),
-    (b'code,label\nA,"unclosed\nB,Beta\n', 2, "label", "line break inside the cell"),
+    (b'code,label\nA,"unclosed\nB,Beta\n', 2, "label", "a quote opened on this line is never closed"),
     (b"code,label\n", 1, None, "no terms"),
 ]
 
