@@ -99,29 +99,39 @@ def check_output(out: str | Path | None, inputs: Iterable[Protected], option: st
     (the data folder), or a folder output holding an input. ``-``, a URL and None pass."""
     if out is None or is_stdout(out) or "://" in os.fspath(out):
         return
-    target = _absolute(Path(out))
     for what, given in inputs:
         if given is None or "://" in os.fspath(given):
             continue
-        source = _absolute(Path(given))
-        if target == source or _same_file(target, source):
-            relation = "is"
-        elif target.is_relative_to(source):
-            relation = "is inside"
-        elif source.is_relative_to(target):
-            relation = "holds"
-        else:
+        relation = _relation(Path(out), Path(given))
+        if relation is None:
             continue
         raise MeloInputError(f"{option} {relation} {what} ({given}): an output never replaces an input; "
                              "choose another path", out)  # fmt: skip
 
 
+def _relation(out: Path, source: Path) -> str | None:
+    """How ``out`` stands to ``source``: "is", "is inside", "holds", or None (apart). Compared as
+    written and with links followed: a data folder of links into another holds what its links name."""
+    for target, given in ((_absolute(out), _absolute(source)), (_followed(out), _followed(source))):
+        if target == given or _same_file(target, given):
+            return "is"
+        if target.is_relative_to(given):
+            return "is inside"
+        if given.is_relative_to(target):
+            return "holds"
+    return None
+
+
 def _absolute(path: Path) -> Path:
+    return Path(os.path.abspath(path))
+
+
+def _followed(path: Path) -> Path:
     """``path`` with its links followed as far as they exist (a new file's folder may be a link)."""
     try:
         return path.resolve()
     except (OSError, RuntimeError):  # a loop of links: compared as written
-        return Path(os.path.abspath(path))
+        return _absolute(path)
 
 
 def _same_file(first: Path, second: Path) -> bool:
