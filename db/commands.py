@@ -95,7 +95,7 @@ def cmd_import_taxonomy(args: argparse.Namespace) -> int:
 
 
 def cmd_import_terms(args: argparse.Namespace) -> int:
-    from db.imports import import_terms, read_term_file
+    from db.imports import check_accounted, import_terms, read_term_file
     from db.store import Store
     from melo_core.crosswalk import crosswalk_path
 
@@ -109,7 +109,8 @@ def cmd_import_terms(args: argparse.Namespace) -> int:
         source = read_term_file(args.skos_csv, "skos-csv")
     with Store(args.db, create=args.create) as store:
         report = import_terms(store, args.scheme, source, kind=args.kind, language=args.lang, base_uri=args.base_uri)
-        print(f"{report.summary()} (from {source.path}, into {store.display_url})")
+        check_accounted(source, report)
+        print(f"{report.summary()} ({source.rows} read from {source.path}, into {store.display_url})")
     return 0
 
 

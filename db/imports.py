@@ -105,6 +105,7 @@ class TermFile:
     terms: list[TermRecord]
     decisions: list[DecisionRecord] = field(default_factory=list)
     language: str | None = None  # the language the file itself declares (crosswalk name)
+    rows: int = 0  # data rows (CSV) or entries (JSON) read: each gave a term, a decision or both
 
 
 @dataclass
@@ -177,7 +178,7 @@ def read_terms_csv(path: str | Path) -> TermFile:
         terms.append(TermRecord(line, code, label, description, language))
     if not terms:
         raise MeloInputError("no terms (only a header)", path, header_line)
-    return TermFile(path, terms)
+    return TermFile(path, terms, rows=len(terms))  # one term a row
 
 
 def _csv_header(path: Path, text: str) -> tuple[list[str], int]:
@@ -317,7 +318,7 @@ def read_crosswalk(path: str | Path, with_decisions: bool = False) -> TermFile:
         if with_decisions:
             for uri, relation in term.matches.items():
                 decisions.append(DecisionRecord(line, term.code.strip(), uri, relation, curator))
-    return TermFile(path, terms, decisions, language=crosswalk.language)
+    return TermFile(path, terms, decisions, language=crosswalk.language, rows=len(raw))
 
 
 def read_skos_csv(path: str | Path) -> TermFile:
@@ -337,8 +338,10 @@ def read_skos_csv(path: str | Path) -> TermFile:
     uris: dict[str, tuple[str, int]] = {}
     decisions: list[DecisionRecord] = []
     pairs: dict[tuple[str, str], int] = {}
+    rows = 0
     # Every cell of our export is one line; labels are kept as written (spaces at either end too).
     for line, raw in read_csv_records(path, header, text, single_line=header):
+        rows += 1
         row = {k: unneutralise(v) for k, v in raw.items()}
         row.setdefault("original_author", "")
         row.setdefault("original_date", "")
@@ -411,7 +414,7 @@ def read_skos_csv(path: str | Path) -> TermFile:
         decisions.append(DecisionRecord(line, code, target, outcome, *claimed))
     if not terms:
         raise MeloInputError("no terms (only a header)", path, header_line)
-    return TermFile(path, list(terms.values()), decisions)
+    return TermFile(path, list(terms.values()), decisions, rows=rows)
 
 
 # -- writing to the store ------------------------------------------------------------------------
@@ -437,6 +440,16 @@ def read_term_file(path: str | Path, file_format: str, with_decisions: bool = Fa
     if file_format == "crosswalk":
         return read_crosswalk(path, with_decisions=with_decisions)
     return read_skos_csv(path)
+
+
+def check_accounted(source: TermFile, report: ImportReport) -> None:
+    """Every term and decision read is imported or found already there (no row lost in silence):
+    terms added, updated or unchanged; decisions added or skipped."""
+    terms = report.added + report.updated + report.unchanged
+    decisions = report.decisions_added + report.decisions_skipped
+    if (terms, decisions) != (len(source.terms), len(source.decisions)):
+        raise MeloInputError(f"{source.rows} rows read gave {len(source.terms)} terms and {len(source.decisions)} "
+                             f"decisions, but the import accounts for {terms} and {decisions}", source.path)  # fmt: skip
 
 
 # batched-import: done

@@ -315,10 +315,14 @@ def _read_esco_labels(path: Path, lang: str, into: dict[str, Concept], kind: str
     required = ["conceptUri", code_column, "preferredLabel"] + (["altLabels"] if kind == OCCUPATION else [])
     # altLabels, hiddenLabels and descriptions hold line breaks (one label a line); these never do.
     single_line = ["conceptUri", code_column, "preferredLabel"]
+    first_line: dict[str, int] = {}  # a row per concept: a second one would replace the first's labels
     for number, row in read_csv_records(path, required, single_line=single_line):
         uri = row["conceptUri"].strip()
         if not uri:
             raise MeloInputError("empty conceptUri", path, number)
+        if uri in first_line:
+            raise MeloInputError(f"column 'conceptUri': {uri} already on line {first_line[uri]}", path, number)
+        first_line[uri] = number
         labels = LanguageLabels(
             preferred=row["preferredLabel"].strip() or None,
             alternative=_lines(row.get("altLabels", "")),

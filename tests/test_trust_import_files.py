@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from db.imports import ImportReport, check_accounted, read_term_file
 from db.testing import run_cli, run_cli_ok, snapshot
 from melo_core.bulk import InputBatches
 from melo_core.crosswalk import load_crosswalk
@@ -86,7 +87,9 @@ def test_an_open_quote_in_a_terms_csv_description_stops_at_its_line_not_after_on
     rows[2][2] = "first line\nsecond line, with a comma"
     good = tmp_path / "good.csv"
     good.write_text("".join(csv_lines(rows)), encoding="utf-8")
-    assert "4 terms added" in ok("import-terms", "--scheme", "nor", "--csv", str(good), "--db", store_url)
+    assert "4 terms added, 0 updated, 0 unchanged (4 read from" in ok(
+        "import-terms", "--scheme", "nor", "--csv", str(good), "--db", store_url
+    )
 
 
 def test_a_quote_closed_by_a_later_quote_names_the_line_it_opened_on(tmp_path: Path) -> None:
@@ -273,6 +276,29 @@ def test_a_terms_csv_with_a_bad_label_is_refused(store_url: str, tmp_path: Path,
     message = rejected("import-terms", "--scheme", "nor", "--csv", str(path), "--db", store_url)
     assert message.startswith(f"error: {path}:3: column 'label': label ") and words in message
     assert snapshot(store_url) == before
+
+
+def test_an_esco_csv_row_repeating_a_concept_is_refused_not_merged(esco_csv: Path, tmp_path: Path) -> None:
+    """A second row of one concept replaced the first's labels: two rows read, one concept kept."""
+    folder, rows = esco_slice(esco_csv, tmp_path / "esco", 3)
+    lines = csv_lines([*rows, rows[1]])
+    (folder / "occupations_en.csv").write_text("".join(lines), encoding="utf-8")
+    with pytest.raises(MeloInputError) as caught:
+        taxonomy_from_esco_csv(folder)
+    assert caught.value.line == 1 + "".join(lines[:4]).count("\n")
+    assert caught.value.message == f"column 'conceptUri': {rows[1][1]} already on line 2"
+
+
+def test_an_import_that_does_not_account_for_every_row_read_fails(tmp_path: Path) -> None:
+    """The CLI checks that every term and decision read was imported or already there."""
+    path = tmp_path / "terms.csv"
+    path.write_text("code,label\n1,lege\n2,kokk\n", encoding="utf-8")
+    source = read_term_file(path, "csv")
+    assert (source.rows, len(source.terms)) == (2, 2)
+    check_accounted(source, ImportReport("scheme s", added=1, unchanged=1))
+    with pytest.raises(MeloInputError, match="2 rows read gave 2 terms and 0 decisions, but the import accounts "
+                       "for 1 and 0"):  # fmt: skip
+        check_accounted(source, ImportReport("scheme s", added=1))
 
 
 def test_an_esco_csv_with_a_bad_label_is_refused(store_url: str, esco_csv: Path, tmp_path: Path) -> None:
