@@ -318,3 +318,23 @@ def test_the_crosswalk_page_shows_what_a_file_claimed_and_refuses_an_invisible_c
     crosswalk = app.dataframe[0].value
     assert list(crosswalk["curator"]) == ["import:claims.csv"] * 2
     assert list(crosswalk["file says"]) == ["alice, 1999-01-01"] * 2
+
+
+def test_an_import_is_not_its_importers_judgement(store_url: str, tmp_path: Path) -> None:
+    """Kappa, the curators list and decisions per hour count what curators decided, not what a
+    signed-in user imported."""
+    accounts(store_url)
+    path = tmp_path / "claims.csv"
+    path.write_text(FORGED, encoding="utf-8")
+    with Store(store_url, sign_in=True) as shared:
+        rita, alice = shared.sign_in("rita", "rita-secret"), shared.sign_in("alice", "alice-secret")
+        import_terms(shared, "tst", read_term_file(path, "skos-csv"), signer=rita)
+        b1 = shared.term("tst", "B1")
+        assert b1 is not None
+        shared.decide(b1.id, BAKER, "narrowMatch", alice)
+        assert shared.curators("tst") == ["alice"]
+        assert shared.curators("tst", include_imports=True) == ["alice", "rita"]
+        assert {c.curator for c in shared.decisions_per_hour("tst")} == {"alice"}
+        assert shared.agreement("alice", "rita", "tst").items == 0
+        shared.decide(b1.id, BAKER, "exactMatch", rita)  # her own judgement counts
+        assert shared.agreement("alice", "rita", "tst").items == 1

@@ -175,7 +175,7 @@ class CrosswalkQueries(StoreBase):
     def agreement(self, curator_a: str, curator_b: str, scheme: str | None = None) -> Agreement:
         """Cohen's kappa over the (term, concept) pairs both curators decided. A curator's
         judgement on a pair is their latest decision on it that has not been undone (undo
-        decisions restore someone's state; they are nobody's judgement)."""
+        decisions restore someone's state; they are nobody's judgement, nor are imported ones)."""
         with self.read() as s:
             # Only pairs both touched matter, but undo needs each pair's whole history.
             pairs = select(DecisionRow.term_id, DecisionRow.concept_uri).where(
@@ -197,6 +197,8 @@ class CrosswalkQueries(StoreBase):
         b: dict[tuple[int, str], str] = {}
         for pair, rows in history.items():
             for row in replay(rows):  # oldest first: a later judgement overwrites
+                if row.imported_by is not None:  # a file's decision, not the importer's judgement
+                    continue
                 if row.curator == curator_a:
                     a[pair] = row.outcome
                 elif row.curator == curator_b:
@@ -214,8 +216,12 @@ class CrosswalkQueries(StoreBase):
         return Agreement(curator_a, curator_b, n, agreed, observed, expected, kappa)
 
     def curators(self, scheme: str | None = None, include_imports: bool = False) -> list[str]:
+        """Who decided in the scheme; importers (``import:*``, and a signed-in user who only
+        imported) only with ``include_imports``."""
         with self.read() as s:
             query = select(DecisionRow.curator).distinct()
+            if not include_imports:
+                query = query.where(DecisionRow.imported_by.is_(None))
             if scheme is not None:
                 query = query.join(TermRow, TermRow.id == DecisionRow.term_id).where(
                     TermRow.scheme_id == self._scheme_row(s, scheme).id
@@ -233,6 +239,8 @@ class CrosswalkQueries(StoreBase):
         """Decisions per curator and UTC hour, oldest first (bulk imports left out by default)."""
         with self.read() as s:
             query = select(DecisionRow.decided_at, DecisionRow.curator)
+            if not include_imports:  # imported rows, signed-in importers' too
+                query = query.where(DecisionRow.imported_by.is_(None))
             if scheme is not None:
                 query = query.join(TermRow, TermRow.id == DecisionRow.term_id).where(
                     TermRow.scheme_id == self._scheme_row(s, scheme).id
