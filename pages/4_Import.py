@@ -10,7 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from db.imports import TERM_FORMATS, count_labels, import_taxonomy, import_terms, read_term_file
+from db.imports import TERM_FORMATS, check_accounted, count_labels, import_taxonomy, import_terms, read_term_file
 from db.quickstart import TAXONOMY_NAME, TAXONOMY_VERSION
 from db.store import AccessError
 from melo_core import config
@@ -130,6 +130,7 @@ with file_tab:
                     source = read_term_file(path, file_format, with_decisions and file_format == "crosswalk")
                     report = import_terms(store, scheme, source, kind=kind, language=language, base_uri=base_uri,
                                           signer=signer)  # fmt: skip
+                    check_accounted(source, report)  # every row read imported or already there
                     st.success(report.summary())
                 except MeloInputError as exc:
                     refused(exc)
@@ -150,6 +151,7 @@ with crosswalk_tab:
                 source = read_term_file(crosswalk_path(config.data_dir(), code), "crosswalk", reviewed)
                 report = import_terms(store, scheme or code, source, kind=kind, language=language, base_uri=base_uri,
                                       signer=signer)  # fmt: skip
+                check_accounted(source, report)
                 st.success(report.summary())
             except MeloInputError as exc:
                 refused(exc)
