@@ -338,3 +338,25 @@ def test_an_import_is_not_its_importers_judgement(store_url: str, tmp_path: Path
         assert shared.agreement("alice", "rita", "tst").items == 0
         shared.decide(b1.id, BAKER, "exactMatch", rita)  # her own judgement counts
         assert shared.agreement("alice", "rita", "tst").items == 1
+
+
+def test_an_undo_back_to_an_imported_state_keeps_it_imported(store_url: str, tmp_path: Path) -> None:
+    accounts(store_url)
+    path = tmp_path / "claims.csv"
+    path.write_text(FORGED, encoding="utf-8")
+    with Store(store_url, sign_in=True) as shared:
+        rita, alice = shared.sign_in("rita", "rita-secret"), shared.sign_in("alice", "alice-secret")
+        import_terms(shared, "tst", read_term_file(path, "skos-csv"), signer=rita)
+        b1 = shared.term("tst", "B1")
+        assert b1 is not None
+        shared.decide(b1.id, BAKER, "narrowMatch", alice)
+        restored = shared.undo(b1.id, BAKER, alice)
+        assert restored is not None
+        assert (restored.outcome, restored.curator, restored.imported_by, restored.original_author) == (
+            "exactMatch",
+            "alice",
+            "rita",
+            "alice",
+        )
+        with pytest.raises(NotAllowed, match="one you imported"):
+            shared.review([restored.id], rita, "confirmed")

@@ -143,6 +143,10 @@ class DecisionQueries(StoreBase):
             undoes_id=undone.id,
             # The state restored keeps the version it was decided against.
             esco_version=restored.esco_version if restored else self._target_version(s, term),
+            # ... and its provenance: an imported state stays imported (its importer may not review it).
+            imported_by=restored.imported_by if restored else None,
+            original_author=restored.original_author if restored else None,
+            original_date=restored.original_date if restored else None,
         )
         s.add(row)
         s.flush()
