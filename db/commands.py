@@ -3,8 +3,9 @@
 ``melo_core.extensions`` loads; it also gives core commands the store (``eval --store``,
 ``train --with-decisions``).
 
-- ``import-taxonomy --data DIR | --esco-csv DIR``: the ESCO union of the MELO corpora, or the
-  ESCO CSV export.
+- ``import-taxonomy --data DIR | --esco-csv DIR [--replace]``: the ESCO union of the MELO corpora,
+  or the ESCO CSV export; a replacement that would remove many concepts, change the languages or
+  overwrite melo-union from elsewhere needs ``--replace``.
 - ``import-terms --scheme NAME --csv FILE | --crosswalk CODE|FILE.json [--with-decisions] |
   --skos-csv FILE``.
 - ``export --scheme NAME --format skos-csv|sssom|turtle --out FILE|- [--negatives] [--suggestions]
@@ -89,7 +90,8 @@ def cmd_import_taxonomy(args: argparse.Namespace) -> int:
     total = len(taxonomy.concepts) + count_labels(taxonomy)
     with Store(args.db, create=True) as store:
         with tqdm(total=total, unit="row", desc="importing taxonomy", disable=args.quiet, file=sys.stderr) as bar:
-            report = import_taxonomy(store, taxonomy, args.name, version, source, on_progress=bar.update)
+            report = import_taxonomy(store, taxonomy, args.name, version, source, on_progress=bar.update,
+                                     replace=args.replace, from_melo_corpora=not args.esco_csv)  # fmt: skip
         print(f"{report.summary()} in {store.display_url} ({time.perf_counter() - started:.1f} s)")
     return 0
 
@@ -275,7 +277,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "import-taxonomy",
         help="import ESCO (MELO corpora union or ESCO CSV export) into the crosswalk store",
         description="Import a taxonomy version into the store with bulk inserts. Importing the same "
-        "content again changes nothing; new content under the same name and version replaces the old.",
+        "content again changes nothing; new content under the same name and version replaces the old, "
+        "and the diff is printed. A replacement that would remove many concepts, change the languages or "
+        "overwrite melo-union from an ESCO CSV export stops unless --replace.",
     )
     source = it.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", help=f"the ESCO union of the MELO corpora under this folder ({data_help})")
@@ -288,6 +292,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "the vX.Y.Z in the folder name, else esco-csv). Give the real ESCO version when you know it",
     )
     it.add_argument("--langs", type=str.lower, help="comma-separated label languages to keep (default: all)")
+    it.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace a stored version even when that removes more than 2%% of its concepts, changes its "
+        "label languages, or overwrites melo-union with anything but --data (without it: the diff, exit 2, "
+        "nothing written)",
+    )
     it.add_argument("--db", help=DB_HELP)
     it.add_argument("--quiet", action="store_true", help="no progress bar")
     it.set_defaults(func=cmd_import_taxonomy)

@@ -65,6 +65,10 @@ TERM_CSV_COLUMNS = ("code", "label", "description", "lang")
 # Mirrors melo_core.crosswalk: the relations of the standardised crosswalk JSON, and its aliases.
 CROSSWALK_RELATIONS = ("exactMatch", "narrowMatch", "broadMatch", "closeMatch", "exactISCO")
 _MAX_CODE = 500
+# A taxonomy import may remove up to this share of a stored version's concepts without --replace.
+MAX_REMOVED_SHARE = 0.02
+# The version of the ESCO union of the MELO corpora: replaced by nothing else without --replace.
+MELO_UNION_VERSION = "melo-union"
 _BATCH = 5000
 # Rows per transaction of a term import: a few hundredths of a second each, so a curator's
 # decision waits no longer than that (benchmarks/reimport.py).
@@ -108,6 +112,30 @@ class TermFile:
     rows: int = 0  # data rows (CSV) or entries (JSON) read: each gave a term, a decision or both
 
 
+@dataclass(frozen=True)
+class TaxonomyDiff:
+    """What replacing a stored taxonomy version with new content changes. A label is its
+    concept, language, kind and text; a concept is relabelled when it stays and its preferred
+    label in a language it keeps changes (languages that come or go are the language sets)."""
+
+    concepts_before: int
+    concepts_added: int
+    concepts_removed: int
+    concepts_relabelled: int
+    labels_added: int
+    labels_removed: int
+    languages_before: tuple[str, ...]
+    languages_after: tuple[str, ...]
+
+    def summary(self) -> str:
+        before, after = ",".join(self.languages_before), ",".join(self.languages_after)
+        languages = f"languages {before} (unchanged)" if before == after else f"languages {before} -> {after}"
+        return (
+            f"diff: concepts +{self.concepts_added} -{self.concepts_removed} of {self.concepts_before} "
+            f"({self.concepts_relabelled} relabelled), labels +{self.labels_added} -{self.labels_removed}, {languages}"
+        )
+
+
 @dataclass
 class ImportReport:
     what: str
@@ -117,13 +145,15 @@ class ImportReport:
     decisions_added: int = 0
     decisions_skipped: int = 0
     labels: int = 0
+    diff: TaxonomyDiff | None = None  # a taxonomy version replaced: what changed
 
     def summary(self) -> str:
         if self.what.startswith("taxonomy"):
             if self.unchanged:
                 return f"{self.what}: unchanged ({self.unchanged} concepts already stored)"
             verb = "replaced" if self.updated else "imported"
-            return f"{self.what}: {verb}, {self.added} concepts, {self.labels} labels"
+            text = f"{self.what}: {verb}, {self.added} concepts, {self.labels} labels"
+            return f"{text}; {self.diff.summary()}" if self.diff else text
         text = f"{self.what}: {self.added} terms added, {self.updated} updated, {self.unchanged} unchanged"
         if self.decisions_added or self.decisions_skipped:
             text += f"; {self.decisions_added} decisions added, {self.decisions_skipped} already there"
@@ -811,10 +841,18 @@ def import_taxonomy(
     version: str,
     source: str = "",
     on_progress: Progress | None = None,
+    *,
+    replace: bool = False,
+    from_melo_corpora: bool = False,
 ) -> ImportReport:
     """Store a taxonomy version with bulk inserts. The same content again is a no-op; other
     content under the same name and version replaces the stored one (decisions refer to
-    concepts by URI, so they are unaffected)."""
+    concepts by URI, so they are unaffected), and the report carries the diff.
+
+    A replacement that removes more than ``MAX_REMOVED_SHARE`` of the stored concepts, changes
+    the version's label languages, or overwrites the reserved ``melo-union`` version with
+    anything but the MELO corpora (``from_melo_corpora``) stops with its diff and writes
+    nothing, unless ``replace``."""
     if not name.strip() or not version.strip():
         raise MeloInputError("a taxonomy needs a name and a version")
     if not taxonomy.concepts:
@@ -829,6 +867,13 @@ def import_taxonomy(
             progress(len(taxonomy.concepts) + count_labels(taxonomy))
             return report
         if row is not None:
+            report.diff = _taxonomy_diff(s, row.id, taxonomy)
+            reasons = _replacement_risks(report.diff, version, from_melo_corpora)
+            if reasons and not replace:
+                raise MeloInputError(
+                    f"taxonomy {name} {version} not replaced: {'; '.join(reasons)}. Nothing was written; "
+                    f"give --replace to replace it all the same ({report.diff.summary()})"
+                )
             s.execute(delete(ConceptRow).where(ConceptRow.taxonomy_id == row.id))  # labels cascade
             s.execute(
                 update(TaxonomyRow)
@@ -878,6 +923,70 @@ def import_taxonomy(
             report.labels += len(labels)
         report.added = len(concept_rows)
     return report
+
+
+def _taxonomy_diff(s: Session, taxonomy_id: int, taxonomy: Taxonomy) -> TaxonomyDiff:
+    """The stored version against the new content, in two queries: the concepts' URIs, and every
+    label streamed once (the MELO union holds 316,372) and kept as a hash, not a row."""
+    stored_uris = set(s.scalars(select(ConceptRow.uri).where(ConceptRow.taxonomy_id == taxonomy_id)))
+    new_uris = {c.uri for c in taxonomy.concepts}
+    new_preferred: dict[tuple[str, str], str] = {}
+    new_labels: set[int] = set()
+    languages_after: set[str] = set()
+    for c in taxonomy.concepts:
+        for language, forms in c.labels.items():
+            texts = [("alternative", t) for t in forms.alternative] + [("hidden", t) for t in forms.hidden]
+            if forms.preferred:
+                new_preferred[c.uri, language] = forms.preferred
+                texts.append(("preferred", forms.preferred))
+            if texts:
+                languages_after.add(language)
+            new_labels.update(hash((c.uri, language, kind, text)) for kind, text in texts)
+    stored_labels: set[int] = set()
+    stored_preferred: dict[tuple[str, str], str] = {}
+    languages_before: set[str] = set()
+    query = (
+        select(ConceptRow.uri, LabelRow.language, LabelRow.kind, LabelRow.text)
+        .join(LabelRow, LabelRow.concept_id == ConceptRow.id)
+        .where(ConceptRow.taxonomy_id == taxonomy_id)
+        .execution_options(yield_per=20_000)
+    )
+    for uri, language, kind, text in s.execute(query):
+        stored_labels.add(hash((uri, language, kind, text)))
+        languages_before.add(language)
+        if kind == "preferred":
+            stored_preferred[uri, language] = text
+    relabelled = {
+        uri for (uri, language), label in stored_preferred.items() if new_preferred.get((uri, language), label) != label
+    }
+    return TaxonomyDiff(
+        concepts_before=len(stored_uris),
+        concepts_added=len(new_uris - stored_uris),
+        concepts_removed=len(stored_uris - new_uris),
+        concepts_relabelled=len(relabelled),
+        labels_added=len(new_labels - stored_labels),
+        labels_removed=len(stored_labels - new_labels),
+        languages_before=tuple(sorted(languages_before)),
+        languages_after=tuple(sorted(languages_after)),
+    )
+
+
+def _replacement_risks(diff: TaxonomyDiff, version: str, from_melo_corpora: bool) -> list[str]:
+    """Why replacing a stored version with this content needs ``--replace`` (none: it may go ahead)."""
+    risks = []
+    if diff.concepts_removed > MAX_REMOVED_SHARE * diff.concepts_before:
+        risks.append(
+            f"it would remove {diff.concepts_removed} of {diff.concepts_before} concepts "
+            f"(more than {MAX_REMOVED_SHARE:.0%})"
+        )
+    if diff.languages_before != diff.languages_after:
+        risks.append(
+            f"it would change the label languages ({','.join(diff.languages_before)} -> "
+            f"{','.join(diff.languages_after) or 'none'})"
+        )
+    if version == MELO_UNION_VERSION and not from_melo_corpora:
+        risks.append(f"the version {MELO_UNION_VERSION} is kept for the ESCO union of the MELO corpora (--data)")
+    return risks
 
 
 def _label(concept_id: int, language: str, kind: str, position: int, text: str) -> dict[str, object]:

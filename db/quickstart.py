@@ -42,7 +42,13 @@ def start_curation(
         on_progress(0.05 + 0.85 * min(done / total, 1.0), "importing the ESCO taxonomy")
 
     taxonomy_report = import_taxonomy(
-        store, taxonomy, TAXONOMY_NAME, TAXONOMY_VERSION, str(Path(data_dir).resolve()), on_progress=step
+        store,
+        taxonomy,
+        TAXONOMY_NAME,
+        TAXONOMY_VERSION,
+        str(Path(data_dir).resolve()),
+        on_progress=step,
+        from_melo_corpora=True,
     )
     on_progress(0.9, f"importing the terms of {crosswalk}")
     terms_report = import_terms(store, crosswalk, read_crosswalk(crosswalk_path(data_dir, crosswalk)))

@@ -43,7 +43,7 @@ def refused(exc: MeloInputError) -> None:
     st.error(f"Nothing was imported. {where}{exc.message}")
 
 
-def import_with_progress(taxonomy: Taxonomy, name: str, version: str, source: str) -> None:
+def import_with_progress(taxonomy: Taxonomy, name: str, version: str, source: str, melo_corpora: bool = False) -> None:
     total = len(taxonomy.concepts) + count_labels(taxonomy)
     bar = st.progress(0.0, text="importing the taxonomy")
     done = 0
@@ -53,7 +53,7 @@ def import_with_progress(taxonomy: Taxonomy, name: str, version: str, source: st
         done += n
         bar.progress(min(done / total, 1.0), text=f"importing the taxonomy: {done:,} of {total:,} rows")
 
-    report = import_taxonomy(store, taxonomy, name, version, source, on_progress=step)
+    report = import_taxonomy(store, taxonomy, name, version, source, on_progress=step, from_melo_corpora=melo_corpora)
     bar.progress(1.0, text="done")
     st.success(report.summary())
 
@@ -71,7 +71,7 @@ with union_tab:
         try:
             with st.spinner("reading the corpora"):
                 union = cached_taxonomy_from_melo(data_dir)
-            import_with_progress(union, TAXONOMY_NAME, TAXONOMY_VERSION, str(Path(data_dir).resolve()))
+            import_with_progress(union, TAXONOMY_NAME, TAXONOMY_VERSION, str(Path(data_dir).resolve()), True)
         except MeloInputError as exc:
             refused(exc)
         except OSError as exc:

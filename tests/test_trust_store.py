@@ -187,12 +187,13 @@ def esco_slice(folder: Path, occupations: int = 3, groups: int = 0, name: str = 
             pytest.skip(f"ESCO CSV export not found at {esco_csv_dir()}")
         with source.open(encoding="utf-8", newline="") as handle:
             reader = csv.DictReader(handle)
+            fields = reader.fieldnames or []
             rows = list(itertools.islice(reader, keep))
         for row in rows[:relabel] if file_name.startswith("occupations") else []:
             row["preferredLabel"] += " (renamed)"
         if keep or file_name.startswith("occupations"):
             with (target / file_name).open("w", encoding="utf-8", newline="") as out:
-                writer = csv.DictWriter(out, fieldnames=reader.fieldnames or [])
+                writer = csv.DictWriter(out, fieldnames=fields)
                 writer.writeheader()
                 writer.writerows(rows)
     return target
@@ -253,3 +254,63 @@ def test_a_full_disk_during_import_terms_is_one_line_and_writes_nothing(tmp_path
                     decided += 1
             assert "refused the write, nothing was written" in str(raised.value)
             assert len(store.history(term.id)) == decided  # the refused decision is not there
+
+
+# -- a taxonomy import cannot wipe a taxonomy ---------------------------------------------------
+
+
+def test_an_import_that_would_remove_most_concepts_stops_with_its_diff(store_url: str, tmp_path: Path) -> None:
+    def esco(name: str, occupations: int, relabel: int = 0) -> str:
+        return str(esco_slice(tmp_path, occupations, groups=20, name=name, relabel=relabel))
+
+    run_cli_ok("import-taxonomy", "--esco-csv", esco("full", 100), "--version", "v1", "--db", store_url, "--quiet")
+    # One occupation fewer (1 of 120 concepts, under 2 %) and one relabelled: replaced, with the diff.
+    out = run_cli_ok("import-taxonomy", "--esco-csv", esco("fewer", 99, relabel=1), "--version", "v1",
+                     "--db", store_url, "--quiet")  # fmt: skip
+    assert "replaced, 119 concepts" in out
+    assert "diff: concepts +0 -1 of 120 (1 relabelled)" in out and "languages en (unchanged)" in out
+    before = snapshot(store_url)
+
+    # A header-only occupations file (the ISCO groups alone), or a single occupation: stopped.
+    refused("import-taxonomy", "--esco-csv", esco("header-only", 0), "--version", "v1", "--db", store_url, "--quiet")
+    assert snapshot(store_url) == before
+    line = refused("import-taxonomy", "--esco-csv", esco("one", 1), "--version", "v1", "--db", store_url, "--quiet")
+    assert line.startswith("error: taxonomy esco v1 not replaced: it would remove 98 of 119 concepts (more than 2%)")
+    assert "give --replace" in line and "diff: concepts +0 -98 of 119 (1 relabelled)" in line
+    assert snapshot(store_url) == before
+
+    out = run_cli_ok("import-taxonomy", "--esco-csv", esco("one-again", 1), "--version", "v1", "--replace",
+                     "--db", store_url, "--quiet")  # fmt: skip
+    assert "replaced, 21 concepts" in out and "diff: concepts +0 -98 of 119" in out
+    with Store(store_url) as store:
+        assert [t.concepts for t in store.taxonomies()] == [21]
+
+
+@pytest.fixture
+def two_language_melo(datasets_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A MELO data folder with the Norwegian datasets: labels in Norwegian and English."""
+    root = tmp_path / "melo"
+    (root / "processed" / "melo").mkdir(parents=True)
+    for name in ("nor_q_no_c_no", "nor_q_no_c_en"):
+        (root / "processed" / "melo" / name).symlink_to(datasets_dir / name)
+    monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))
+    return root
+
+
+def test_the_melo_union_is_replaced_only_by_the_melo_corpora_in_the_same_languages(
+    store_url: str, two_language_melo: Path, tmp_path: Path
+) -> None:
+    run_cli_ok("import-taxonomy", "--data", str(two_language_melo), "--db", store_url, "--quiet")
+    before = snapshot(store_url)
+    line = refused("import-taxonomy", "--data", str(two_language_melo), "--langs", "no", "--db", store_url, "--quiet")
+    assert "taxonomy esco melo-union not replaced: it would change the label languages (en,no -> no)" in line
+    assert "languages en,no -> no" in line and "labels +0 -" in line
+
+    english = str(esco_slice(tmp_path, 40, groups=5))
+    line = refused("import-taxonomy", "--esco-csv", english, "--version", "melo-union", "--db", store_url, "--quiet")
+    assert "the version melo-union is kept for the ESCO union of the MELO corpora (--data)" in line
+    assert snapshot(store_url) == before
+
+    out = run_cli_ok("import-taxonomy", "--esco-csv", english, "--version", "melo-union", "--replace",
+                     "--db", store_url, "--quiet")  # fmt: skip
+    assert "taxonomy esco melo-union: replaced, 45 concepts" in out and "languages en,no -> en" in out
