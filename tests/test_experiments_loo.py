@@ -120,7 +120,7 @@ dense = ["word-tfidf"]
 def test_a_bad_experiment_file_is_refused_in_one_line(tmp_path: Path, text: str, message: str) -> None:
     path = _write(tmp_path / "bad.toml", text)
     done = subprocess.run([sys.executable, "-m", "melo_core", "experiment", "run", str(path), "--data",
-                           str(tmp_path), "--results", str(tmp_path / "results.csv")],
+                           str(tmp_path / "data"), "--results", str(tmp_path / "results.csv")],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)  # fmt: skip
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
