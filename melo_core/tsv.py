@@ -2,7 +2,8 @@
 sheet, read as the CSV it would save), and a CSV writer for outputs.
 
 Every problem is reported with the file and 1-based line number, because these files are
-often hand-edited or produced by other tools.
+often hand-edited or produced by other tools. Every CSV import reads through ``csv_rows``, strict
+about quotes: a quote left open stops at the line where it opened, not after swallowing rows.
 """
 
 from __future__ import annotations
