@@ -9,6 +9,7 @@ from melo_core import config
 from melo_core.datasets import dataset_overview
 from melo_core.errors import MeloInputError
 from ui.common import catalogue_markdown
+from ui.safe import md_code
 
 st.set_page_config(page_title="MELO Studio", page_icon="🔗", layout="wide")
 
@@ -43,7 +44,7 @@ def home() -> None:
         rows = []
 
     if not rows:
-        st.warning(f"No MELO data in `{data_dir}`.")
+        st.warning(f"No MELO data in {md_code(data_dir)}.")
         st.markdown(
             f"""
 **Get the data** (nothing is downloaded automatically):
@@ -65,7 +66,7 @@ def home() -> None:
     left.metric("Datasets", len(rows))
     middle.metric("Queries", f"{queries:,}")
     right.metric("Corpus languages", len(languages))
-    st.success(f"Benchmark data: `{data_dir}`")
+    st.success(f"Benchmark data: {md_code(data_dir)}")
 
     st.subheader("Run the same evaluation from the command line")
     st.code(

@@ -9,6 +9,7 @@ from melo_core import config
 from melo_core.datasets import dataset_overview, load_dataset, resolve_dataset
 from melo_core.errors import MeloInputError
 from ui.navigation import app_navigation
+from ui.safe import md_text
 
 app_navigation()
 st.set_page_config(page_title="Datasets · MELO Studio", layout="wide")
@@ -18,7 +19,7 @@ data_dir = config.data_dir()
 try:
     table = pd.DataFrame(dataset_overview(data_dir))
 except MeloInputError as exc:
-    st.error(str(exc))
+    st.error(md_text(exc))
     st.info(config.DATA_HELP)
     st.stop()
 

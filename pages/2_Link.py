@@ -29,6 +29,7 @@ from melo_core.taxonomy import ISCO_GROUP, reader_languages
 from ui import auth
 from ui import common as ui
 from ui.navigation import app_navigation
+from ui.safe import md_code, md_link, md_text
 
 app_navigation()
 st.set_page_config(page_title="Link · MELO Studio", layout="wide")
@@ -81,7 +82,7 @@ with st.sidebar:
         pipelines,
         index=pipelines.index(DEFAULT_PIPELINE),
         key="link_pipeline",
-        help="; ".join(f"{name}: {load_pipeline(name).description}" for name in pipelines)
+        help="; ".join(f"{md_text(name)}: {md_text(load_pipeline(name).description)}" for name in pipelines)
         + ". `python -m melo_core pipelines` lists their MELO figures.",
     )
     advanced = st.toggle("Advanced: a scorer spec instead", key="link_advanced")
@@ -109,9 +110,9 @@ unknown = ui.taxonomy().missing_languages(typed)
 if lacking := ui.taxonomy().lacking(typed):  # named, not silently dropped; ESCO's codes are lower case: "NO" is "no"
     message = lacking[0].upper() + lacking[1:] + "."  # the wording of link --langs and eval --titles
     if len(unknown) == len(typed):
-        st.error(message)
+        st.error(md_text(message))
         st.stop()
-    st.sidebar.warning(message + " Searching the others.")
+    st.sidebar.warning(md_text(message) + " Searching the others.")
 search_languages = tuple(sorted(code for code in typed if code not in unknown)) or None
 
 # -- progress ---------------------------------------------------------------------------------
@@ -122,9 +123,9 @@ hourly = store.decisions_per_hour(
 )
 this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 left, middle, right, last = st.columns(4)
-left.metric("Done", f"{counts['done']} / {total}")
-middle.metric("To do", counts["todo"])
-right.metric("Unsure", counts["unsure"])
+left.metric("Done", f"{counts['done']:d} / {total:d}")
+middle.metric("To do", int(counts["todo"]))
+right.metric("Unsure", int(counts["unsure"]))
 last.metric("Your decisions this hour", sum(h.decisions for h in hourly if h.hour == this_hour))
 st.progress(counts["done"] / total if total else 0.0)
 
@@ -195,8 +196,8 @@ def pick(choice_key: str, option: str) -> None:
 
 
 if message := st.session_state.pop("link_flash", None):
-    st.toast(message)
-    st.caption(message)
+    st.toast(md_text(message))  # it quotes labels and names
+    st.caption(md_text(message))
 
 # -- the queue and the current term -------------------------------------------------------------
 queue = store.queue(scheme_name, status=None if status == "all" else status, search=search, limit=200)
@@ -212,7 +213,7 @@ if wanted not in by_id:  # decided away (or filtered out): the next one in impor
     wanted = next((t.id for t in queue if t.id > (wanted or 0)), queue[0].id)
 st.session_state["link_term"] = wanted
 term_id = st.selectbox(
-    f"Term ({in_queue} in this queue{', the first 200 listed' if in_queue > len(queue) else ''})",
+    f"Term ({in_queue:d} in this queue{', the first 200 listed' if in_queue > len(queue) else ''})",
     list(by_id),
     format_func=lambda i: f"{by_id[i].label}  ·  {ui.shown_code(by_id[i].code, by_id[i].uri)}  [{by_id[i].status}]",
     key="link_term",
@@ -221,10 +222,12 @@ term = by_id[term_id]
 st.query_params["scheme"] = scheme_name
 st.query_params["term"] = str(term.id)
 
-st.subheader(term.label)
-st.caption(f"Code `{ui.shown_code(term.code, term.uri)}` · {term.uri} · status **{term.status}**")
+st.subheader(md_text(term.label))
+st.caption(
+    f"Code {md_code(ui.shown_code(term.code, term.uri))} · {md_code(term.uri)} · status **{md_text(term.status)}**"
+)
 if term.description:
-    st.markdown(term.description)
+    st.markdown(md_text(term.description))
 
 current = {d.concept_uri: d for d in store.current(term.id)}
 if current:
@@ -232,8 +235,12 @@ if current:
     st.markdown(
         "Current decisions: "
         + "; ".join(
-            f"**{d.outcome}** {d.concept_label or d.concept_uri} ({auth.signed(d)}"
-            + (f"; {reviewed[d.id].verdict} by {reviewed[d.id].reviewer})" if d.id in reviewed else ")")
+            f"**{md_text(d.outcome)}** {md_text(d.concept_label or d.concept_uri)} ({md_text(auth.signed(d))}"
+            + (
+                f"; {md_text(reviewed[d.id].verdict)} by {md_text(reviewed[d.id].reviewer)})"
+                if d.id in reviewed
+                else ")"
+            )
             for d in sorted(current.values(), key=lambda d: (d.outcome not in MATCH_OUTCOMES, d.id))
         )
     )
@@ -259,16 +266,18 @@ def serving_pipeline(wanted: str) -> tuple[str, bool]:
     serves = can_serve(waits_on)  # what this scheme's terms read; the rest is built behind
     now_serving = wanted if serves else next((name for name in (FALLBACK_PIPELINE, "lexical") if name != wanted
                      and can_serve(ui.readiness(name, search_languages, mention_texts))), "lexical")  # fmt: skip
-    meanwhile = (f"**{wanted}** serves with the known mentions embedded so far" if serves
-                 else f"**{now_serving}** serves meanwhile")  # fmt: skip
+    meanwhile = (f"**{md_text(wanted)}** serves with the known mentions embedded so far" if serves
+                 else f"**{md_text(now_serving)}** serves meanwhile")  # fmt: skip
     if not ui.prepares_in_background():
         langs = ",".join(search_languages or ())
-        st.warning(f"Pipeline **{wanted}** is not ready: {describe_missing(waits_on)}. {meanwhile}. Prepare it with "
-                   f"`python -m melo_core prepare --pipeline {wanted}{' --langs ' + langs if langs else ''}`.")  # fmt: skip
+        command = f"python -m melo_core prepare --pipeline {wanted}{' --langs ' + langs if langs else ''}"
+        st.warning(f"Pipeline **{md_text(wanted)}** is not ready: {md_text(describe_missing(waits_on))}. {meanwhile}. "
+                   f"Prepare it with {md_code(command)}.")  # fmt: skip
         return now_serving, False
     run = ui.preparation(wanted, search_languages, scheme.language, ui.scheme_country(scheme.name))
     (st.info if serves else st.warning)(
-        f"Pipeline **{wanted}** is not {'complete' if serves else 'ready'}: {describe_missing(waits_on)}. It is being prepared in the "
+        f"Pipeline **{md_text(wanted)}** is not {'complete' if serves else 'ready'}: {md_text(describe_missing(waits_on))}. "
+        "It is being prepared in the "
         f"background; {meanwhile}."
     )
 
@@ -276,12 +285,12 @@ def serving_pipeline(wanted: str) -> tuple[str, bool]:
     def progress() -> None:
         status = run.status()
         if status.error:
-            st.error(f"Preparing {wanted} failed: {status.error}")
+            st.error(f"Preparing {md_text(wanted)} failed: {md_text(status.error)}")
         elif status.done or (status.serving and not serves):
             ui.forget_readiness()
             st.rerun()  # the whole page: the chosen pipeline now serves (or serves more)
         else:
-            st.progress(status.fraction, text=f"Preparing {wanted}: {status.message}")
+            st.progress(status.fraction, text=f"Preparing {md_text(wanted)}: {md_text(status.message)}")
 
     progress()
     return now_serving, False
@@ -290,7 +299,7 @@ def serving_pipeline(wanted: str) -> tuple[str, bool]:
 try:
     if spec:
         linker = ui.spec_linker(spec, search_languages, languages, scheme.language)
-        produced_by, suggestion_source = f"scorer spec `{spec}` (no known mentions)", spec
+        produced_by, suggestion_source = f"scorer spec {md_code(spec)} (no known mentions)", spec
         candidates = linker.link([term.label], top_k=10)[0]
     else:
         serving, complete = serving_pipeline(pipeline_name)
@@ -305,15 +314,15 @@ try:
             waiting = pipeline.pending_mentions(scheme.language)
             known = len(linker.mentions)
             candidates = linker.link([term.label], top_k=10)[0]
-        fallback_note = "" if serving == pipeline_name else f" — serving while **{pipeline_name}** is prepared"
+        fallback_note = "" if serving == pipeline_name else f" — serving while **{md_text(pipeline_name)}** is prepared"
         pending = f", {waiting:,} more being embedded" if waiting else ""
         left_out = pipeline.left_out(scheme.language)  # coverage = "declared": what cannot read the language
-        produced_by = (f"pipeline **{serving}** ({pipeline.variant_kind(scheme.language).replace('_', '-')} variant, "
-                       f"{known:,} known mentions{pending}{'; ' + left_out if left_out else ''})"
+        produced_by = (f"pipeline **{md_text(serving)}** ({pipeline.variant_kind(scheme.language).replace('_', '-')} "
+                       f"variant, {known:,} known mentions{pending}{'; ' + md_text(left_out) if left_out else ''})"
                        f"{fallback_note}")  # fmt: skip
         suggestion_source = serving
 except (MeloInputError, ValueError, KeyError, OSError) as exc:
-    st.error(f"{spec or pipeline_name}: {exc}")
+    st.error(md_text(f"{spec or pipeline_name}: {exc}"))
     st.stop()
 st.caption(f"Candidates by {produced_by}.")
 if candidates and not store.suggestions(term.id, suggestion_source):
@@ -362,9 +371,10 @@ with st.container(horizontal=True, key="link_descriptions"):
     for c in candidates:
         name = shown(c)
         short = name if len(name) <= 24 else name[:23].rstrip() + "…"
-        with st.popover(f"ℹ️ {c.rank}. {short}", help=f"The ESCO description of {name}"):
-            st.markdown(f"**{name}** · [{c.concept_uri.rsplit('/', 1)[-1]}]({c.concept_uri})")
-            st.markdown(descriptions.get(c.concept_uri) or "_No description in the imported taxonomy._")
+        with st.popover(f"ℹ️ {c.rank:d}. {md_text(short)}", help=f"The ESCO description of {md_text(name)}"):
+            st.markdown(f"**{md_text(name)}** · {md_link(c.concept_uri.rsplit('/', 1)[-1], c.concept_uri)}")
+            description = descriptions.get(c.concept_uri)
+            st.markdown(md_text(description) if description else "_No description in the imported taxonomy._")
 
 found = []
 query = st.text_input("Find any concept by label (any language)", key="link_concept_search")
@@ -405,18 +415,18 @@ ranked = [k for k in options if not k.startswith("search|")]
 with st.container(horizontal=True):
     for key, option in zip(PICK_KEYS, ranked, strict=False):  # Streamlit shows the key beside "Pick"
         st.button("Pick", key=f"link_pick_{key}", on_click=pick, args=(choice_key, option), shortcut=key,
-                  type="tertiary", help=str(options[option]["name"]))  # fmt: skip
+                  type="tertiary", help=md_text(options[option]["name"]))  # fmt: skip
 with st.form(f"decide_{term.id}", enter_to_submit=False, border=True):
     st.radio(
         "Concept",
         list(options),
-        format_func=lambda k: str(options[k]["text"]) + marks.get(k, ""),
+        format_func=lambda k: md_text(str(options[k]["text"]) + marks.get(k, "")),  # radio options are markdown
         key=choice_key,
     )
     st.text_input("Comment (optional)", key=f"link_comment_{term.id}")
     for column, (label, outcome, key) in zip(st.columns(len(BUTTONS)), BUTTONS, strict=True):
         column.form_submit_button(
-            label,
+            md_text(label),
             on_click=decide,
             args=(term.id, outcome, choice_key, options),
             type="primary" if outcome == "exactMatch" else "secondary",

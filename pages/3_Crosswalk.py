@@ -14,9 +14,11 @@ import streamlit as st
 from db.exports import export_fingerprint, exported_count, skos_csv_text, sssom_text, turtle_text
 from db.models import MATCH_OUTCOMES, REJECTED, UNSURE
 from db.store import REVIEW_FILTERS, AccessError, ConsistencyWarning, Decision, ReviewItem, Store, StoreBusy
+from melo_core.errors import MeloInputError
 from ui import auth
 from ui import common as ui
 from ui.navigation import app_navigation
+from ui.safe import md_text
 
 app_navigation()
 st.set_page_config(page_title="Crosswalk · MELO Studio", layout="wide")
@@ -87,7 +89,8 @@ mappings = current_mappings(
     decided,
 )
 st.caption(
-    f"{len(mappings)} current decision{'' if len(mappings) == 1 else 's'} in **{scheme_name}** (the latest per term and concept)."
+    f"{len(mappings)} current decision{'' if len(mappings) == 1 else 's'} in **{md_text(scheme_name)}** (the latest per "
+    "term and concept)."
 )
 st.dataframe(
     pd.DataFrame(
@@ -168,9 +171,9 @@ if mappings:
             st.session_state["cw_flash"] = f"{old.term_label} → {old.concept_label or old.concept_uri}: now {outcome}."
         st.rerun()
 if message := st.session_state.pop("cw_flash", None):
-    st.success(message)
+    st.success(md_text(message))  # it quotes labels and names
 if message := st.session_state.pop("cw_refused", None):
-    st.error(message)
+    st.error(md_text(message))
 
 # -- quality ----------------------------------------------------------------------------------
 st.subheader("Consistency warnings")
@@ -195,8 +198,8 @@ else:
     agreement = store.agreement(a, b, scheme_name)
     k_column, items_column, observed_column = st.columns(3)
     k_column.metric("Cohen's kappa", "—" if agreement.kappa is None else f"{agreement.kappa:.3f}")
-    items_column.metric("Pairs both decided", agreement.items)
-    observed_column.metric("Agreed", agreement.agreed)
+    items_column.metric("Pairs both decided", int(agreement.items))
+    observed_column.metric("Agreed", int(agreement.agreed))
 
 # -- review -----------------------------------------------------------------------------------
 with st.container(key="cw_review"):  # one block: the review queue (docs/review-queue.png)
@@ -265,7 +268,7 @@ with st.container(key="cw_review"):  # one block: the review queue (docs/review-
     else:
         st.caption("Only reviewers confirm or reject; you can comment.")
     if message := st.session_state.pop("cw_review_flash", None):
-        st.success(message)
+        st.success(md_text(message))
 
     with st.expander("Comments on a decision"):
         if not items:
@@ -284,10 +287,12 @@ with st.container(key="cw_review"):  # one block: the review queue (docs/review-
                 key="cw_comment_about",
             )
             for c in store.comments([about]):
-                st.markdown(f"**{c.author}** · {c.created_at.strftime('%Y-%m-%d %H:%M')} UTC — {c.text}")
+                st.markdown(
+                    f"**{md_text(c.author)}** · {c.created_at.strftime('%Y-%m-%d %H:%M')} UTC — {md_text(c.text)}"
+                )
             for r in store.reviews(about):
-                st.markdown(f"**{r.reviewer}** {r.verdict} · {r.reviewed_at.strftime('%Y-%m-%d %H:%M')} UTC"
-                            + (f" — {r.comment}" if r.comment else ""))  # fmt: skip
+                st.markdown(f"**{md_text(r.reviewer)}** {md_text(r.verdict)} · {r.reviewed_at.strftime('%Y-%m-%d %H:%M')} "
+                            "UTC" + (f" — {md_text(r.comment)}" if r.comment else ""))  # fmt: skip
             with st.form("cw_comment_form", clear_on_submit=True):
                 remark = st.text_area("Your comment", key="cw_comment_text")
                 if st.form_submit_button("Add comment") and remark.strip():
@@ -341,10 +346,14 @@ for column, (label, text_of, suffix, mime, key) in zip(st.columns([1, 1, 1, 2]),
         column.button("Write SKOS Turtle", key="cw_write_turtle", on_click=ask_for_turtle,
                       help="A few seconds for a large crosswalk; then kept up to date like the others")  # fmt: skip
         continue
-    text = export_text(store, text_of, store.url, scheme_name, label, negatives, confirmed_only, fingerprint)
-    column.download_button(label, text, file_name=f"{scheme_name}.{suffix}", mime=mime, key=key)
+    try:
+        text = export_text(store, text_of, store.url, scheme_name, label, negatives, confirmed_only, fingerprint)
+    except MeloInputError as exc:  # e.g. an IRI SSSOM cannot write as a CURIE: the export names the mapping
+        column.error(md_text(f"{label}: {exc}"))
+        continue
+    column.download_button(md_text(label), text, file_name=f"{scheme_name}.{suffix}", mime=mime, key=key)
 # Under the buttons: until a rerun has written the new files, the browser still serves the previous
 # ones, and a caption above them said what they would hold before they did (a click then got the
 # unfiltered file).
-st.caption(f"The downloads hold {held} decision{'' if held == 1 else 's'}"
+st.caption(f"The downloads hold {held:d} decision{'' if held == 1 else 's'}"
            f"{' confirmed by a reviewer' if confirmed_only else ''}{', rejections included' if negatives else ''}.")  # fmt: skip

@@ -20,6 +20,7 @@ from melo_core.taxonomy import Taxonomy, cached_taxonomy_from_melo, taxonomy_fro
 from ui import auth
 from ui import common as ui
 from ui.navigation import app_navigation
+from ui.safe import md_code, md_text
 
 app_navigation()
 st.set_page_config(page_title="Import · MELO Studio", layout="wide")
@@ -27,7 +28,7 @@ st.title("Import")
 store = ui.store()
 # A shared app imports for signed-in users only, and signs their imported decisions with their name.
 signer = auth.require_sign_in(store)
-st.caption(f"Store: `{store.display_url}`")
+st.caption(f"Store: {md_code(store.display_url)}")
 
 
 def safe_name(name: str) -> str:
@@ -40,7 +41,7 @@ def refused(exc: MeloInputError) -> None:
     where = ""
     if exc.path is not None:
         where = exc.path.name + (f", line {exc.line}" if exc.line is not None else "") + ": "
-    st.error(f"Nothing was imported. {where}{exc.message}")
+    st.error(f"Nothing was imported. {md_text(where + exc.message)}")
 
 
 def import_with_progress(taxonomy: Taxonomy, name: str, version: str, source: str, melo_corpora: bool = False) -> None:
@@ -55,18 +56,21 @@ def import_with_progress(taxonomy: Taxonomy, name: str, version: str, source: st
 
     report = import_taxonomy(store, taxonomy, name, version, source, on_progress=step, from_melo_corpora=melo_corpora)
     bar.progress(1.0, text="done")
-    st.success(report.summary())
+    st.success(md_text(report.summary()))
 
 
 # -- taxonomy -------------------------------------------------------------------------------------
 st.header("ESCO taxonomy")
 stored = store.taxonomies()
 if stored:
-    st.markdown("In the store: " + "; ".join(f"**{t.name} {t.version}** ({t.concepts:,} concepts)" for t in stored))
+    st.markdown(
+        "In the store: "
+        + "; ".join(f"**{md_text(t.name)} {md_text(t.version)}** ({t.concepts:,} concepts)" for t in stored)
+    )
 union_tab, csv_tab = st.tabs(["Union of the MELO corpora", "ESCO CSV export"])
 with union_tab:
     data_dir = config.data_dir()
-    st.markdown(f"All ESCO labels of the MELO corpora in `{data_dir}` (21 languages).")
+    st.markdown(f"All ESCO labels of the MELO corpora in {md_code(data_dir)} (21 languages).")
     if st.button("Import the union", key="import_union"):
         try:
             with st.spinner("reading the corpora"):
@@ -75,7 +79,9 @@ with union_tab:
         except MeloInputError as exc:
             refused(exc)
         except OSError as exc:
-            st.error(f"Nothing was imported: cannot read the MELO data in {data_dir} ({exc}). {config.DATA_HELP}")
+            st.error(
+                f"Nothing was imported: {md_text(f'cannot read the MELO data in {data_dir} ({exc}).')} {config.DATA_HELP}"
+            )
 with csv_tab:
     st.markdown(
         "The files of an ESCO download in CSV format: `occupations_<lang>.csv` and, for the ISCO "
@@ -100,7 +106,7 @@ left, right = st.columns(2)
 scheme = left.text_input(
     "Scheme (existing or new)",
     key="import_scheme",
-    help=f"Existing: {', '.join(schemes)}" if schemes else "A name for the new scheme, e.g. nor_no",
+    help=f"Existing: {md_text(', '.join(schemes))}" if schemes else "A name for the new scheme, e.g. nor_no",
 ).strip()
 language = right.text_input("Language of a new scheme (e.g. de; optional)", key="import_lang").strip() or None
 kind = left.selectbox("Kind of a new scheme", ("terminology", "job-titles"), key="import_kind")
@@ -109,7 +115,11 @@ base_uri = right.text_input("Base URI of a new scheme's terms (optional)", key="
 file_tab, crosswalk_tab = st.tabs(["Upload a file", "A national crosswalk of the MELO data"])
 with file_tab:
     file_format = st.radio(
-        "Format", list(TERM_FORMATS), format_func=TERM_FORMATS.__getitem__, key="import_format", horizontal=True
+        "Format",
+        list(TERM_FORMATS),
+        format_func=lambda f: md_text(TERM_FORMATS[f]),
+        key="import_format",
+        horizontal=True,
     )
     with_decisions = st.checkbox(
         "Its matches become decisions, to review an existing crosswalk "
@@ -131,18 +141,18 @@ with file_tab:
                     report = import_terms(store, scheme, source, kind=kind, language=language, base_uri=base_uri,
                                           signer=signer)  # fmt: skip
                     check_accounted(source, report)  # every row read imported or already there
-                    st.success(report.summary())
+                    st.success(md_text(report.summary()))
                 except MeloInputError as exc:
                     refused(exc)
                 except AccessError as exc:  # the session expired or the account was disabled meanwhile
-                    st.error(f"Nothing was imported: {auth.refused(exc)}.")
+                    st.error(f"Nothing was imported: {md_text(auth.refused(exc))}.")
 with crosswalk_tab:
     try:
         crosswalks = list_crosswalks(config.data_dir())
     except (MeloInputError, OSError):
         crosswalks = []
     if not crosswalks:
-        st.caption(f"No crosswalks under `{config.data_dir()}`. {config.DATA_HELP}")
+        st.caption(f"No crosswalks under {md_code(config.data_dir())}. {config.DATA_HELP}")
     else:
         code = st.selectbox("Crosswalk", crosswalks, key="import_crosswalk")
         reviewed = st.checkbox("With its published matches as decisions", key="import_crosswalk_decisions")
@@ -152,8 +162,8 @@ with crosswalk_tab:
                 report = import_terms(store, scheme or code, source, kind=kind, language=language, base_uri=base_uri,
                                       signer=signer)  # fmt: skip
                 check_accounted(source, report)
-                st.success(report.summary())
+                st.success(md_text(report.summary()))
             except MeloInputError as exc:
                 refused(exc)
             except AccessError as exc:
-                st.error(f"Nothing was imported: {auth.refused(exc)}.")
+                st.error(f"Nothing was imported: {md_text(auth.refused(exc))}.")

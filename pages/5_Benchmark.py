@@ -28,6 +28,7 @@ from ui import auth
 from ui.common import catalogue_markdown, ensure_built_models
 from ui.common import store as open_store
 from ui.navigation import app_navigation
+from ui.safe import md_code, md_text
 
 app_navigation()
 st.set_page_config(page_title="Benchmark · MELO Studio", layout="wide")
@@ -56,7 +57,7 @@ with st.expander("Add runs: evaluate a scorer, or load the published baselines")
             config.data_dir(),
             names,
             scorers.split(","),
-            on_progress=lambda done, total, label: bar.progress(done / max(total, 1), text=label),
+            on_progress=lambda done, total, label: bar.progress(done / max(total, 1), text=md_text(label)),
             limit_queries=int(limit),
             extra_datasets=extra or [],
         )
@@ -66,7 +67,7 @@ with st.expander("Add runs: evaluate a scorer, or load the published baselines")
         try:
             evaluate_runs(specs, chosen_sets)
         except (MeloInputError, ValueError) as exc:
-            st.error(str(exc))
+            st.error(md_text(exc))
     st.markdown("**Job-ad titles**: a CSV of titles with their ESCO concept URIs, ranked against the ESCO "
                 "labels of the chosen languages (concept-level MRR, acc@k, recall@100).")  # fmt: skip
     left, middle, right = st.columns([3, 1, 2])
@@ -79,15 +80,15 @@ with st.expander("Add runs: evaluate a scorer, or load the published baselines")
         try:
             titles, report = titles_dataset(titles_path.strip(), cached_taxonomy_from_melo(config.data_dir()),
                                             [x.strip() for x in title_langs.split(",") if x.strip()])  # fmt: skip
-            st.caption(report.describe())
+            st.caption(md_text(report.describe()))
             evaluate_runs(title_specs, [], [titles])
         except (MeloInputError, ValueError) as exc:
-            st.error(str(exc))
+            st.error(md_text(exc))
     if st.button("Load the published baselines (read-only runs)", key="bench_load_published"):
         try:
-            st.success(f"Loaded {import_published(store, config.data_dir())} published run(s).")
+            st.success(f"Loaded {import_published(store, config.data_dir()):d} published run(s).")
         except (MeloInputError, OSError) as exc:
-            st.error(f"No published results under `{config.data_dir()}`: {exc}")
+            st.error(f"No published results under {md_code(config.data_dir())}: {md_text(exc)}")
 
 runs = ui.run_table(store)
 if runs.empty:
@@ -115,7 +116,7 @@ if not title_runs.empty:
         shown.insert(5 + 2 * by_concept, f"MRR high{suffix}", [i.high if i else None for i in intervals])
     st.dataframe(shown.rename(columns={"acc@100": "recall@100"}).sort_values(["dataset", "mrr"], ascending=[True, False]),
                  hide_index=True, key="bench_titles_table",
-                 column_config={f"MRR {end}{suffix}": st.column_config.NumberColumn(format="%.4f", help=text)
+                 column_config={f"MRR {end}{suffix}": st.column_config.NumberColumn(format="%.4f", help=md_text(text))
                                 for suffix, text in helps.items() for end in ("low", "high")})  # fmt: skip
 
 # -- choosing models and datasets ---------------------------------------------------------------------
@@ -151,7 +152,7 @@ if not partial.empty:
     )
 
 # -- charts ------------------------------------------------------------------------------------------
-st.subheader(f"{metric} by model and dataset")
+st.subheader(f"{md_text(metric)} by model and dataset")
 matrix = mrr_matrix(selected, picked, chosen, metric=metric)
 # The longer list runs down the page: 47 datasets across a 1400 px window left cells too narrow
 # for their numbers, while rows keep their height whatever their number.

@@ -19,6 +19,7 @@ from melo_core.errors import MeloInputError
 from ui import analysis as ui
 from ui.common import store as open_store
 from ui.navigation import app_navigation
+from ui.safe import md_code, md_text
 
 app_navigation()
 st.set_page_config(page_title="Lexical overlap · MELO Studio", layout="wide")
@@ -102,10 +103,10 @@ data_dir, cache_dir = str(config.data_dir()), str(config.cache_dir())
 try:
     table = overlap(data_dir, distance, cache_dir)
 except (MeloInputError, OSError):
-    st.warning(f"No MELO data in `{data_dir}`. {config.DATA_HELP}")
+    st.warning(f"No MELO data in {md_code(data_dir)}. {config.DATA_HELP}")
     st.stop()
 if table.empty:
-    st.warning(f"No monolingual MELO dataset in `{data_dir}`. {config.DATA_HELP}")
+    st.warning(f"No monolingual MELO dataset in {md_code(data_dir)}. {config.DATA_HELP}")
     st.stop()
 
 # -- per dataset ----------------------------------------------------------------------------------
@@ -132,7 +133,7 @@ ui.show_chart(
     bars.assign(dataset=name, distance=distance, median=histogram.median),
     f"overlap_histogram_{name}",
 )
-st.caption(f"Median distance of **{name}**: {histogram.median:.4f} over {histogram.n} queries.")
+st.caption(f"Median distance of **{md_text(name)}**: {histogram.median:.4f} over {histogram.n:d} queries.")
 with st.expander("Histogram numbers"):
     st.container(key="ov_histogram_data").dataframe(bars, hide_index=True)
 
@@ -176,7 +177,7 @@ if not partial_runs.empty:
         for r in partial_runs.itertuples(index=False)
     )
     st.caption(
-        f"{len(partial_runs)} run(s) of ours evaluated only the first queries of their dataset: {listed}. "
+        f"{len(partial_runs)} run(s) of ours evaluated only the first queries of their dataset: {md_text(listed)}. "
         "Their MRR is not comparable with the median over all queries or with full runs."
     )
     include_partial = st.checkbox("Include partial runs (open markers)", key="ov_partial")
@@ -192,11 +193,11 @@ models = sorted(sized["model"].unique())
 ours = set(sized.loc[sized["source"] == OURS, "model"])
 defaults = [m for m in models if m in ours or m in {p + ui.PUBLISHED_SUFFIX for p in PAPER_MODELS}]
 chosen = st.multiselect("Models", models, default=defaults, key="ov_models")
-st.caption(f"Distance: {DISTANCES[distance]}. One point per model and monolingual dataset it was run on.")
+st.caption(f"Distance: {md_text(DISTANCES[distance])}. One point per model and monolingual dataset it was run on.")
 
 points = analysis.mrr_vs_overlap(metrics[metrics["model"].isin(chosen)], table).merge(coverage, on=["model", "dataset"])
 if points.empty:
-    st.info("Choose at least one model." if not chosen else NOTHING)
+    st.info("Choose at least one model." if not chosen else md_text(NOTHING))
 else:
     scatter = px.scatter(
         points,
@@ -229,7 +230,9 @@ encoders = right.multiselect(
 )
 gains = analysis.gain_vs_overlap(metrics, encoders, baseline, table).merge(coverage, on=["model", "dataset"])
 if gains.empty:
-    st.info(f"Choose at least one model run on the same monolingual datasets as {baseline}. {NOTHING}")
+    st.info(
+        f"Choose at least one model run on the same monolingual datasets as {md_text(baseline)}. {md_text(NOTHING)}"
+    )
 else:
     figure = px.scatter(
         gains,

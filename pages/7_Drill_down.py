@@ -17,6 +17,7 @@ from melo_core.errors import MeloInputError
 from ui import analysis as ui
 from ui.common import store as open_store
 from ui.navigation import app_navigation
+from ui.safe import md_text
 
 app_navigation()
 st.set_page_config(page_title="Drill-down · MELO Studio", layout="wide")
@@ -70,7 +71,7 @@ over = "the gold concepts" if by_concept else "the queries"
 shown = failures(table, int(k)) if only_failures else table
 mrr = ui.mrr_interval(store, int(run["run_id"]), by_concept) if len(queries) else None
 st.caption(
-    f"{model} on {dataset}: {len(queries)} queries, MRR {mrr.describe() if mrr else 'none'} (95% bootstrap "
+    f"{md_text(model)} on {md_text(dataset)}: {len(queries)} queries, MRR {mrr.describe() if mrr else 'none'} (95% bootstrap "
     f"interval over {over}), "
     f"{len(failures(table, int(k)))} with no relevant element in the top {int(k)} (run {int(run['run_id'])})."
 )
@@ -89,7 +90,7 @@ st.dataframe(
         },
         "first_rank": st.column_config.NumberColumn(
             format="%.0f",
-            help=f"Rank of the first relevant element; empty when none is in the top {depth}"
+            help=f"Rank of the first relevant element; empty when none is in the top {depth:d}"
             if depth
             else "Rank of the first relevant element",
         ),
@@ -115,14 +116,16 @@ comparison = paired(
     gold_clusters(queries) if by_concept else None,
 )
 a, b, c, d = st.columns(4)
-a.metric(f"MRR A ({model})", f"{comparison.mean_rr_a:.4f}")
-b.metric(f"MRR B ({other})", f"{comparison.mean_rr_b:.4f}", f"{comparison.mean_rr_b - comparison.mean_rr_a:+.4f}")
-c.metric("B better / worse / same", f"{comparison.n_better} / {comparison.n_worse} / {comparison.n_same}")
+a.metric(f"MRR A ({md_text(model)})", f"{comparison.mean_rr_a:.4f}")
+b.metric(
+    f"MRR B ({md_text(other)})", f"{comparison.mean_rr_b:.4f}", f"{comparison.mean_rr_b - comparison.mean_rr_a:+.4f}"
+)
+c.metric("B better / worse / same", f"{comparison.n_better:d} / {comparison.n_worse:d} / {comparison.n_same:d}")
 d.metric("Wilcoxon p (two-sided)", f"{comparison.p_value:.3g}")
 difference = comparison.difference.describe(signed=True) if comparison.difference else "none"
 pairs = "the gold concepts' mean reciprocal ranks" if by_concept else "the paired reciprocal ranks"
 st.caption(
-    f"MRR B − A: {difference} (95% bootstrap interval over {over} of the {comparison.n_pairs} paired queries). "
+    f"MRR B − A: {difference} (95% bootstrap interval over {over} of the {comparison.n_pairs:d} paired queries). "
     f"Wilcoxon signed-rank test on {pairs} (zero differences dropped, as the MELO "
     f"code does): statistic {comparison.statistic:.1f}, p = {comparison.p_value:.3g}."
 )

@@ -84,7 +84,7 @@ def test_first_run_asks_the_curator_then_imports_with_one_click(env: str) -> Non
     assert first.code == first.uri and code.isdigit()
     assert app.selectbox(key="link_term").options[0] == f"{first.label}  ·  {code}  [todo]"
     (caption,) = [c.value for c in app.caption if c.value.startswith("Code ")]
-    assert caption == f"Code `{code}` · {first.uri} · status **todo**"
+    assert caption == f"Code `{code}` · `{first.uri}` · status **todo**"  # code spans: no link, no markup
 
 
 def test_accept_a_candidate_then_see_it_on_the_crosswalk_page(started: str) -> None:
@@ -109,7 +109,8 @@ def test_accept_a_candidate_then_see_it_on_the_crosswalk_page(started: str) -> N
     assert choice.index == 0 and choice.value.startswith("1|")  # the top candidate is preselected
     # An option reads rank, label, matched label, ISCO code and score; a URI's last segment (a UUID
     # for an occupation) made it wrap onto a second line.
-    assert [o.split(".", 1)[0] for o in choice.options] == [str(r) for r in table["rank"]]
+    # Radio options are markdown: the rank's "1." is escaped ("1\\.") so that it is no list.
+    assert [o.split(".", 1)[0].rstrip("\\") for o in choice.options] == [str(r) for r in table["rank"]]
     assert not any(uri.rsplit("/", 1)[-1] in o for o, uri in zip(choice.options, table["uri"], strict=True))
 
     button(app, "Exact").click().run()

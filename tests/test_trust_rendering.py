@@ -5,8 +5,10 @@ Real stores (SQLite, and PostgreSQL when configured), real files, the real ``sss
 
 from __future__ import annotations
 
+import ast
 import csv
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ FORMULA_TERMS = {  # code -> label: cells a spreadsheet would run
     "T3": "Plain label",
 }
 ESCO = "http://data.europa.eu/esco/occupation/"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _terms(store_url: str, tmp_path: Path, scheme: str = "s") -> list[int]:
@@ -136,3 +139,186 @@ def test_validate_sssom_refuses_ids_that_are_no_curie_of_the_curie_map(formula_s
     for bad in ("http://example.org/", "'esco:a1", "nope:a1"):
         problems = validate_sssom(text.replace("esco:a1", bad))  # sssom itself names the missing prefix 'nope'
         assert f"row 1: object_id {bad!r} is not a CURIE with a prefix of the curie_map" in problems
+
+
+# -- the escaping helper ----------------------------------------------------------------------------
+POISON = (
+    "![x](http://127.0.0.1:9/img.png)",
+    "<img src=http://127.0.0.1:9/a.png>",
+    "[click](javascript:alert(1))",
+    "**bold** _em_ ~~struck~~ `code` $x^2$",
+    "# heading\n1. list\n- item\n> quote\n    code\nline\n===\na | b\n:-",
+    "R&D &amp; &#33; a\\*b",
+    "see http://example.org, www.example.org or a@example.org",
+    ":red[red] :blue-badge[badge] :smile: :material/home:",
+)
+
+
+def _rendered(markdown: str) -> str:
+    """CommonMark with GFM's tables and strikethrough, as Streamlit's renderer parses it."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(markdown)
+
+
+@pytest.mark.parametrize("text", POISON)
+def test_md_text_renders_as_the_text_itself(text: str) -> None:
+    import html
+    import re
+
+    from ui.safe import WORD_JOINER, md_text
+
+    rendered = _rendered(md_text(text))
+    assert set(re.findall(r"<(\w+)", rendered)) == {"p"}  # no image, link, code, list, heading, emphasis
+    shown = html.unescape(re.sub(r"</?p>", "", rendered)).replace(WORD_JOINER, "").strip()
+    lines = [line.lstrip() for line in text.splitlines()]  # leading indentation is dropped
+    assert shown == "\n".join(lines)
+
+
+def test_md_text_leaves_plain_text_alone() -> None:
+    from ui.safe import md_text
+
+    for plain in ("Offiserer fra fenrik og høyere grad", "nor_no", "Bäcker (m/w/d), 50% C#", "Kari's 3.5 ideas"):
+        assert md_text(plain) == plain
+
+
+@pytest.mark.parametrize("text", ["a`b", "``", "![x](http://h/i.png) <b>", " padded "])
+def test_md_code_is_one_code_span_of_the_text(text: str) -> None:
+    import html
+    import re
+
+    from ui.safe import md_code
+
+    rendered = _rendered("x " + md_code(text))
+    match = re.fullmatch(r"<p>x <code>(.*)</code></p>\n", rendered)
+    assert match is not None and html.unescape(match.group(1)) == text
+
+
+# -- the structural guard: every page's markdown goes through the helper -----------------------------
+# Streamlit callables whose text renders as markdown, with the positional arguments that are such
+# text (``help=`` and the keywords named are checked too). Selectbox and multiselect options and
+# dataframe cells are plain text (checked in Chromium); radio options render markdown.
+MARKDOWN_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
+    **{name: ((0,), ("body",)) for name in ("markdown", "title", "header", "subheader", "caption", "info",
+                                              "warning", "error", "success", "toast", "spinner")},
+    "write": ((0, 1, 2, 3), ()),
+    "metric": ((0, 1, 2), ("label", "value", "delta")),
+    "progress": ((1,), ("text",)),
+    "tabs": ((0,), ("tabs",)),
+    "page_link": ((), ("label",)),
+    **{name: ((0,), ("label",)) for name in (
+        "button", "form_submit_button", "download_button", "link_button", "checkbox", "toggle", "radio",
+        "selectbox", "multiselect", "text_input", "text_area", "number_input", "date_input", "time_input",
+        "file_uploader", "slider", "select_slider", "expander", "popover", "pills", "segmented_control")},
+}  # fmt: skip
+FORMAT_FUNC_RENDERS_MARKDOWN = ("radio", "pills", "segmented_control")
+ESCAPING_FUNCTIONS = ("md_text", "md_code", "md_link")
+NUMBER_FUNCTIONS = ("len", "int", "float", "round", "sum", "abs", "min", "max")
+DATE_METHODS = ("strftime", "isoformat")
+# What may go into markdown as it is, by file: markdown the code writes itself (its own
+# interpolations escaped where it is built) and the project's constant help texts.
+NOT_USER_TEXT: dict[str, set[str]] = {
+    "*": {"config.DATA_HELP", "catalogue_markdown()"},
+    "pages/2_Link.py": {"produced_by", "meanwhile"},
+    # Intervals of numbers ("0.4233 [0.4167, 0.4301]") and the page's own wording.
+    "pages/7_Drill_down.py": {"mrr.describe()", "difference", "over", "pairs"},
+}
+
+
+def _numeric_spec(spec: ast.expr | None) -> bool:
+    """A format spec only numbers take (``:,``, ``:.3f``, ``:d``, ``:+.4f``): a string would raise."""
+    if not isinstance(spec, ast.JoinedStr) or not all(isinstance(v, ast.Constant) for v in spec.values):
+        return False
+    text = "".join(str(v.value) for v in spec.values if isinstance(v, ast.Constant))
+    return bool(re.fullmatch(r"[<>=^]?[+\- ]?#?0?\d*[,_]?(\.\d+)?[bcdeEfFgGnoxX%]", text) or text in (",", "_"))
+
+
+def _unsafe_parts(node: ast.expr, allowed: set[str]) -> list[ast.expr]:
+    """The parts of ``node`` that may carry user text into markdown unescaped."""
+    if isinstance(node, ast.Constant):
+        return []
+    if ast.unparse(node) in allowed:
+        return []
+    if isinstance(node, ast.JoinedStr):
+        return [p for v in node.values for p in _unsafe_parts(v, allowed)]
+    if isinstance(node, ast.FormattedValue):
+        return [] if _numeric_spec(node.format_spec) else _unsafe_parts(node.value, allowed)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _unsafe_parts(node.left, allowed) + _unsafe_parts(node.right, allowed)
+    if isinstance(node, ast.IfExp):
+        return _unsafe_parts(node.body, allowed) + _unsafe_parts(node.orelse, allowed)
+    if isinstance(node, ast.BoolOp):
+        return [p for v in node.values for p in _unsafe_parts(v, allowed)]
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [p for e in node.elts for p in _unsafe_parts(e, allowed)]
+    if isinstance(node, ast.Lambda):
+        return _unsafe_parts(node.body, allowed)
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        if name in ESCAPING_FUNCTIONS or name in NUMBER_FUNCTIONS or name in DATE_METHODS:
+            return []
+        if name == "join" and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Constant):
+            [items] = node.args
+            element = items.elt if isinstance(items, (ast.GeneratorExp, ast.ListComp)) else items
+            return _unsafe_parts(element, allowed)
+    return [node]
+
+
+def _markdown_calls(tree: ast.AST) -> list[tuple[ast.Call, str]]:
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        funcs = [node.func.body, node.func.orelse] if isinstance(node.func, ast.IfExp) else [node.func]
+        names = {f.attr for f in funcs if isinstance(f, ast.Attribute)} & set(MARKDOWN_ARGUMENTS)
+        names |= {f.attr for f in funcs if isinstance(f, ast.Attribute) and f.attr.endswith("Column")}
+        if names:  # (st.info if ok else st.warning)(...): both take the same text
+            found.append((node, min(names)))
+    return found
+
+
+def _unescaped(tree: ast.AST, allowed: set[str]) -> list[tuple[int, str]]:
+    """(line, expression) of each value reaching Streamlit markdown (``MARKDOWN_ARGUMENTS``, column
+    labels, ``help=`` texts, radio's ``format_func``) without ``md_text``/``md_code``/``md_link``,
+    unless it is a constant, a number, a date or ``allowed``."""
+    problems = []
+    for call, name in _markdown_calls(tree):
+        positions, keywords = MARKDOWN_ARGUMENTS.get(name, ((0,), ("label",)))
+        values = [a for i, a in enumerate(call.args) if i in positions]
+        values += [k.value for k in call.keywords if k.arg in (*keywords, "help")]
+        values += [k.value for k in call.keywords if k.arg == "format_func" and name in FORMAT_FUNC_RENDERS_MARKDOWN]
+        problems += [(p.lineno, ast.unparse(p)) for v in values for p in _unsafe_parts(v, allowed)]
+    return sorted(problems)
+
+
+def unescaped_interpolations(path: Path) -> list[str]:
+    """``file:line: expression`` for each value of ``path`` that skips the helper (``_unescaped``)."""
+    relative = path.relative_to(ROOT).as_posix()
+    allowed = NOT_USER_TEXT["*"] | NOT_USER_TEXT.get(relative, set())
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [f"{relative}:{line}: {expression}" for line, expression in _unescaped(tree, allowed)]
+
+
+def test_every_page_escapes_what_it_puts_into_markdown() -> None:
+    files = sorted([*(ROOT / "pages").glob("*.py"), *(ROOT / "ui").glob("*.py"), ROOT / "app.py"])
+    problems = [p for f in files for p in unescaped_interpolations(f)]
+    assert problems == []
+
+
+def test_the_guard_finds_unescaped_values() -> None:
+    source = (
+        "st.subheader(term.label)\n"
+        "st.caption(f'Code {md_text(term.code)} of {term.scheme}, {count:,} rows, {len(x)} more')\n"
+        "left.metric('Done', f'{done} / {total:d}')\n"
+        "st.radio('Concept', keys, format_func=lambda k: options[k]['text'])\n"
+        "st.selectbox('Term', ids, format_func=lambda i: by_id[i].label)\n"  # options are plain text: fine
+        "st.button('Pick', help=str(options[o]['name']))\n"
+        "(st.info if ready else st.warning)('Pipeline ' + name)\n"
+        "st.markdown('; '.join(f'**{c.author}**' for c in comments))\n"
+        "st.column_config.NumberColumn(name, help=f'{md_text(a)} {b:.3f}')\n"
+    )
+    assert _unescaped(ast.parse(source), set()) == [
+        (1, "term.label"), (2, "term.scheme"), (3, "done"), (4, "options[k]['text']"),
+        (6, "str(options[o]['name'])"), (7, "name"), (8, "c.author"), (9, "name"),
+    ]  # fmt: skip

@@ -15,6 +15,7 @@ from melo_core import config
 from melo_core.analysis import dataset_table, gold_clusters
 from melo_core.errors import MeloInputError
 from melo_core.significance import Interval, mean_interval
+from ui.safe import md_code
 
 PUBLISHED_SUFFIX = " (published)"
 
@@ -56,7 +57,7 @@ def datasets() -> pd.DataFrame:
     try:
         return _datasets(str(config.data_dir()))
     except (MeloInputError, OSError):
-        st.warning(f"No MELO data in `{config.data_dir()}`. {config.DATA_HELP}")
+        st.warning(f"No MELO data in {md_code(config.data_dir())}. {config.DATA_HELP}")
         st.stop()
         raise  # unreachable: st.stop() raises
 

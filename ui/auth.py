@@ -18,6 +18,7 @@ import streamlit as st
 from db.store import AccessError, Actor, Decision, SignInFailed, SignInRequired, Store, actor_name
 from db.store.accounts import DEFAULT_SESSION_HOURS
 from melo_core.text_limits import check_name
+from ui.safe import md_text
 
 SESSION_KEY = "melo_actor"
 MESSAGE_KEY = "melo_sign_in_message"
@@ -96,7 +97,7 @@ def _valid(store: Store, actor: Actor) -> bool:
 def _sidebar(actor: Actor) -> None:
     with st.sidebar:
         until = actor.expires_at.astimezone(UTC).strftime("%H:%M UTC")
-        st.markdown(f"Signed in as **{actor.username}** ({actor.role}) · until {until}")
+        st.markdown(f"Signed in as **{md_text(actor.username)}** ({md_text(actor.role)}) · until {md_text(until)}")
         if st.button("Sign out", key="sign_out"):
             sign_out()
             if actor.via == "oidc":
@@ -110,14 +111,14 @@ def _sidebar(actor: Actor) -> None:
 def _sign_in_form(store: Store) -> None:
     st.subheader("Sign in")
     if message := st.session_state.pop(MESSAGE_KEY, None):
-        st.warning(message)
+        st.warning(md_text(message))
     if oidc_configured():
         st.caption("Decisions are recorded under the identity your organisation's sign-in gives.")
         if st.button("Sign in with your organisation's account", type="primary", key="sign_in_oidc"):
             try:
                 st.login()
             except Exception as exc:  # e.g. Authlib missing, or an [auth] section Streamlit refuses
-                st.error(f"Sign-in through OpenID Connect is misconfigured: {exc}")
+                st.error(f"Sign-in through OpenID Connect is misconfigured: {md_text(exc)}")
         st.stop()
     st.caption("This app is shared: decisions are recorded under your account. An administrator adds "
                "accounts with `python -m melo_core users add NAME`.")  # fmt: skip
@@ -129,7 +130,7 @@ def _sign_in_form(store: Store) -> None:
         try:
             actor = store.sign_in(username, password, session_hours())
         except SignInFailed as exc:
-            st.error(f"{exc}.")
+            st.error(f"{md_text(exc)}.")
         else:
             st.session_state[SESSION_KEY] = actor
             st.session_state.pop("sign_in_password", None)
@@ -191,7 +192,7 @@ def _typed_name() -> str:
         if st.query_params.get(NAME_KEY) != name:
             st.query_params[NAME_KEY] = name
         with st.sidebar:
-            st.markdown(f"Curator: **{name}**")
+            st.markdown(f"Curator: **{md_text(name)}**")  # it may come from a link: ?curator=...
             if st.button("Change curator", key="change_curator"):
                 del st.session_state[NAME_KEY]
                 st.query_params.pop(NAME_KEY, None)
@@ -199,14 +200,14 @@ def _typed_name() -> str:
         return name
     st.subheader("Who is curating?")
     if problem:
-        st.error(f"{problem}: type your name again.")
+        st.error(f"{md_text(problem)}: type your name again.")
     with st.form("curator_form"):
         typed = st.text_input("Your name (recorded with every decision)", key="curator_input")
         if st.form_submit_button("Start") and typed.strip():
             try:
                 st.session_state[NAME_KEY] = check_name(typed.strip(), "curator name")
             except ValueError as exc:
-                st.error(f"{exc}.")
+                st.error(f"{md_text(exc)}.")
             else:
                 st.rerun()
     st.stop()

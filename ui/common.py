@@ -35,6 +35,7 @@ from melo_core.pipeline import (
 )
 from melo_core.taxonomy import Taxonomy, cached_taxonomy_from_melo
 from ui import auth
+from ui.safe import md_code, md_text
 
 DEFAULT_SCORER = "char-tfidf"  # the advanced box's starting spec
 DEFAULT_CROSSWALK = "nor_no"
@@ -51,7 +52,7 @@ def store() -> Store:
     try:
         return _store(config.database_url(), auth.sign_in_required())
     except MeloInputError as exc:
-        st.error(str(exc))
+        st.error(md_text(exc))
         st.stop()
         raise  # unreachable: st.stop() raises
 
@@ -104,11 +105,13 @@ def ensure_built_models(spec: str) -> None:
         if model.ready():
             continue
         minutes = max(1, round(model.seconds * 2 / (os.cpu_count() or 1) / 60))
-        bar = st.progress(0.0, text=f"Building the {model.what} on ESCO labels (first use, about {minutes} min)…")
+        bar = st.progress(
+            0.0, text=f"Building the {md_text(model.what)} on ESCO labels (first use, about {minutes:d} min)…"
+        )
         model.build(
             config.data_dir(),
             on_progress=lambda step, steps, loss, what=model.what, bar=bar: bar.progress(
-                step / steps, text=f"Building the {what}: step {step} of {steps}"
+                step / steps, text=f"Building the {md_text(what)}: step {step:d} of {steps:d}"
             ),
         )
         bar.empty()
@@ -308,7 +311,7 @@ def first_run(store: Store) -> None:
         crosswalks, has_corpora = [], False
     if not crosswalks or not has_corpora:
         st.markdown(
-            f"No MELO data with crosswalks in `{data_dir}`. Import a taxonomy and terms from the command line:\n\n"
+            f"No MELO data with crosswalks in {md_code(data_dir)}. Import a taxonomy and terms from the command line:\n\n"
             "```bash\npython -m melo_core import-taxonomy --data DATA\n"
             "python -m melo_core import-terms --scheme titles --csv titles.csv --kind job-titles --lang de\n```\n\n"
             f"{config.DATA_HELP}"
@@ -324,11 +327,11 @@ def first_run(store: Store) -> None:
     if st.button("Import ESCO and these terms", type="primary", key="start_import"):
         bar = st.progress(0.0, text="starting…")
         try:
-            report = start_curation(store, data_dir, chosen, lambda f, message: bar.progress(f, text=message))
+            report = start_curation(store, data_dir, chosen, lambda f, message: bar.progress(f, text=md_text(message)))
         except MeloInputError as exc:
-            st.error(str(exc))
+            st.error(md_text(exc))
             st.stop()
-        st.success(f"{report.taxonomy.summary()}; {report.terms.summary()}")
+        st.success(md_text(f"{report.taxonomy.summary()}; {report.terms.summary()}"))
         st.rerun()
     st.stop()
 
