@@ -28,7 +28,6 @@ import itertools
 import json
 import logging
 import os
-import shutil
 import socket
 import sys
 import time
@@ -46,7 +45,7 @@ from tqdm import tqdm
 
 from melo_core.errors import MeloInputError
 from melo_core.memory import kept_until_exit
-from melo_core.output import open_output, remove_orphans, replaced_file
+from melo_core.output import open_output, remove_orphans, replaced_file, temporary_prefix
 from melo_core.text_limits import MAX_LABEL, first_control
 from melo_core.tsv import UTF8_HINT, csv_rows, read_text, sniff_delimiter, text_encoding
 
@@ -644,8 +643,6 @@ def _bound_ray_connect(timeout: float) -> None:
     os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "1")  # attempts, about a second apart
 
 
-
-
 def run_ray(path: str, column: str, settings: LinkSettings, out: str, fmt: str = "parquet",
             input_fmt: str | None = None, batch_size: int = DEFAULT_BATCH_SIZE, workers: int | None = None,
             num_gpus: float = 0.0, address: str | None = None, quiet: bool = False,
@@ -654,7 +651,7 @@ def run_ray(path: str, column: str, settings: LinkSettings, out: str, fmt: str =
     worker) → ``write_parquet`` / ``write_csv``. Without ``address`` a local Ray is started on
     this machine; a cluster that does not answer in ``connect_timeout`` seconds (a few times that
     when its address takes connections) is one line. A local ``out`` is written as
-    ``.OUT.ray-tmp`` and renamed when whole."""
+    ``.OUT.p<pid>-ray.tmp`` and renamed when whole."""
     if address:  # before importing Ray (seconds): a cluster not there fails at once
         check_ray_address(address, connect_timeout)
         _bound_ray_connect(connect_timeout)
@@ -698,9 +695,9 @@ def run_ray(path: str, column: str, settings: LinkSettings, out: str, fmt: str =
                                   batch_size=batch_size, batch_format="pyarrow",
                                   compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1,
                                   num_gpus=num_gpus or None)  # fmt: skip
-    target = out if remote else str(folder.with_name(f".{folder.name}.ray-tmp"))
+    target = out if remote else str(folder.with_name(f"{temporary_prefix(folder)}ray.tmp"))
     if not remote:
-        shutil.rmtree(target, ignore_errors=True)  # a killed run's leftovers
+        remove_orphans(folder.parent, folder.name)  # a killed run's leftovers, not a live run's
     if fmt == "parquet":
         linked.write_parquet(target)
     else:

@@ -141,7 +141,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     folders = [resolve_dataset(args.data, name) for name in names]
     check_output(args.out, [("the data folder", args.data), ("the --titles file", args.titles),
                             *(("a dataset folder", f) for f in folders),
-                            *(store_inputs(args.db or config.database_url()) if args.store else [])])  # fmt: skip
+                            *store_inputs(args.db or config.database_url())])  # fmt: skip
     datasets = [load_dataset(folder) for folder in folders]
     if args.titles:
         datasets.append(_titles_dataset(args))
@@ -318,7 +318,7 @@ def cmd_build_dataset(args: argparse.Namespace) -> int:
         raise MeloInputError(
             f"cannot tell the query language of crosswalk {crosswalk.name!r} (expected a code like deu_de)"
         )
-    inputs = [("the data folder", args.data), ("the crosswalk", source_file)]
+    inputs = [("the data folder", args.data), ("the crosswalk", source_file), *store_inputs(config.database_url())]
     if args.taxonomy.startswith(("esco-csv:", "dataset:")):
         kind, _, name = args.taxonomy.partition(":")
         inputs.append(("the taxonomy source", name if kind == "esco-csv" else resolve_dataset(args.data, name)))
@@ -387,7 +387,8 @@ def cmd_link(args: argparse.Namespace) -> int:
         raise MeloInputError("--input needs --column NAME and --out FILE.csv or FOLDER")
     say = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
     inputs = [("the data folder", args.data), ("the --input file", args.input), ("the pipeline file",
-              args.pipeline if args.pipeline and args.pipeline.endswith(".toml") else None)]  # fmt: skip
+              args.pipeline if args.pipeline and args.pipeline.endswith(".toml") else None),
+              *store_inputs(config.database_url())]  # fmt: skip
     check_output(args.out, inputs)
     check_output(args.rejects, [*inputs, ("the --out file", args.out)], "--rejects")
     source = None
@@ -531,7 +532,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     _pipeline_or_spec(args)
     source_file = crosswalk_path(args.data, args.crosswalk)
     check_output(args.out, [("the data folder", args.data), ("the crosswalk", source_file), ("the pipeline file",
-                            args.pipeline if args.pipeline and args.pipeline.endswith(".toml") else None)])  # fmt: skip
+                            args.pipeline if args.pipeline and args.pipeline.endswith(".toml") else None),
+                            *store_inputs(config.database_url())])  # fmt: skip
     crosswalk = load_crosswalk(source_file)
     taxonomy = cached_taxonomy_from_melo(args.data)
     languages = (
@@ -699,7 +701,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     if not args.name:
         raise MeloInputError("experiment run: name the experiment (see `experiment list`)")
     experiment = load_experiment(args.name)
-    check_output(args.results, [("the data folder", args.data), ("the experiment file", experiment.path)], "--results")
+    check_output(args.results, [("the data folder", args.data), ("the experiment file", experiment.path),
+                                *store_inputs(config.database_url())], "--results")  # fmt: skip
     only = _split(args.datasets) if args.datasets else None
     run_experiment(experiment, args.data, results=Path(args.results), limit_queries=args.limit_queries,
                    only_datasets=only, show_progress=not args.quiet,

@@ -348,3 +348,17 @@ def test_a_ray_address_that_never_answers_ends_in_exit_2(silent_port: int, tmp_p
         and "Traceback" not in result.stderr
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["titles.csv"]
+
+
+def test_core_commands_never_write_onto_the_configured_store(
+    store_copy: Path, tiny_dataset: Path, melo_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """eval without --store, and build-dataset, do not read the store: they must not replace it."""
+    monkeypatch.setenv("MELO_DB_URL", f"sqlite:///{store_copy}")
+    before = tree(store_copy.parent)
+    line = refused("eval", "--datasets", str(tiny_dataset), "--scorers", "char-tfidf", "--quiet",
+                   "--out", str(store_copy))  # fmt: skip
+    assert f"--out is the store ({store_copy})" in line
+    line = refused(*build_args(melo_data, store_copy.parent, "--force"))
+    assert f"--out holds the store ({store_copy})" in line
+    assert tree(store_copy.parent) == before
