@@ -10,6 +10,7 @@ from pathlib import Path
 from melo_core import config, extensions
 from melo_core.arguments import at_least
 from melo_core.errors import MeloInputError
+from melo_core.output import check_output, store_inputs
 from melo_core.training import TrainConfig, training_device
 
 
@@ -70,6 +71,9 @@ def cmd_train(args: argparse.Namespace) -> int:
                 f"--teacher {settings.teacher!r} is not an encoder spec ({', '.join(encoder_kinds())})"
             )
     store = extensions.store_access("--with-decisions") if args.with_decisions else None  # before the work
+    check_output(out, [("the data folder", args.data), ("the ESCO CSV export", args.esco_csv),
+                       ("the base model", None if settings.base == STATIC else settings.base),
+                       *store_inputs(args.db or config.database_url())])  # fmt: skip
     say = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
     if args.esco_csv:
         taxonomy, source = taxonomy_from_esco_csv(args.esco_csv), f"ESCO CSV export {args.esco_csv}"

@@ -362,3 +362,16 @@ def test_core_commands_never_write_onto_the_configured_store(
     line = refused(*build_args(melo_data, store_copy.parent, "--force"))
     assert f"--out holds the store ({store_copy})" in line
     assert tree(store_copy.parent) == before
+
+
+def test_train_never_writes_its_model_into_the_data_folder_or_onto_the_store(
+    melo_data: Path, store_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = linked_slice(tmp_path / "data", melo_data, ("processed/melo/nor_q_no_c_no",))
+    monkeypatch.setenv("MELO_DB_URL", f"sqlite:///{store_copy}")
+    before = tree(data, store_copy.parent)
+    line = refused("train", "--data", str(data), "--out", str(data / "model"), "--quiet")
+    assert f"--out is inside the data folder ({data})" in line
+    line = refused("train", "--data", str(data), "--out", str(store_copy.parent), "--overwrite", "--quiet")
+    assert f"--out holds the store ({store_copy})" in line
+    assert tree(data, store_copy.parent) == before and sorted(p.name for p in data.iterdir()) == ["processed"]
