@@ -606,6 +606,8 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     definition = load_pipeline(args.pipeline)
     taxonomy = cached_taxonomy_from_melo(args.data)
     languages = _link_languages(args.langs, args.query_lang, taxonomy)  # what `link` will then rank
+    check_output(args.progress_file, [("the data folder", args.data), *store_inputs(config.database_url())],
+                 "--progress-file")  # fmt: skip
     state = Path(args.progress_file) if args.progress_file else None
     with tqdm(total=1000, desc=f"preparing {definition.name}", disable=args.quiet, file=sys.stderr,
               bar_format="{l_bar}{bar}| {postfix}") as bar:  # fmt: skip

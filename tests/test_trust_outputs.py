@@ -361,6 +361,9 @@ def test_core_commands_never_write_onto_the_configured_store(
     assert f"--out is the store ({store_copy})" in line
     line = refused(*build_args(melo_data, store_copy.parent, "--force"))
     assert f"--out holds the store ({store_copy})" in line
+    line = refused("prepare", "--pipeline", "fast", "--query-lang", "no", "--langs", "no", "--quiet",
+                   "--progress-file", f"{store_copy}-wal")  # fmt: skip
+    assert f"--progress-file is the store's wal file ({store_copy}-wal)" in line
     assert tree(store_copy.parent) == before
 
 
