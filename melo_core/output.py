@@ -152,7 +152,10 @@ def remove_orphans(folder: Path, name: str | None = None) -> int:
     (and those named before the pid was in the name, once a day old). Returns how many."""
     pattern = re.escape(name) if name is not None else r".+"
     with_pid = re.compile(rf"^\.{pattern}\.p(\d+)-[a-z0-9_]+\.tmp$")
-    without_pid = re.compile(rf"^\.{pattern}\.[a-z0-9_]{{8}}(?:\.tmp)?$")
+    # Named before the pid: mkstemp's .NAME.XXXXXXXX.tmp, and a dataset's staging .NAME.XXXXXXXX
+    # (only for a named output: a plain dot file could look like it)
+    suffix = r"(?:\.tmp)?" if name is not None else r"\.tmp"
+    without_pid = re.compile(rf"^\.{pattern}\.[a-z0-9_]{{8}}{suffix}$")
     removed = 0
     try:
         entries = list(os.scandir(folder))
@@ -191,10 +194,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
+_SWEPT: set[str] = set()  # folders this process has cleaned of orphans
+
+
 def _temporary_file(target: Path) -> tuple[int, str]:
-    """A new temporary file next to ``target``, after the orphans of earlier runs are gone."""
+    """A new temporary file next to ``target``, after the orphans of earlier runs in its folder are
+    gone: once per folder and process (a run writing 20,000 shards to one folder scans it once)."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    remove_orphans(target.parent, target.name)
+    folder = os.path.abspath(target.parent)
+    if folder not in _SWEPT:
+        remove_orphans(target.parent)
+        _SWEPT.add(folder)
     return tempfile.mkstemp(prefix=temporary_prefix(target), suffix=".tmp", dir=target.parent)
 
 

@@ -294,15 +294,16 @@ def test_orphans_in_a_folder_output_go_and_live_or_young_ones_stay(tmp_path: Pat
             "old, live": f".part-000005.parquet.p{live.pid}-zz99zz99.tmp",
             "a shard": "part-000000.parquet",
             "a user's dot file": ".notes",
+            "an old dot file": ".config.abcdefgh",  # shaped like an old staging folder, but no .tmp
         }
         for name in names.values():
             (tmp_path / name).write_bytes(b"x")
         two_days_ago = time.time() - 2 * 86400
-        for key in ("old, no pid", "old, live"):
+        for key in ("old, no pid", "old, live", "an old dot file"):
             os.utime(tmp_path / names[key], (two_days_ago, two_days_ago))
         assert remove_orphans(tmp_path) == 3
         left = {key for key, name in names.items() if (tmp_path / name).exists()}
-        assert left == {"live", "young, no pid", "a shard", "a user's dot file"}
+        assert left == {"live", "young, no pid", "a shard", "a user's dot file", "an old dot file"}
     finally:
         live.kill()
         live.wait()
