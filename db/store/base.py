@@ -32,6 +32,17 @@ def _first_line(error: object) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
+# PostgreSQL error classes of a write the database refuses (not a bug in a query): data
+# exceptions, integrity, insufficient resources (disk full), program limits, a trigger's RAISE.
+_REFUSED_SQLSTATES = ("22", "23", "53", "54", "P0001")
+
+
+def _refused_by_the_database(error: StatementError) -> bool:
+    """SQLite's disk full, constraint or trigger refusal; PostgreSQL's by its error class."""
+    sqlstate = getattr(error.orig, "sqlstate", None) or ""
+    return isinstance(error, (OperationalError, DataError, IntegrityError)) or sqlstate.startswith(_REFUSED_SQLSTATES)
+
+
 def like_escape(folded: str) -> str:
     return re.sub(r"([\\%_])", r"\\\1", folded)
 
@@ -111,7 +122,7 @@ class StoreBase:
         except StatementError as exc:
             if isinstance(exc.orig, ColumnValueError):
                 raise MeloInputError(str(exc.orig)) from None
-            if not isinstance(exc, (OperationalError, DataError, IntegrityError)) or is_busy(exc):
+            if not _refused_by_the_database(exc) or is_busy(exc):
                 raise
             raise MeloInputError(
                 f"the store {self.display_url} refused the write, nothing was written: {_first_line(exc.orig)}"
