@@ -70,6 +70,20 @@ def test_a_mistyped_sqlite_path_is_refused_and_nothing_is_left_behind(tmp_path: 
     assert "ann" in run_cli_ok("users", "add", "ann", "--oidc", "--db", url)  # now it exists
 
 
+def test_eval_store_records_runs_in_an_existing_store_or_one_it_is_told_to_create(
+    tiny_dataset: Path, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    args = ("eval", "--datasets", str(tiny_dataset), "--scorers", "edit-distance", "--store", "--db", url, "--quiet")
+    line = refused(*args)
+    assert line == f"error: no store at {tmp_path / 'runs.db'}: create one with import-taxonomy or give --create"
+    assert not (tmp_path / "runs.db").exists()
+    assert "stored run 1 " in run_cli_ok(*args, "--create")
+    assert refused("eval", "--datasets", str(tiny_dataset), "--scorers", "edit-distance", "--create") == (
+        "error: --create goes with --store"
+    )
+
+
 @pytest.mark.parametrize("backend", BACKENDS_UNDER_TEST)
 def test_an_empty_database_is_a_store_only_once_created(backend: str, tmp_path: Path) -> None:
     with empty_store_url(backend, tmp_path) as url:
