@@ -179,6 +179,7 @@ def test_values_too_long_for_their_columns_stop_with_one_line_and_write_nothing(
           str(skos_file(tmp_path, "uri.csv", concept="http://data.europa.eu/esco/" + "o" * 600))), "uri"),
         (("import-terms", "--scheme", "s" * 300, "--csv", str(terms_csv(tmp_path))), "name"),
         (("import-taxonomy", "--esco-csv", str(esco), "--version", "v" * 300, "--quiet"), "version"),
+        (("migrate", "--scheme", "kept", "--to", "v2", "--curator", "c" * 300), "curator"),
         (("import-taxonomy", "--esco-csv", str(esco), "--name", "e\x07sco", "--quiet"), "name"),
     ]  # fmt: skip
     for args, column in cases:
