@@ -227,6 +227,19 @@ def test_the_library_refuses_too_long_names_as_one_error(store: Store, tmp_path:
     assert snapshot(store.url) == before
 
 
+def test_a_constraint_refused_in_a_bulk_insert_is_one_line_on_both_backends(store: Store) -> None:
+    """PostgreSQL's COPY raises the driver's own error, outside SQLAlchemy: one line too."""
+    from db.imports import _bulk_insert
+    from db.models import SchemeRow, utcnow
+
+    before = snapshot(store.url)
+    with pytest.raises(MeloInputError, match=r"refused the write, nothing was written: .*kind"):
+        with store.write() as s:
+            _bulk_insert(s, SchemeRow, [{"name": "ok", "kind": "terminology", "created_at": utcnow()},
+                                        {"name": "bad", "kind": "bogus", "created_at": utcnow()}])  # fmt: skip
+    assert snapshot(store.url) == before
+
+
 # -- a full disk -------------------------------------------------------------------------------
 
 

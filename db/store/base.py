@@ -119,6 +119,12 @@ class StoreBase:
                 yield session
         except ColumnValueError as exc:  # checked outside SQLAlchemy: PostgreSQL's COPY
             raise MeloInputError(str(exc)) from None
+        except self.engine.dialect.loaded_dbapi.Error as exc:  # the driver's own, outside SQLAlchemy: COPY
+            if not (getattr(exc, "sqlstate", None) or "").startswith(_REFUSED_SQLSTATES):
+                raise
+            raise MeloInputError(
+                f"the store {self.display_url} refused the write, nothing was written: {_first_line(exc)}"
+            ) from None
         except StatementError as exc:
             if isinstance(exc.orig, ColumnValueError):
                 raise MeloInputError(str(exc.orig)) from None
