@@ -25,14 +25,14 @@ _LINE_START = re.compile(r"^([#+\-=:]|\d+[.)])", re.MULTILINE)
 # "_" emphasises only at a word's edge ("nor_no" stays as it is); "&" only as an entity (&lt;).
 _UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
 _ENTITY = re.compile(r"&(?=#?\w+;)")
-# Streamlit finds these in the parsed text, where no backslash is left: bare URLs, www. names and
-# e-mail addresses become links, ":red[x]" coloured text or a badge, ":smile:" an emoji. An
-# invisible word joiner (U+2060) breaks each pattern; the text reads the same.
+# Streamlit finds these in the parsed text, where no backslash is left: bare URLs and www. names
+# become links, ":red[x]" coloured text or a badge, ":smile:" an emoji. An invisible word joiner
+# (U+2060) breaks each pattern; the text reads the same. E-mail addresses stay mailto: links: a
+# user name often is one, and it must read (and be found) exactly.
 WORD_JOINER = "\u2060"
 _PATTERNS = re.compile(
     r"(?<=[A-Za-z])(?=://)"  # http://, ftp://
     r"|(?<=www)(?=\.)"  # www.example.org
-    r"|(?<=\w)(?=@[\w-]+\.)"  # someone@example.org
     r"|(?<=:)(?=[\w+-]+(?:/[\w-]+)?(?::|\\\[))",  # :smile:, :material/home:, :red\[ (escaped by then)
     re.IGNORECASE,
 )
@@ -43,8 +43,8 @@ def md_text(value: object) -> str:
     HTML syntax backslash-escaped (which CommonMark allows before any ASCII punctuation), so no
     image, link, HTML, heading, list or emphasis can come of it; indentation at the start of a
     line is dropped (it would make a code block). What Streamlit finds after parsing (bare
-    URLs, e-mail addresses, ``:red[...]`` and badges, ``:smile:``) gets an invisible word joiner
-    (``WORD_JOINER``) that breaks the pattern."""
+    URLs, ``:red[...]`` and badges, ``:smile:``) gets an invisible word joiner (``WORD_JOINER``)
+    that breaks the pattern."""
     text = _ALWAYS.sub(r"\\\1", _INDENT.sub("", str(value)))
     text = _UNDERSCORE.sub(r"\\_", text)
     text = _ENTITY.sub(r"\\&", text)
