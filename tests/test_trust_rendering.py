@@ -322,3 +322,21 @@ def test_the_guard_finds_unescaped_values() -> None:
         (1, "term.label"), (2, "term.scheme"), (3, "done"), (4, "options[k]['text']"),
         (6, "str(options[o]['name'])"), (7, "name"), (8, "c.author"), (9, "name"),
     ]  # fmt: skip
+
+
+def test_no_page_uses_what_fetches_or_renders_html() -> None:
+    """Images (``st.image``, ``ImageColumn``) fetch their URL and HTML (``st.html``, components,
+    ``unsafe_allow_html``) is not escaped: none of them is used, so none can carry what a user typed.
+    Dataframe cells are text; ``LinkColumn`` links are clicked, not fetched (and Streamlit drops
+    ``javascript:`` ones)."""
+    fetching = {"image", "ImageColumn", "html", "iframe"}
+    found = []
+    for path in sorted([*(ROOT / "pages").glob("*.py"), *(ROOT / "ui").glob("*.py"), ROOT / "app.py"]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in fetching:
+                found.append(f"{path.name}:{node.lineno}: {node.func.attr}")
+            if isinstance(node, ast.keyword) and node.arg == "unsafe_allow_html":
+                found.append(f"{path.name}: unsafe_allow_html")
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("streamlit.components"):
+                found.append(f"{path.name}: {node.module}")
+    assert found == []
