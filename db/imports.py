@@ -527,12 +527,23 @@ def import_terms(
         plan = _plan_terms(s, scheme, source, kind, language, base_uri, report)
     _check_columns(scheme, source, plan)
     writer = _BatchWriter(store, batch_size)
+    # A new scheme is created in the transaction of its first terms: an import refused at its
+    # first batch (a full disk) leaves no empty scheme behind.
+    created: list[int] = []
+
+    def scheme_id_in(s: Session) -> int:
+        if not created:
+            created.append(_scheme_for_import(s, scheme, kind, language, base_uri, source.language))
+        return created[0]
+
     try:
-        with writer.transaction() as s:
-            scheme_id = _scheme_for_import(s, scheme, kind, language, base_uri, source.language)
         writer.each_batch(
-            [{**row, "scheme_id": scheme_id} for row in plan.new_terms], lambda s, b: _bulk_insert(s, TermRow, b)
+            plan.new_terms, lambda s, b: _bulk_insert(s, TermRow, [{**row, "scheme_id": scheme_id_in(s)} for row in b])
         )
+        if not created:  # no new term: the scheme exists (its settings checked again)
+            with writer.transaction() as s:
+                scheme_id_in(s)
+        scheme_id = created[0]
         writer.each_batch(plan.changed_terms, lambda s, b: s.execute(_TERM_UPDATE, list(b)))
         if source.decisions:
             _add_decisions(writer, scheme_id, source, report, importer)
@@ -719,7 +730,7 @@ class _BatchWriter:
     def stopped(self, scheme: str, error: Exception, path: Path) -> MeloInputError:
         """The one line for a write that failed part-way: what stays, and how to complete it."""
         reason = (str(self.database_error(error) or error).strip().splitlines() or [type(error).__name__])[0]
-        if self.written == 0 and self.transactions <= 1:
+        if self.written == 0:  # a new scheme is created with its first batch: nothing stays
             return MeloInputError(f"scheme {scheme!r}: nothing imported ({reason})", path)
         return MeloInputError(
             f"scheme {scheme!r}: the import stopped part-way ({reason}); {self.written} of {self.planned} "

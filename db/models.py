@@ -31,7 +31,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, InstrumentedAttribute, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
-from melo_core.text_limits import check_text
+from melo_core.text_limits import MAX_LABEL, check_text
 
 # Outcomes a curator can record. The SKOS mapping relations, closest first.
 MATCH_OUTCOMES = ("exactMatch", "narrowMatch", "broadMatch", "closeMatch", "relatedMatch")
@@ -122,6 +122,21 @@ class Bounded(TypeDecorator[str]):
         return self.check(value) if isinstance(value, str) else value
 
 
+class LabelText(Bounded):
+    """A ``Text`` column holding a title or label (a term's, a concept's): the one rule of
+    ``melo_core.text_limits`` for labels (at most ``MAX_LABEL`` characters, no control
+    characters) checked here as for every ``Bounded`` column, whatever wrote the row (an import,
+    the Link page, the library). The DDL stays TEXT."""
+
+    impl = Text
+    cache_ok = True
+
+    def __init__(self, what: str = "label"):
+        TypeDecorator.__init__(self)
+        self.length = MAX_LABEL
+        self.what = what
+
+
 def _one_of(column: str, values: tuple[str, ...]) -> str:
     return f"{column} IN ({', '.join(repr(v) for v in values)})"
 
@@ -181,7 +196,7 @@ class LabelRow(Base):
     language: Mapped[str] = mapped_column(String(35))
     kind: Mapped[str] = mapped_column(String(20))
     position: Mapped[int] = mapped_column(Integer)
-    text: Mapped[str] = mapped_column(Text)
+    text: Mapped[str] = mapped_column(LabelText("labels.text"))
     # db.formats.search_fold(text): what the concept search matches against
     search_text: Mapped[str] = mapped_column(Text, default="", server_default="")
 
@@ -216,7 +231,7 @@ class TermRow(Base):
     code: Mapped[str] = mapped_column(String(500))
     # Fixed when the term is first imported, so exported URIs never change.
     uri: Mapped[str] = mapped_column(String(1000))
-    label: Mapped[str] = mapped_column(Text)
+    label: Mapped[str] = mapped_column(LabelText("source_terms.label"))
     description: Mapped[str] = mapped_column(Text, default="")
     language: Mapped[str | None] = mapped_column(String(35))
     # casefold(code + label + description): portable case-insensitive search (SQLite's LIKE
@@ -263,7 +278,7 @@ class DecisionRow(Base):
     scorer: Mapped[str | None] = mapped_column(String(200))
     score: Mapped[float | None] = mapped_column(Float)
     rank: Mapped[int | None] = mapped_column(Integer)
-    concept_label: Mapped[str | None] = mapped_column(Text)
+    concept_label: Mapped[str | None] = mapped_column(LabelText("decisions.concept_label"))
     # Set on a decision written by undo: the decision it took back.
     undoes_id: Mapped[int | None] = mapped_column(ForeignKey("decisions.id"))
     # Version of the scheme's target taxonomy when the decision was made (None: not known, e.g.
@@ -308,8 +323,9 @@ class MigrationReviewRow(Base):
     term_id: Mapped[int] = mapped_column(ForeignKey("source_terms.id"))
     concept_uri: Mapped[str] = mapped_column(String(500))
     change: Mapped[str] = mapped_column(String(20))
-    old_label: Mapped[str | None] = mapped_column(Text)
-    new_label: Mapped[str | None] = mapped_column(Text)  # relabelled: the new label; replaced: the candidate's
+    old_label: Mapped[str | None] = mapped_column(LabelText("migration_reviews.old_label"))
+    # relabelled: the new label; replaced: the candidate's
+    new_label: Mapped[str | None] = mapped_column(LabelText("migration_reviews.new_label"))
     candidate_uri: Mapped[str | None] = mapped_column(String(500))
     candidate_score: Mapped[float | None] = mapped_column(Float)  # 1.0 for the same label
 

@@ -360,3 +360,23 @@ def test_an_undo_back_to_an_imported_state_keeps_it_imported(store_url: str, tmp
         )
         with pytest.raises(NotAllowed, match="one you imported"):
             shared.review([restored.id], rita, "confirmed")
+
+
+def test_an_undo_back_to_her_own_decision_is_still_hers_to_review_by_another(store_url: str, tmp_path: Path) -> None:
+    """Rita decides, Alice decides anew, Alice undoes: the state is Rita's judgement again (the
+    undo row is signed by Alice), so Rita may not confirm it; Ruth may."""
+    accounts(store_url)
+    path = tmp_path / "terms.csv"
+    path.write_text("code,label\nB1,Baker\n", encoding="utf-8")
+    with Store(store_url, sign_in=True) as shared:
+        rita, alice = shared.sign_in("rita", "rita-secret"), shared.sign_in("alice", "alice-secret")
+        import_terms(shared, "tst", read_term_file(path, "csv"))
+        b1 = shared.term("tst", "B1")
+        assert b1 is not None
+        shared.decide(b1.id, BAKER, "exactMatch", rita)
+        shared.decide(b1.id, BAKER, "narrowMatch", alice)
+        restored = shared.undo(b1.id, BAKER, alice)
+        assert restored is not None and (restored.outcome, restored.curator) == ("exactMatch", "alice")
+        with pytest.raises(NotAllowed, match="your own"):
+            shared.review([restored.id], rita, "confirmed")
+        assert shared.review([restored.id], shared.sign_in("ruth", "ruth-secret"), "confirmed")

@@ -14,10 +14,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from sqlalchemy import String, create_engine, event, text
+from sqlalchemy import String, create_engine, event, select, text
 from sqlalchemy.engine import Engine
 
-from db.models import Base, Bounded
+from db.models import Base, Bounded, SchemeRow, TermRow
 from db.store import Store
 from db.testing import empty_store_url, run_cli, run_cli_ok, snapshot
 from melo_core.errors import MeloInputError
@@ -62,7 +62,10 @@ def test_a_mistyped_sqlite_path_is_refused_and_nothing_is_left_behind(tmp_path: 
     ):
         line = refused(*args, "--db", url)
         if args[0] != "import-results":  # that one first finds no results in the folder
-            assert line == f"error: no store at {missing}: create one with import-taxonomy or give --create"
+            assert (
+                line
+                == f"error: no store at {missing}: create one with import-taxonomy, or --create (import-terms, import-results, users add, eval --store)"
+            )
     assert files_in(tmp_path) == ["terms.csv"]  # no empty store, no -wal or -shm
 
     out = run_cli_ok("import-terms", "--scheme", "s", "--csv", str(csv), "--db", url, "--create")
@@ -76,7 +79,10 @@ def test_eval_store_records_runs_in_an_existing_store_or_one_it_is_told_to_creat
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     args = ("eval", "--datasets", str(tiny_dataset), "--scorers", "edit-distance", "--store", "--db", url, "--quiet")
     line = refused(*args)
-    assert line == f"error: no store at {tmp_path / 'runs.db'}: create one with import-taxonomy or give --create"
+    assert (
+        line
+        == f"error: no store at {tmp_path / 'runs.db'}: create one with import-taxonomy, or --create (import-terms, import-results, users add, eval --store)"
+    )
     assert not (tmp_path / "runs.db").exists()
     assert "stored run 1 " in run_cli_ok(*args, "--create")
     assert refused("eval", "--datasets", str(tiny_dataset), "--scorers", "edit-distance", "--create") == (
@@ -87,7 +93,7 @@ def test_eval_store_records_runs_in_an_existing_store_or_one_it_is_told_to_creat
 @pytest.mark.parametrize("backend", BACKENDS_UNDER_TEST)
 def test_an_empty_database_is_a_store_only_once_created(backend: str, tmp_path: Path) -> None:
     with empty_store_url(backend, tmp_path) as url:
-        with pytest.raises(MeloInputError, match=r"no store at .*give --create"):
+        with pytest.raises(MeloInputError, match=r"no store at .*import-taxonomy, or --create"):
             Store(url)
         assert snapshot(url) == {}  # not even alembic_version
         refused("users", "add", "ann", "--oidc", "--db", url)
@@ -270,8 +276,8 @@ def test_a_full_disk_during_import_terms_is_one_line_and_writes_nothing(tmp_path
     with full_sqlite(path):
         line = refused("import-terms", "--scheme", "big", "--csv", str(big), "--db", url)
         assert "database or disk is full" in line
-        # No term went in (the scheme's own row may: term imports write in batches, db/README.md).
-        assert snapshot(url)["source_terms"] == before["source_terms"]
+        # Refused at its first batch: no term and no empty scheme went in.
+        assert snapshot(url) == before
         with Store(url) as store:
             term = store.terms("small")[0]
             decided = 0
@@ -342,3 +348,24 @@ def test_the_melo_union_is_replaced_only_by_the_melo_corpora_in_the_same_languag
     out = run_cli_ok("import-taxonomy", "--esco-csv", english, "--version", "melo-union", "--replace",
                      "--db", store_url, "--quiet")  # fmt: skip
     assert "taxonomy esco melo-union: replaced, 45 concepts" in out and "languages en,no -> en" in out
+
+
+@pytest.mark.parametrize("label", ["baker\nwith a line break", "b" * 1001, "nul\x00"])
+def test_a_label_the_readers_would_refuse_is_refused_by_the_store_too(store_url: str, label: str) -> None:
+    """Titles and labels follow one rule whatever writes them (an import, the Link page, the
+    library): the store checks its label columns as the readers check files."""
+    with Store(store_url) as store:
+        with store.write() as s:
+            s.add(SchemeRow(name="s", kind="terminology"))
+        with store.read() as s:
+            scheme_id = s.scalars(select(SchemeRow.id)).one()
+        with store.write() as s:
+            s.add(TermRow(scheme_id=scheme_id, code="B1", uri="urn:x:B1", label="Baker", description=""))
+        [term] = store.terms("s")
+        before = snapshot(store_url)
+        with pytest.raises(MeloInputError, match=r"decisions\.concept_label"):
+            store.decide(term.id, "http://data.europa.eu/esco/occupation/1", "exactMatch", "ann", concept_label=label)
+        with pytest.raises(MeloInputError, match=r"source_terms\.label"):
+            with store.write() as s:
+                s.add(TermRow(scheme_id=scheme_id, code="B2", uri="urn:x:B2", label=label, description=""))
+        assert snapshot(store_url) == before

@@ -74,7 +74,8 @@ class StoreBase:
             # and a file that is not a store is never touched.
             if not store_exists(self.engine) and not create:
                 raise MeloInputError(
-                    f"no store at {store_location(self.engine)}: create one with import-taxonomy or give --create"
+                    f"no store at {store_location(self.engine)}: create one with import-taxonomy, "
+                    "or --create (import-terms, import-results, users add, eval --store)"
                 )
             if upgrade:
                 upgrade_schema(self.engine)

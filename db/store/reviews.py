@@ -66,17 +66,32 @@ class ReviewQueries(CrosswalkQueries):
                 )
                 if latest != row.id or row.outcome == UNDECIDED:
                     raise ValueError(f"decision {decision_id} is no longer the current one of its pair: reload")
-                if row.curator == name:
-                    raise NotAllowed(f"decision {decision_id} is your own: another reviewer reviews it")
-                if row.imported_by == name:
-                    # Whatever curator the file named: she chose to bring it in.
-                    raise NotAllowed(f"decision {decision_id} is one you imported: another reviewer reviews it")
+                # An undo restores an earlier decision: its author's judgement is what is reviewed.
+                judged = self._restored(s, row) if row.undoes_id is not None else row
+                for signed in (row, judged):
+                    if signed.curator == name:
+                        raise NotAllowed(f"decision {decision_id} is your own: another reviewer reviews it")
+                    if signed.imported_by == name:
+                        # Whatever curator the file named: she chose to bring it in.
+                        raise NotAllowed(f"decision {decision_id} is one you imported: another reviewer reviews it")
                 review = ReviewRow(decision_id=row.id, reviewer=name, verdict=verdict, reviewed_at=now,
                                    comment=comment.strip())  # fmt: skip
                 s.add(review)
                 added.append(review)
             s.flush()
             return [_review(r) for r in added]
+
+    @staticmethod
+    def _restored(s: Session, undo: DecisionRow) -> DecisionRow:
+        """The decision an undo row restores (the undo itself when it restores none)."""
+        history = s.scalars(
+            select(DecisionRow)
+            .where(DecisionRow.term_id == undo.term_id, DecisionRow.concept_uri == undo.concept_uri)
+            .where(DecisionRow.id <= undo.id)
+            .order_by(DecisionRow.id)
+        ).all()
+        stack = replay(history)
+        return stack[-1] if stack else undo
 
     def reviews(self, decision_id: int) -> list[Review]:
         """Every review of a decision, oldest first."""
