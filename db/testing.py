@@ -82,3 +82,13 @@ def run_cli_ok(*args: str) -> str:
     code, out, err = run_cli(*args)
     assert code == 0, err
     return out
+
+
+def run_cli_refused(*args: str) -> str:
+    """``run_cli`` that must be refused on the user's input: exit code 2 and one line on stderr
+    starting with ``error: `` (no traceback); returns that line."""
+    code, out, err = run_cli(*args)
+    assert code == 2, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]

@@ -14,19 +14,11 @@ import pytest
 
 from db.store import Store
 from db.testing import run_cli, run_cli_ok, snapshot
+from db.testing import run_cli_refused as rejected
 from melo_core.taxonomy import taxonomy_from_esco_csv, taxonomy_from_melo
 from tests.conftest import write_workbook
 
 cli, ok = run_cli, run_cli_ok
-
-
-def rejected(*args: str) -> str:
-    """Run a command that must fail on bad input: exit code 2, one line on stderr."""
-    code, out, err = cli(*args)
-    assert code == 2, (out, err)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    return lines[0]
 
 
 def counts(url: str) -> dict[str, int]:

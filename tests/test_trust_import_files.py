@@ -18,6 +18,7 @@ import pytest
 
 from db.imports import ImportReport, check_accounted, read_term_file
 from db.testing import run_cli, run_cli_ok, snapshot
+from db.testing import run_cli_refused as rejected
 from melo_core.bulk import InputBatches
 from melo_core.crosswalk import load_crosswalk
 from melo_core.errors import MeloInputError
@@ -27,15 +28,6 @@ from melo_core.tsv import read_csv_records
 from tests.conftest import write_workbook
 
 cli, ok = run_cli, run_cli_ok
-
-
-def rejected(*args: str) -> str:
-    """Run a command that must fail on bad input: exit code 2, one line on stderr."""
-    code, out, err = cli(*args)
-    assert code == 2, (out, err)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,7 @@ import pytest
 from db.imports import import_taxonomy
 from db.store import Store
 from db.testing import empty_store_url, run_cli, run_cli_ok
+from db.testing import run_cli_refused as refused
 from melo_core.datasets import load_dataset
 from melo_core.output import remove_orphans
 from melo_core.taxonomy import taxonomy_from_datasets
@@ -44,15 +45,6 @@ def tree(*roots: Path) -> dict[str, str]:
         for path in paths:
             hashes[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
     return hashes
-
-
-def refused(*args: str) -> str:
-    """A command that must be refused: exit code 2, one line on stderr starting with "error: "."""
-    code, out, err = run_cli(*args)
-    assert code == 2, (out, err)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    return lines[0]
 
 
 def populate(url: str, melo_data: Path) -> None:

@@ -22,20 +22,12 @@ from db.exports import skos_csv_text, sssom_text, turtle_text
 from db.imports import import_terms, read_term_file, read_terms_csv
 from db.models import DecisionRow, utcnow
 from db.store import NotAllowed, SignInRequired, Store
-from db.testing import run_cli, run_cli_ok, snapshot
+from db.testing import run_cli_ok, snapshot
+from db.testing import run_cli_refused as rejected
 from ui import auth
 
 ZERO_WIDTH_SPACE = "\u200b"
 RIGHT_TO_LEFT_OVERRIDE = "\u202e"
-
-
-def rejected(*args: str) -> str:
-    """Run a command that must fail on bad input: exit code 2, one line on stderr."""
-    code, out, err = run_cli(*args)
-    assert code == 2, (out, err)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    return lines[0]
 
 
 @pytest.fixture

@@ -19,20 +19,12 @@ from sqlalchemy.engine import Engine
 
 from db.models import Base, Bounded, SchemeRow, TermRow
 from db.store import Store
-from db.testing import empty_store_url, run_cli, run_cli_ok, snapshot
+from db.testing import empty_store_url, run_cli_ok, snapshot
+from db.testing import run_cli_refused as refused
 from melo_core.errors import MeloInputError
 from tests.conftest import BACKENDS_UNDER_TEST, esco_csv_dir
 
 SKOS_HEADER = "source_uri,source_code,source_label,relation,target_uri,target_label,curator,decided_at\n"
-
-
-def refused(*args: str) -> str:
-    """A command that must stop on the user's input: exit code 2, one line on stderr."""
-    code, out, err = run_cli(*args)
-    assert code == 2, (out, err)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    return lines[0]
 
 
 def terms_csv(folder: Path, rows: int = 3, name: str = "terms.csv") -> Path:
