@@ -47,6 +47,7 @@ from melo_core.datasets import (
 from melo_core.disk_cache import files_stamp, load_pickle, save_pickle
 from melo_core.published import published_model
 from melo_core.significance import Interval, paired_test
+from melo_core.taxonomy import isco_code_of
 from melo_core.text import ascii_fold, folding_applies
 
 if TYPE_CHECKING:
@@ -509,8 +510,14 @@ def gold_clusters(queries: pd.DataFrame) -> dict[str, str]:
 def drilldown_table(queries: pd.DataFrame, concept_of: Mapping[str, str] | None = None, top_n: int = 5) -> pd.DataFrame:
     """A stored run's queries (``db.runs.run_queries``: gold and top as (corpus id, form) pairs)
     for reading: query_id, query, gold concepts, gold labels, first_rank, reciprocal_rank, and the
-    top ``top_n`` predictions, a relevant one marked with ✔."""
+    top ``top_n`` predictions, a relevant one marked with ✔. An ISCO group's label reads with its
+    code first ("ISCO 011 …"), as on the Link page: ISCO repeats a label across levels."""
     mapping = concept_of or {}
+
+    def shown(cid: str, form: str) -> str:
+        code = isco_code_of(_concept(cid, mapping))
+        return f"ISCO {code} {form}" if code else form
+
     rows = []
     for row in queries.itertuples(index=False):
         gold_ids = {cid for cid, _ in row.gold}
@@ -519,11 +526,11 @@ def drilldown_table(queries: pd.DataFrame, concept_of: Mapping[str, str] | None 
                 "query_id": row.query_id,
                 "query": row.query_text,
                 "gold concepts": " | ".join(dict.fromkeys(_concept(cid, mapping) for cid, _ in row.gold)),
-                "gold labels": " | ".join(form for _, form in row.gold),
+                "gold labels": " | ".join(shown(cid, form) for cid, form in row.gold),
                 "first_rank": row.first_rank,
                 "reciprocal_rank": row.reciprocal_rank,
                 **{
-                    f"top {i}": (("✔ " if cid in gold_ids else "") + form)
+                    f"top {i}": (("✔ " if cid in gold_ids else "") + shown(cid, form))
                     for i, (cid, form) in enumerate(row.top[:top_n], start=1)
                 },
             }

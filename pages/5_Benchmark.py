@@ -168,6 +168,7 @@ bars = px.bar(
     x="dataset",
     y=metric,
     color="model",
+    color_discrete_map=ui.model_colours(runs["model"]),
     barmode="group",
     category_orders={"dataset": chosen, "model": picked},
 )
@@ -197,7 +198,16 @@ if curves.empty:
     st.caption("No run of the chosen models on these datasets.")
 else:
     averaged = mean_curves(curves)
-    lines = px.line(averaged, x="k", y="accuracy", color="model", markers=True, log_x=True, range_y=[0, 1])
+    lines = px.line(
+        averaged,
+        x="k",
+        y="accuracy",
+        color="model",
+        color_discrete_map=ui.model_colours(runs["model"]),
+        markers=True,
+        log_x=True,
+        range_y=[0, 1],
+    )
     ui.show_chart(lines, averaged, "topk_curves")
 
 st.subheader("Difference to the published value")

@@ -136,4 +136,18 @@ scatter = px.scatter(
     labels={"rr_a": f"reciprocal rank, {model}", "rr_b": f"reciprocal rank, {other}"},
 )  # fmt: skip
 ui.show_chart(scatter, comparison.table, f"compare_{dataset}")
-st.dataframe(changed, hide_index=True, key="drill_compare")
+# Past the run's depth a query has no rank (inf): an empty cell, as above, not "Infinity".
+unranked = {
+    column: changed[column].where(changed[column] != float("inf")) for column in ("first_rank_a", "first_rank_b")
+}
+st.dataframe(
+    changed.assign(**unranked),
+    hide_index=True,
+    key="drill_compare",
+    column_config={
+        column: st.column_config.NumberColumn(
+            format="%.0f", help="Rank of the first relevant element; empty when none is in the run's top"
+        )
+        for column in unranked
+    },
+)

@@ -4,7 +4,11 @@ as CSV). Streamlit glue only: the numbers come from ``db.runs`` and ``melo_core.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
+
 import pandas as pd
+import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -18,11 +22,33 @@ from melo_core.significance import Interval, mean_interval
 from ui.safe import md_code
 
 PUBLISHED_SUFFIX = " (published)"
+# 24 distinct colours; a model keeps its colour in every chart and on every page.
+MODEL_PALETTE: tuple[str, ...] = tuple(px.colors.qualitative.Dark24)
 
 
 def model_name(scorer: str, source: str) -> str:
     """Our runs by scorer spec; published baselines by paper model name, marked as such."""
     return scorer if source == OURS else scorer + PUBLISHED_SUFFIX
+
+
+def model_colours(models: Iterable[str]) -> dict[str, str]:
+    """``color_discrete_map`` for Plotly Express charts coloured by model: pass every model of the
+    store (``run_table``), not the chosen ones, so a model keeps its colour in each chart and
+    whatever the selection. A colour comes from the model's name (a stable hash, not its place in a
+    list); a model whose colour is taken gets the next free one, so up to 24 models all differ."""
+    colours: dict[str, str] = {}
+    taken: set[int] = set()
+    for model in sorted(set(models)):
+        slot = int.from_bytes(hashlib.blake2b(model.encode("utf-8"), digest_size=4).digest(), "big")
+        slot %= len(MODEL_PALETTE)
+        for _ in range(len(MODEL_PALETTE)):
+            if slot not in taken:
+                break
+            slot = (slot + 1) % len(MODEL_PALETTE)
+        taken.add(slot)
+        taken = set() if len(taken) == len(MODEL_PALETTE) else taken  # more models than colours: reuse
+        colours[model] = MODEL_PALETTE[slot]
+    return colours
 
 
 def run_table(store: Store) -> pd.DataFrame:
