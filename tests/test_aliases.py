@@ -448,7 +448,7 @@ def test_the_link_page_learns_from_accepted_decisions(
     table = app.dataframe[0].value
     assert not any("known mention" in matched for matched in table["matched label"])
     chosen = table.iloc[2]["uri"]
-    app.button(key="link_pick_3").click().run()
+    next(r for r in app.radio if r.label == "Concept").set_value(f"3|{chosen}")  # what key 3 checks
     next(b for b in app.button if b.label == "Exact").click().run()
     assert not app.exception and app.subheader[0].value != label
 
