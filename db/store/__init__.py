@@ -63,7 +63,7 @@ from db.store.records import (
     Term,
 )
 from db.store.retry import StoreBusy
-from db.store.reviews import CONFLICTING, PROPOSED, REVIEW_FILTERS, ReviewQueries
+from db.store.reviews import CONFLICTING, PROPOSED, REVIEW_FILTERS, ReviewQueries, select_all
 from db.store.taxonomies import TaxonomyQueries
 from db.store.terms import STATUSES, TermQueries
 from db.store.versions import VersionQueries
@@ -112,5 +112,6 @@ __all__ = [
     "current_revisions",
     "head_revisions",
     "search_text",
+    "select_all",
     "upgrade_schema",
 ]

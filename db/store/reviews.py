@@ -25,6 +25,12 @@ CONFLICTING = "conflicting"
 REVIEW_FILTERS = (PROPOSED, CONFLICTING, "confirmed", "rejected")
 
 
+def select_all(items: Iterable[ReviewItem], include_conflicting: bool = False) -> list[ReviewItem]:
+    """What "select all" selects of the review queue's ``items``: the conflicting ones only when
+    asked, since confirming one side of a disagreement in bulk settles it unseen."""
+    return [i for i in items if include_conflicting or not i.conflict]
+
+
 def _review(row: ReviewRow) -> Review:
     return Review(row.id, row.decision_id, row.reviewer, row.verdict, row.reviewed_at, row.comment)
 
@@ -64,22 +70,30 @@ class ReviewQueries(CrosswalkQueries):
                         DecisionRow.term_id == row.term_id, DecisionRow.concept_uri == row.concept_uri
                     )
                 )
+                # Messages name the mapping as the page shows it, not the decision's internal id.
+                mapping = self._mapping_name(s, row)
                 if latest != row.id or row.outcome == UNDECIDED:
-                    raise ValueError(f"decision {decision_id} is no longer the current one of its pair: reload")
+                    raise ValueError(f"{mapping} is no longer the current decision of its pair: reload")
                 # An undo restores an earlier decision: its author's judgement is what is reviewed.
                 judged = self._restored(s, row) if row.undoes_id is not None else row
                 for signed in (row, judged):
                     if signed.curator == name:
-                        raise NotAllowed(f"decision {decision_id} is your own: another reviewer reviews it")
+                        raise NotAllowed(f"{mapping} is your own decision: another reviewer reviews it")
                     if signed.imported_by == name:
                         # Whatever curator the file named: she chose to bring it in.
-                        raise NotAllowed(f"decision {decision_id} is one you imported: another reviewer reviews it")
+                        raise NotAllowed(f"{mapping} is one you imported: another reviewer reviews it")
                 review = ReviewRow(decision_id=row.id, reviewer=name, verdict=verdict, reviewed_at=now,
                                    comment=comment.strip())  # fmt: skip
                 s.add(review)
                 added.append(review)
             s.flush()
             return [_review(r) for r in added]
+
+    @staticmethod
+    def _mapping_name(s: Session, row: DecisionRow) -> str:
+        """A decision as a person reads it: “Baker” → baker."""
+        term = s.get(TermRow, row.term_id)
+        return f"“{term.label if term else row.term_id}” → {_short(row.concept_uri, row.concept_label)}"
 
     @staticmethod
     def _restored(s: Session, undo: DecisionRow) -> DecisionRow:

@@ -1,5 +1,5 @@
-"""Source schemes and their terms: the curation queue (status todo, done or unsure, from the current
-decisions) and the linker's suggestions per term."""
+"""Source schemes and their terms: the curation queue (status todo, returned, unsure or done, from
+the current decisions and their reviews) and the linker's suggestions per term."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from typing import Any
 
 from sqlalchemy import case, func, select
 
-from db.models import MATCH_OUTCOMES, UNSURE, DecisionRow, SchemeRow, SuggestionRow, TermRow, utcnow
+from db.models import MATCH_OUTCOMES, UNSURE, DecisionRow, ReviewRow, SchemeRow, SuggestionRow, TermRow, utcnow
 from db.store.base import StoreBase, like_pattern
 from db.store.records import Scheme, Suggestion, Term
 
-STATUSES = ("todo", "done", "unsure")
+# returned: a reviewer rejected one of the term's current mappings; it is the curator's again.
+STATUSES = ("todo", "done", "unsure", "returned")
 
 
 class TermQueries(StoreBase):
@@ -49,14 +50,30 @@ class TermQueries(StoreBase):
         return next((s for s in self.schemes() if s.name == name), None)
 
     def _term_flags(self, scheme_id: int | None = None, term_id: int | None = None) -> Any:
-        """Per term: whether a current decision is a match, and whether one is unsure."""
+        """Per term: whether a current decision is a match, whether one is unsure, and whether a
+        reviewer rejected a current match (its latest review)."""
         latest = self._latest_ids(scheme_id, term_id)
-        current_sq = select(DecisionRow.term_id, DecisionRow.outcome).where(DecisionRow.id.in_(latest)).subquery()
+        latest_reviews = select(func.max(ReviewRow.id)).group_by(ReviewRow.decision_id)
+        rejected = select(ReviewRow.decision_id).where(
+            ReviewRow.id.in_(latest_reviews), ReviewRow.verdict == "rejected"
+        )
+        current_sq = (
+            select(
+                DecisionRow.term_id,
+                DecisionRow.outcome,
+                case((DecisionRow.outcome.in_(MATCH_OUTCOMES) & DecisionRow.id.in_(rejected), 1), else_=0).label(
+                    "returned"
+                ),
+            )
+            .where(DecisionRow.id.in_(latest))
+            .subquery()
+        )
         return (
             select(
                 current_sq.c.term_id,
                 func.max(case((current_sq.c.outcome.in_(MATCH_OUTCOMES), 1), else_=0)).label("matched"),
                 func.max(case((current_sq.c.outcome == UNSURE, 1), else_=0)).label("unsure"),
+                func.max(current_sq.c.returned).label("returned"),
             )
             .group_by(current_sq.c.term_id)
             .subquery()
@@ -64,8 +81,14 @@ class TermQueries(StoreBase):
 
     @staticmethod
     def _status_of(flags: Any) -> Any:
-        # unsure wins (the term needs a second look), then any match makes it done.
-        return case((flags.c.unsure == 1, "unsure"), (flags.c.matched == 1, "done"), else_="todo")
+        # returned wins (a reviewer sent it back), then unsure (it needs a second look), then any
+        # match makes it done.
+        return case(
+            (flags.c.returned == 1, "returned"),
+            (flags.c.unsure == 1, "unsure"),
+            (flags.c.matched == 1, "done"),
+            else_="todo",
+        )
 
     def _statuses(self, search: str | None = None, scheme_id: int | None = None) -> Any:
         """Subquery: term_id, scheme_id and status of every term (matching ``search``)."""
@@ -85,8 +108,8 @@ class TermQueries(StoreBase):
         limit: int | None = 50,
         offset: int = 0,
     ) -> list[Term]:
-        """Terms of a scheme in import order, filtered by status (todo, done, unsure; None for
-        all) and by a case-insensitive substring of code, label or description."""
+        """Terms of a scheme in import order, filtered by status (todo, done, unsure, returned;
+        None for all) and by a case-insensitive substring of code, label or description."""
         if status is not None and status not in STATUSES:
             raise ValueError(f"status must be one of {', '.join(STATUSES)} or None")
         if (limit is not None and limit < 0) or offset < 0:  # SQLite reads a negative LIMIT as none
@@ -113,7 +136,7 @@ class TermQueries(StoreBase):
             ]
 
     def queue_counts(self, scheme: str, search: str | None = None) -> dict[str, int]:
-        """How many terms of the scheme are todo, done and unsure (after the text search)."""
+        """How many terms of the scheme are todo, done, unsure and returned (after the text search)."""
         with self.read() as s:
             scheme_row = self._scheme_row(s, scheme)
             statuses = self._statuses(search, scheme_row.id)
