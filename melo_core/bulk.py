@@ -43,6 +43,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from melo_core import config
 from melo_core.errors import MeloInputError
 from melo_core.memory import kept_until_exit
 from melo_core.output import open_output, remove_orphans, replaced_file, temporary_prefix
@@ -672,6 +673,8 @@ def run_ray(path: str, column: str, settings: LinkSettings, out: str, fmt: str =
                              "sheet as CSV for the cluster to read", path)  # fmt: skip
     workers = workers or max(1, os.cpu_count() or 1)
     env = {k: os.environ[k] for k in PROPAGATED_ENV if os.environ.get(k)}
+    folders = config.folders()  # --data, --cache, --models as this process resolved them: the actors' environment
+    env.update(MELO_DATA=folders["data"], MELO_CACHE=folders["cache"], MELO_MODELS=folders["models"])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),
                                                       env.get("PYTHONPATH")]))  # fmt: skip
     if not ray.is_initialized():

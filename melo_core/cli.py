@@ -634,7 +634,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         try:
             prepare(definition, taxonomy, languages, on_progress=progress, workers=args.workers,
                     query_language=args.query_lang, mentions=_mention_texts(args, definition, taxonomy),
-                    on_serving=on_serving)  # fmt: skip
+                    on_serving=on_serving, data_dir=args.data)  # fmt: skip
             progress(1.0, "fitting the lexical scorers and reading the known mentions as `link` will")
             _first_link(args, definition, languages)
         except Exception as exc:
@@ -941,7 +941,24 @@ def build_parser() -> argparse.ArgumentParser:
     cache_admin.add_commands(commands)
     for add_commands in extensions.installed().commands:  # the store's, from above (melo_core.extensions)
         add_commands(commands)
+    for command in commands.choices.values():
+        add_folder_options(command)
     return parser
+
+
+def add_folder_options(command: argparse.ArgumentParser) -> None:
+    """--cache and --models on a command (those it has of its own stay): ``main`` uses them, with
+    --data, in this process and every process it starts (``config.choose_folders``)."""
+    for option, help_text in (
+        ("--cache", f"cache folder: embeddings, indexes, fitted scorers (default: $MELO_CACHE, else ./cache in "
+                    f"the project root; now {config.cache_dir()})"),
+        ("--models", f"folder of the models MELO Studio builds (default: $MELO_MODELS, else ./models in the "
+                     f"project root; now {config.models_dir()})"),
+    ):  # fmt: skip
+        try:
+            command.add_argument(option, help=help_text)
+        except argparse.ArgumentError:  # its own (`cache --cache`)
+            pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -953,7 +970,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(parser.epilog, file=sys.stderr)
         raise
     try:
-        with thawed_afterwards():  # `link` freezes what it builds (kept_until_exit)
+        folders = {name: getattr(args, name, None) for name in ("data", "cache", "models")}
+        with config.chosen_folders(**folders), thawed_afterwards():  # `link` freezes what it builds (kept_until_exit)
             code = args.func(args)
         sys.stdout.flush()  # a reader gone (`| head`) shows here, not as a traceback at exit
         return code

@@ -493,14 +493,17 @@ def describe_missing(needs: Sequence[Requirement]) -> str:
 def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Sequence[str] | None,
             cache_dir: str | Path | None = None, on_progress: Callable[[float, str], None] = lambda f, m: None,
             workers: int | None = None, query_language: str | None = None,
-            mentions: Sequence[str] = (), on_serving: Callable[[], None] = lambda: None) -> None:  # fmt: skip
+            mentions: Sequence[str] = (), on_serving: Callable[[], None] = lambda: None,
+            data_dir: str | Path | None = None) -> None:  # fmt: skip
     """Build what the pipeline needs over ``languages``, in the order a first suggestion needs
     it: the domain model, then per encoder the labels' vectors and index, and the descriptions
     (``on_serving()`` is called once these are there: the pipeline serves from then on; with
     ``query_language``, once those its queries read are: the rest follows), then the known mentions'
     vectors where they take long (several worker processes, into the shared cache; an
-    interrupted run keeps what it finished). ``on_progress(fraction, message)`` is called as work completes, with an ETA."""
+    interrupted run keeps what it finished). ``on_progress(fraction, message)`` is called as work completes, with an ETA.
+    Models are trained on ``data_dir`` (default ``config.data_dir()``), the folder ``taxonomy`` came from."""
     cache = Path(cache_dir or config.cache_dir())
+    data = Path(data_dir or config.data_dir())
     needs = requirements(definition, taxonomy, languages, cache, mentions=mentions)
     total = sum(r.seconds for r in needs if not r.ready) or 1.0
     done_before = stage_seconds = 0.0  # the build so far, and the stage under way (report reads them)
@@ -531,7 +534,7 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
     for i, need in enumerate(ordered):
         if not need.ready:
             stage_seconds, stage_started = need.seconds, time.monotonic()
-            _build(need, taxonomy, languages, mentions, cache, workers, report)
+            _build(need, taxonomy, languages, mentions, cache, data, workers, report)
             done_before += need.seconds
         if i == last_serving:
             on_serving()
@@ -550,14 +553,14 @@ def seconds_left(estimate: float, done: float, elapsed: float, later: float) -> 
 
 
 def _build(need: Requirement, taxonomy: Taxonomy, languages: Sequence[str] | None, mentions: Sequence[str],
-           cache: Path, workers: int | None, report: Callable[[float, str], None]) -> None:  # fmt: skip
+           cache: Path, data: Path, workers: int | None, report: Callable[[float, str], None]) -> None:  # fmt: skip
     """Get one missing requirement: build a model (the domain model, e5-esco), or embed labels
     (then build their snapshot and index) or known mentions with one encoder."""
     from melo_core.encoders.prefill import fill_cache
 
     model = next((m for m in map(built_model, encoder_kinds()) if m is not None and m.what == need.what), None)
     if model is not None:
-        model.build_apart(config.data_dir(), on_progress=lambda step, steps, loss: report(
+        model.build_apart(data, on_progress=lambda step, steps, loss: report(
             need.seconds * step / max(steps, 1), f"building the {model.what}: step {step} of {steps}"))  # fmt: skip
         return
     spec, part = str(need.encoder), need.part

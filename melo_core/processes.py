@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from melo_core import config
 from melo_core.errors import MeloInputError
 
 Progress = Callable[[int, int, float], None]  # (step, steps, loss), as training reports it
@@ -34,11 +35,13 @@ def bare_main() -> Iterator[None]:
             sys.modules["__main__"] = main
 
 
-def _build_child(build: Callable[..., Path], data_dir: str, messages: multiprocessing.Queue) -> None:
+def _build_child(build: Callable[..., Path], data_dir: str, folders: dict[str, str],
+                 messages: multiprocessing.Queue) -> None:  # fmt: skip
     def progress(step: int, steps: int, loss: float) -> None:
         messages.put(("progress", (step, steps, loss)))
 
     try:
+        config.choose_folders(**folders)  # the parent's, whatever its options chose: where the model goes
         messages.put(("done", str(build(data_dir, on_progress=progress))))
     except MeloInputError as exc:
         messages.put(("input error", str(exc)))
@@ -48,12 +51,13 @@ def _build_child(build: Callable[..., Path], data_dir: str, messages: multiproce
 
 def build_apart(build: Callable[..., Path], data_dir: str | Path, on_progress: Progress | None = None) -> Path:
     """``build(data_dir, on_progress=...)`` in a fresh process; its progress is reported here, its
-    input errors are raised here as they are, and its folder is returned. ``build`` must be
+    input errors are raised here as they are, and its folder is returned. The child uses this
+    process's data, cache and models folders (``config.folders``). ``build`` must be
     picklable (a module's function, or a ``functools.partial`` of one). An interruption here stops
     the build, which leaves nothing half-made (builds write to a temporary folder first)."""
     context = multiprocessing.get_context("spawn")  # torch's threads are not fork-safe
     messages = context.Queue()
-    process = context.Process(target=_build_child, args=(build, str(data_dir), messages), daemon=True)
+    process = context.Process(target=_build_child, args=(build, str(data_dir), config.folders(), messages), daemon=True)
     with bare_main():
         process.start()
     try:

@@ -196,7 +196,9 @@ class Preparation:
         key = "-".join([name, *(languages or ("all",)), query_language or "any"])
         self.state = folder / f"{key}.json"
         self.state.unlink(missing_ok=True)
-        command = [sys.executable, "-m", "melo_core", "prepare", "--pipeline", name, "--data", str(config.data_dir()),
+        folders = config.folders()  # absolute: the process runs in the project root, wherever the app started
+        command = [sys.executable, "-m", "melo_core", "prepare", "--pipeline", name, "--data", folders["data"],
+                   "--cache", folders["cache"], "--models", folders["models"],
                    "--progress-file", str(self.state), "--quiet"]  # fmt: skip
         if languages:
             command += ["--langs", ",".join(languages)]

@@ -11,6 +11,7 @@ import multiprocessing
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from melo_core import config
 from melo_core.encoders.base import EncoderSpec, Role
 from melo_core.encoders.cache import CachedEncoder, EmbeddingCache
 from melo_core.encoders.registry import load_encoder
@@ -29,9 +30,10 @@ def _load(spec: str, cache_dir: str) -> CachedEncoder:
     return CachedEncoder(load_encoder(EncoderSpec(parsed.kind, parsed.argument, options)), EmbeddingCache(cache_dir))
 
 
-def _start_worker(spec: str, cache_dir: str) -> None:
+def _start_worker(spec: str, cache_dir: str, folders: dict[str, str]) -> None:
     global _worker, _failure
     try:
+        config.choose_folders(**folders)  # the parent's: models (`domain`), ONNX exports, the taxonomy cache
         _worker = _load(spec, cache_dir)
     except Exception as exc:  # a pool restarts a worker whose initializer raises, for ever: fail its first job instead
         _failure = f"{type(exc).__name__}: {exc}"
@@ -84,7 +86,7 @@ def fill_cache(
         return total
     context = multiprocessing.get_context("spawn")  # fresh processes: C engines and threads are not fork-safe
     with bare_main():  # the workers start here
-        pool = context.Pool(workers, initializer=_start_worker, initargs=(spec, str(cache_dir)))
+        pool = context.Pool(workers, initializer=_start_worker, initargs=(spec, str(cache_dir), config.folders()))
     with pool:
         for done in pool.imap_unordered(_embed_chunk, jobs):
             if on_progress is not None:
