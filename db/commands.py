@@ -9,7 +9,7 @@
 - ``import-terms --scheme NAME --csv FILE | --crosswalk CODE|FILE.json [--with-decisions] |
   --skos-csv FILE``.
 - ``export --scheme NAME --format skos-csv|sssom|turtle --out FILE|- [--negatives] [--suggestions]
-  [--confirmed-only] [--validate] [--no-formula-guard]``.
+  [--confirmed-only] [--undecided] [--validate] [--no-formula-guard]``.
 - ``migrate --scheme NAME --to VERSION [--name esco] [--dry-run] [--review-out FILE]``: re-target a
   scheme's crosswalk to another imported taxonomy version; a report counts carried-over,
   relabelled, replaced and gone concepts, and the changed ones go to a review queue (without
@@ -139,6 +139,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             validate=args.validate,
             confirmed_only=args.confirmed_only,
             formula_guard=args.formula_guard,
+            undecided=args.undecided,
         )
     if args.validate:
         print(f"{args.format} export of scheme {args.scheme} is valid", file=message_stream(args.out))
@@ -384,6 +385,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--confirmed-only",
         action="store_true",
         help="only the mappings a reviewer confirmed (the latest review of their current decision)",
+    )
+    ex.add_argument(
+        "--undecided",
+        action="store_true",
+        help="skos-csv: also each term without a mapping in the file, with empty relation columns (the whole "
+        "scheme, as import-terms --skos-csv restores it); by default only decided terms",
     )
     ex.add_argument("--db", help=DB_HELP)
     ex.set_defaults(func=cmd_export)

@@ -5,21 +5,29 @@ All are deterministic (same store, same bytes) and written through ``melo_core.o
 term, object the ESCO concept, and the relation is the one recorded for the pair, as in the
 standardised crosswalk JSON.
 
-- SKOS CSV: one row per current match, ordered by term (import order) then concept URI; a term
-  without any appears once with empty relation columns, so the file carries the whole scheme and
-  ``import-terms --skos-csv`` restores it. With ``negatives`` rejections appear as
-  ``melo:rejected``. Cells a spreadsheet would evaluate are prefixed with ``'`` (``formula_guard``).
+- SKOS CSV: one row per current match, ordered by term (import order) then concept URI. With
+  ``undecided`` a term without any appears once with empty relation columns, so the file carries
+  the whole scheme and ``import-terms --skos-csv`` restores it. With ``negatives`` rejections
+  appear as ``melo:rejected``. Cells a spreadsheet would evaluate are prefixed with ``'``
+  (``formula_guard``).
 - SSSOM TSV: the YAML metadata block (curie map, mapping set id, licence) as ``#`` lines, then
   one mapping per row with ``semapv:ManualMappingCuration``; with ``negatives`` rejections are
   negative mappings (``predicate_modifier: Not`` on ``skos:mappingRelation``: no relation at all).
-  Provenance per row: ``author_label`` (curator), ``mapping_date``, ``object_source_version`` (the
-  ESCO version decided against); with ``suggestions`` machine mappings with ``mapping_tool`` and
+  Provenance per row: ``author_id`` / ``author_label`` (curator), ``mapping_date``,
+  ``object_source_version`` (the ESCO release, ``esco_release``), the review (``reviewer_id`` /
+  ``reviewer_label``, ``review_date``, ``reviewer_agreement`` 1 confirmed, -1 rejected) and
+  ``comment`` (``remarks``); with ``suggestions`` machine mappings with ``mapping_tool`` and
   ``confidence``. Free-text cells a spreadsheet would evaluate are prefixed with ``'``
   (``formula_guard``); ids are always CURIEs of the curie map (an IRI that cannot be written as one
   is refused, naming the row). ``validate_sssom`` runs the ``sssom`` package's parser and
   validator, and checks that every id is such a CURIE (``sssom`` skips any value that is not one).
 - Turtle: the terms as ``skos:Concept``, curated matches as SKOS triples, every mapping also as an
   SSSOM mapping in RDF with the same provenance (``_turtle``).
+
+What a crosswalk handed on needs, in all three formats: the term's code in its scheme
+(``scheme_codes``), the ESCO release, the review status (proposed, confirmed, rejected: the latest
+review of the current decision), the reviewer and date, and the comments. People are named by
+their user name; SSSOM ids need IRIs: ``urn:melo:user:<name>`` (``melouser:`` CURIEs).
 
 SSSOM and Turtle read their rows from ``mappings`` (one place to filter what is published). The
 mapping set id, the licence and every IRI written must be absolute IRIs (``check_iri``): a bad one
@@ -37,24 +45,33 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import yaml
 
-from db.formats import RELATION_OF_OUTCOME, SKOS_COLUMNS, SKOS_NAMESPACE, format_time, neutralise
+from db.formats import RELATION_OF_OUTCOME, SKOS_COLUMNS, SKOS_NAMESPACE, format_time, is_uri, neutralise
+from db.imports import MELO_UNION_VERSION
 from db.models import MATCH_OUTCOMES, REJECTED
-from db.store import Decision, Store
+from db.store import Decision, Store, TaxonomyInfo, Term
 from melo_core.errors import MeloInputError
 from melo_core.output import open_output
 
 DEFAULT_LICENSE = "https://creativecommons.org/licenses/by/4.0/"
 SEMAPV = "https://w3id.org/semapv/vocab/"
+# The people of the store (curators, reviewers) as IRIs: SSSOM's author_id and reviewer_id.
+USER_NAMESPACE = "urn:melo:user:"
 KNOWN_PREFIXES = {
     "esco": "http://data.europa.eu/esco/occupation/",
     "isco": "http://data.europa.eu/esco/isco/",
     "skos": SKOS_NAMESPACE,
     "semapv": SEMAPV,
+    "melouser": USER_NAMESPACE,
 }
+# A decision nobody reviewed yet; else the latest review's verdict (confirmed or rejected).
+PROPOSED = "proposed"
+# What the export says of a decision made against the MELO corpora union: ESCO as the MELO
+# benchmark ships it, which names no ESCO release.
+UNKNOWN_RELEASE = "unknown (MELO corpora union)"
 SSSOM_COLUMNS = (
     "subject_id",
     "subject_label",
@@ -63,8 +80,13 @@ SSSOM_COLUMNS = (
     "object_id",
     "object_label",
     "mapping_justification",
+    "author_id",
     "author_label",
+    "reviewer_id",
+    "reviewer_label",
     "mapping_date",
+    "review_date",
+    "reviewer_agreement",
     "object_source_version",
     "mapping_tool",
     "confidence",
@@ -77,11 +99,11 @@ SSSOM_COLUMNS = (
 # ids are CURIEs whose prefix starts with a letter, so they never need the guard (a guarded id
 # would not be a CURIE any more).
 SSSOM_FREE_TEXT = frozenset(
-    ("subject_label", "object_label", "author_label", "object_source_version", "mapping_tool",
+    ("subject_label", "object_label", "author_label", "reviewer_label", "object_source_version", "mapping_tool",
      "similarity_measure", "comment", "other")
 )  # fmt: skip
 # The id columns of our SSSOM rows (the schema's entity references): each must be a CURIE.
-SSSOM_ID_COLUMNS = ("subject_id", "predicate_id", "object_id", "mapping_justification")
+SSSOM_ID_COLUMNS = ("subject_id", "predicate_id", "object_id", "mapping_justification", "author_id", "reviewer_id")
 _CURIE_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*):([^\s|]+)$")
 # An absolute IRI (RFC 3987): a scheme, then no space, control character or one of the characters
 # rdflib cannot write into Turtle.
@@ -97,6 +119,78 @@ def check_iri(value: str, what: str) -> str:
     if not _IRI_RE.match(value):
         raise MeloInputError(f"{what} must be an absolute IRI (such as https://example.org/...), got {value!r}")
     return value
+
+
+def user_iri(name: str) -> str:
+    """A curator's or reviewer's IRI (SSSOM's author_id, reviewer_id): the store's user name."""
+    return USER_NAMESPACE + quote(name, safe="")
+
+
+def esco_release(version: str | None) -> str | None:
+    """The ESCO release of a taxonomy version as an export names it: None when not known (no
+    version recorded, or the MELO corpora union, which carries no ESCO release)."""
+    return None if not version or version == MELO_UNION_VERSION else version
+
+
+def scheme_codes(terms: list[Term]) -> dict[int, str]:
+    """Each term's code as its scheme writes it. A crosswalk JSON may be keyed by URIs (nor_no:
+    ``http://data.europa.eu/esco/concept/norwegian-occupations/1111``): such a term's code is its
+    URI, and the scheme's own code is the URI's last segment (``1111``), percent-decoded. The URI
+    stays where that segment is empty or not unique in the scheme. ``import-terms --skos-csv``
+    finds such a term again by its URI."""
+    codes: dict[int, str] = {}
+    for term in terms:
+        code = term.code
+        if is_uri(code) and code == term.uri:
+            segment = unquote(re.split(r"[/#:]", code.rstrip())[-1])
+            code = segment if segment.strip() and segment == segment.strip() else code
+        codes[term.id] = code
+    taken: dict[str, int] = defaultdict(int)
+    for code in codes.values():
+        taken[code] += 1
+    return {t.id: codes[t.id] if taken[codes[t.id]] == 1 else t.code for t in terms}
+
+
+@dataclass(frozen=True)
+class Handover:
+    """What a crosswalk handed on says of a decision beyond the match: its review status (the
+    latest review of the current decision), reviewer and date, and the remarks on it (the
+    decision's comment, the review's, the discussion's, oldest first, each on one line)."""
+
+    status: str = ""  # proposed, confirmed or rejected; empty for a machine suggestion
+    reviewer: str | None = None
+    reviewed_at: datetime | None = None
+    remarks: tuple[str, ...] = ()
+
+    @property
+    def comments(self) -> str:
+        return " | ".join(self.remarks)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _handovers(store: Store, decisions: list[Decision]) -> dict[int, Handover]:
+    """The review and remarks of each decision, by decision id (two queries)."""
+    ids = [d.id for d in decisions]
+    reviews = store.latest_reviews(ids)
+    discussion: dict[int, list[str]] = defaultdict(list)
+    for c in store.comments(ids):
+        discussion[c.decision_id].append(_one_line(f"{c.author}: {c.text}"))
+    found = {}
+    for d in decisions:
+        review = reviews.get(d.id)
+        remarks = [_one_line(d.comment)] if d.comment.strip() else []
+        if review is not None and review.comment.strip():
+            remarks.append(_one_line(f"{review.reviewer} ({review.verdict}): {review.comment}"))
+        found[d.id] = Handover(
+            status=review.verdict if review else PROPOSED,
+            reviewer=review.reviewer if review else None,
+            reviewed_at=review.reviewed_at if review else None,
+            remarks=(*remarks, *discussion.get(d.id, ())),
+        )
+    return found
 
 
 def _current(store: Store, scheme: str, negatives: bool, confirmed_only: bool = False) -> list[Decision]:
@@ -119,33 +213,48 @@ def exported_count(store: Store, scheme: str, negatives: bool = False, confirmed
 
 def export_fingerprint(store: Store, scheme: str, confirmed_only: bool = False) -> str:
     """What a scheme's exports are written from (``Store.fingerprint``): equal fingerprints, equal
-    files. Reviews count only for the confirmed-only exports; comments never do."""
-    return store.fingerprint(scheme, reviews=confirmed_only)
+    files. Reviews and comments count for every export (they carry review status and comments)."""
+    return store.fingerprint(scheme) + store.discussion_fingerprint()
 
 
 def skos_csv_text(store: Store, scheme: str, negatives: bool = False, confirmed_only: bool = False,
-                  formula_guard: bool = True) -> str:  # fmt: skip
-    return _skos_csv(store, scheme, negatives, confirmed_only, formula_guard)[0]
+                  formula_guard: bool = True, undecided: bool = False) -> str:  # fmt: skip
+    return _skos_csv(store, scheme, negatives, confirmed_only, formula_guard, undecided)[0]
+
+
+def _esco_version_cell(version: str | None, target_version: str | None) -> str:
+    """The SKOS CSV's esco_version: the release decided against, else the scheme's target's."""
+    recorded = version or target_version
+    if recorded == MELO_UNION_VERSION:
+        return UNKNOWN_RELEASE
+    return recorded or ""
 
 
 def _skos_csv(store: Store, scheme: str, negatives: bool, confirmed_only: bool = False,
-              formula_guard: bool = True) -> tuple[str, int]:  # fmt: skip
+              formula_guard: bool = True, undecided: bool = False) -> tuple[str, int]:  # fmt: skip
     guard = neutralise if formula_guard else str
     by_term: dict[int, list[Decision]] = defaultdict(list)
-    for decision in _current(store, scheme, negatives, confirmed_only):
+    current = _current(store, scheme, negatives, confirmed_only)
+    for decision in current:
         by_term[decision.term_id].append(decision)
+    handovers = _handovers(store, current)
+    target = store.scheme_taxonomy(scheme)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(SKOS_COLUMNS)
     count = 0
-    for term in store.terms(scheme):
-        source = [term.uri, term.code, term.label]
+    terms = store.terms(scheme)
+    codes = scheme_codes(terms)
+    for term in terms:
+        source = [term.uri, codes[term.id], term.label]
         decisions = by_term.get(term.id)
         if not decisions:
-            writer.writerow([guard(c) for c in [*source, "", "", "", "", "", "", ""]])
-            count += 1
+            if undecided:  # the whole scheme, so that an import restores it
+                writer.writerow([guard(c) for c in [*source, *[""] * (len(SKOS_COLUMNS) - len(source))]])
+                count += 1
             continue
         for d in sorted(decisions, key=lambda d: d.concept_uri):
+            handover = handovers[d.id]
             cells = [
                 *source,
                 RELATION_OF_OUTCOME[d.outcome],
@@ -155,6 +264,11 @@ def _skos_csv(store: Store, scheme: str, negatives: bool, confirmed_only: bool =
                 format_time(d.decided_at),
                 d.original_author or "",
                 format_time(d.original_date) if d.original_date else "",
+                _esco_version_cell(d.esco_version, target.version if target else None),
+                handover.status,
+                handover.reviewer or "",
+                format_time(handover.reviewed_at) if handover.reviewed_at else "",
+                handover.comments,
             ]
             writer.writerow([guard(c) for c in cells])
             count += 1
@@ -217,6 +331,8 @@ class Mapping:
     # An imported decision: the curator and date its file claimed (``author`` imported it).
     original_author: str | None = None
     original_date: datetime | None = None
+    handover: Handover = Handover()  # review status, reviewer and remarks (a decision's)
+    subject_code: str = ""  # the term's code in its scheme (``scheme_codes``)
 
 
 def _components(scorer: str) -> list[str]:
@@ -259,6 +375,10 @@ def mappings(store: Store, scheme: str, negatives: bool = False, suggestions: bo
     ``mapping_tool`` and its score as confidence). ``confirmed_only``: only decisions a reviewer
     confirmed (and no suggestion)."""
     decisions = _current(store, scheme, negatives, confirmed_only)
+    handovers = _handovers(store, decisions)
+    terms = {t.id: t for t in store.terms(scheme)}
+    codes = scheme_codes(list(terms.values()))
+    target = store.scheme_taxonomy(scheme)
     out = [
         Mapping(
             term_id=d.term_id,
@@ -271,20 +391,21 @@ def mappings(store: Store, scheme: str, negatives: bool = False, suggestions: bo
             justification="ManualMappingCuration",
             author=d.curator,
             date=d.decided_at,
-            esco_version=d.esco_version,
+            esco_version=esco_release(d.esco_version or (target.version if target else None)),
             scorer=d.scorer,
             score=d.score,
             mapping_tool=None,
             comment=d.comment,
             original_author=d.original_author,
             original_date=d.original_date,
+            handover=handovers[d.id],
+            subject_code=codes.get(d.term_id, d.term_code),
         )
         for d in decisions
     ]
     if not suggestions or confirmed_only:
         return out
     decided = {(d.term_id, d.concept_uri) for d in store.crosswalk(scheme, outcomes=None)}
-    terms = {t.id: t for t in store.terms(scheme)}
     order = {term_id: i for i, term_id in enumerate(terms)}
     machine = [s for s in store.top_suggestions(scheme) if (s.term_id, s.concept_uri) not in decided]
     info = store.scheme(scheme)
@@ -311,6 +432,7 @@ def mappings(store: Store, scheme: str, negatives: bool = False, suggestions: bo
                 score=s.score,
                 mapping_tool=s.scorer,
                 comment="",
+                subject_code=codes[s.term_id],
             )
         )
     out.sort(key=lambda m: (order.get(m.term_id, -1), m.mapping_tool is not None, m.object_uri, m.scorer or ""))
@@ -320,6 +442,15 @@ def mappings(store: Store, scheme: str, negatives: bool = False, suggestions: bo
 def _unit(score: float | None) -> str:
     """A score as SSSOM's similarity_score/confidence (0 to 1), or empty when outside."""
     return f"{score:.6g}" if score is not None and 0.0 <= score <= 1.0 else ""
+
+
+def _comment(m: Mapping) -> str:
+    """A mapping's comment as exported: a decision's remarks (its comment, review, discussion)."""
+    return m.handover.comments if m.handover.status else m.comment
+
+
+# SSSOM's reviewer_agreement: 1 a reviewer confirmed the mapping, -1 she rejected it.
+AGREEMENT_OF_VERDICT = {"confirmed": "1.0", "rejected": "-1.0"}
 
 
 def _claimed(m: Mapping) -> list[str]:
@@ -367,6 +498,7 @@ def _sssom(
     for row, m in enumerate(found, start=1):
         machine = m.mapping_tool is not None
         score = _unit(m.score)
+        reviewer, reviewed = m.handover.reviewer, m.handover.reviewed_at
         subject_id = curies.compact(m.subject_uri, subject=True)
         object_id = curies.compact(m.object_uri, subject=False)
         for column, uri, id_ in (("subject_id", m.subject_uri, subject_id), ("object_id", m.object_uri, object_id)):
@@ -384,14 +516,19 @@ def _sssom(
                 "object_id": str(object_id),
                 "object_label": m.object_label,
                 "mapping_justification": f"semapv:{m.justification}",
+                "author_id": str(curies.compact(user_iri(m.author), subject=False)) if m.author else "",
                 "author_label": m.author or "",
+                "reviewer_id": str(curies.compact(user_iri(reviewer), subject=False)) if reviewer else "",
+                "reviewer_label": reviewer or "",
                 "mapping_date": m.date.date().isoformat() if m.date else "",
+                "review_date": reviewed.date().isoformat() if reviewed else "",
+                "reviewer_agreement": AGREEMENT_OF_VERDICT.get(m.handover.status, ""),
                 "object_source_version": m.esco_version or "",
                 "mapping_tool": m.mapping_tool or "",
                 "confidence": score if machine else "",
                 "similarity_score": score,
                 "similarity_measure": m.scorer or "",
-                "comment": m.comment,
+                "comment": _comment(m),
                 # A score SSSOM cannot hold (BM25, a cosine below 0) is kept, outside the standard,
                 # and so is what an imported decision's file claimed (author_label imported it).
                 "other": "|".join(
@@ -401,6 +538,11 @@ def _sssom(
         )
     optional = {
         "predicate_modifier": negatives,
+        # Review columns only when something was reviewed (no empty columns in a fresh crosswalk).
+        "reviewer_id": any(r["reviewer_id"] for r in records),
+        "reviewer_label": any(r["reviewer_id"] for r in records),
+        "review_date": any(r["reviewer_id"] for r in records),
+        "reviewer_agreement": any(r["reviewer_id"] for r in records),
         "mapping_tool": suggestions,
         "confidence": suggestions,
         "other": any(r["other"] for r in records),
@@ -416,9 +558,11 @@ def _sssom(
             f"Crosswalk from the source scheme {scheme!r}"
             + (f" ({info.language})" if info.language else "")
             + " to ESCO"
-            + (f" ({target.name} {target.version})" if target else "")
-            + ", curated in MELO Studio. object_source_version: the ESCO version each mapping was decided"
-            " against (empty: not recorded)."
+            + (f" ({_release_words(target)})" if target else "")
+            + ", curated in MELO Studio. object_source_version: the ESCO release each mapping was decided"
+            " against (empty: not known; the MELO corpora union names no ESCO release). author_id and"
+            " reviewer_id: the user names of the MELO Studio store. reviewer_agreement: 1.0 confirmed,"
+            " -1.0 rejected by the reviewer; no reviewer: proposed, not reviewed yet."
         ),
         "license": license,
     }
@@ -429,6 +573,11 @@ def _sssom(
     writer.writerow(columns)
     writer.writerows(rows)
     return out.getvalue(), len(rows)
+
+
+def _release_words(target: TaxonomyInfo) -> str:
+    release = esco_release(target.version)
+    return f"{target.name} {release}" if release else "the MELO corpora union, no ESCO release named"
 
 
 def validate_sssom(text: str) -> list[str]:
@@ -463,7 +612,7 @@ def _non_curies(text: str, prefixes: set[str], parsed: int) -> list[str]:
     for row, record in enumerate(rows, start=1):
         for column in SSSOM_ID_COLUMNS:
             value = record.get(column)
-            if value is None:
+            if value is None or (value == "" and column in ("author_id", "reviewer_id")):  # optional: may be empty
                 continue
             match = _CURIE_RE.match(value)
             if match is None or match.group(1) not in prefixes:
@@ -498,10 +647,12 @@ def _turtle(
     match as a plain triple (``term skos:exactMatch concept``), and every mapping once more as an
     SSSOM mapping in RDF (``owl:Axiom``, also typed ``sssom:Mapping``: ``owl:annotatedSource`` /
     ``annotatedProperty`` / ``annotatedTarget`` with the provenance: ``dcterms:creator`` and
-    ``sssom:author_label`` the curator, ``dcterms:created`` the date, ``sssom:object_source_version``
-    the ESCO version, ``sssom:mapping_justification`` a SEMAPV term, ``sssom:mapping_tool`` and
-    ``sssom:confidence`` for machine suggestions), linked from the ``sssom:MappingSet`` by
-    ``sssom:mappings``. Rejections (``negatives``) and machine suggestions get no plain triple."""
+    ``sssom:author_id`` / ``author_label`` the curator, ``dcterms:created`` the date,
+    ``sssom:object_source_version`` the ESCO release, ``sssom:reviewer_id`` / ``reviewer_label`` /
+    ``review_date`` / ``reviewer_agreement`` the latest review, ``review_status=`` in ``sssom:other``,
+    ``rdfs:comment`` each remark, ``sssom:mapping_justification`` a SEMAPV term, ``sssom:mapping_tool``
+    and ``sssom:confidence`` for machine suggestions), linked from the ``sssom:MappingSet`` by
+    ``sssom:mappings``. A term's ``skos:notation`` is its code in the scheme (``scheme_codes``). Rejections (``negatives``) and machine suggestions get no plain triple."""
     from rdflib import BNode, Graph, Literal, Namespace, URIRef
     from rdflib.namespace import DCTERMS, OWL, RDF, RDFS, SKOS, XSD
 
@@ -530,17 +681,20 @@ def _turtle(
     graph.add((mapping_set, RDF.type, sssom.MappingSet))
     graph.add((mapping_set, DCTERMS.title, Literal(f"{scheme} to ESCO")))
     graph.add((mapping_set, DCTERMS.license, URIRef(license)))
-    if target is not None:
-        graph.add((mapping_set, sssom.object_source_version, Literal(target.version)))
+    if target is not None and esco_release(target.version):
+        graph.add((mapping_set, sssom.object_source_version, Literal(esco_release(target.version))))
+    elif target is not None:  # said, not pretended: no release to name
+        graph.add((mapping_set, DCTERMS.description, Literal(f"Target: {_release_words(target)}.")))
     concept_scheme = URIRef(info.base_uri or f"urn:melo:scheme:{quote(scheme, safe='')}")
     graph.add((concept_scheme, RDF.type, SKOS.ConceptScheme))
     graph.add((concept_scheme, SKOS.prefLabel, Literal(scheme)))
     language = info.language
+    codes = scheme_codes(terms)
     for term in terms:
         term_node = URIRef(term.uri)
         graph.add((term_node, RDF.type, SKOS.Concept))
         graph.add((term_node, SKOS.inScheme, concept_scheme))
-        graph.add((term_node, SKOS.notation, Literal(term.code)))
+        graph.add((term_node, SKOS.notation, Literal(codes[term.id])))
         graph.add((term_node, SKOS.prefLabel, Literal(term.label, lang=term.language or language)))
     for i, m in enumerate(found, start=1):
         subject, target_uri, predicate = URIRef(m.subject_uri), URIRef(m.object_uri), SKOS[m.predicate]
@@ -562,7 +716,15 @@ def _turtle(
             graph.add((node, sssom.object_label, Literal(m.object_label)))
         if m.author:
             graph.add((node, DCTERMS.creator, Literal(m.author)))
+            graph.add((node, sssom.author_id, URIRef(user_iri(m.author))))
             graph.add((node, sssom.author_label, Literal(m.author)))
+        if m.handover.reviewer:
+            graph.add((node, sssom.reviewer_id, URIRef(user_iri(m.handover.reviewer))))
+            graph.add((node, sssom.reviewer_label, Literal(m.handover.reviewer)))
+            agreement = float(AGREEMENT_OF_VERDICT[m.handover.status])
+            graph.add((node, sssom.reviewer_agreement, Literal(agreement, datatype=XSD.double)))
+        if m.handover.reviewed_at is not None:
+            graph.add((node, sssom.review_date, Literal(m.handover.reviewed_at.date().isoformat(), datatype=XSD.date)))
         if m.date is not None:
             graph.add((node, DCTERMS.created, Literal(m.date.date().isoformat(), datatype=XSD.date)))
         if m.esco_version:
@@ -576,10 +738,13 @@ def _turtle(
             graph.add((node, sssom.mapping_tool, Literal(m.mapping_tool)))
             if score:
                 graph.add((node, sssom.confidence, Literal(float(score), datatype=XSD.double)))
-        if m.comment:
-            graph.add((node, RDFS.comment, Literal(m.comment)))
-        if m.original_author or m.original_date:  # what an imported decision's file claimed
-            graph.add((node, sssom.other, Literal("|".join(_claimed(m)))))
+        for remark in m.handover.remarks if m.handover.status else (m.comment,) if m.comment else ():
+            graph.add((node, RDFS.comment, Literal(remark)))
+        # A decision's review status (proposed, or the latest review's verdict), and what an
+        # imported decision's file claimed.
+        other = ([f"review_status={m.handover.status}"] if m.handover.status else []) + _claimed(m)
+        if other:
+            graph.add((node, sssom.other, Literal("|".join(other))))
     return graph.serialize(format="turtle"), len(found)
 
 
@@ -609,19 +774,23 @@ def export(
     validate: bool = False,
     confirmed_only: bool = False,
     formula_guard: bool = True,
+    undecided: bool = False,
 ) -> int:
     """Write the scheme's crosswalk in ``fmt`` (skos-csv, sssom or turtle) to ``out`` (``-``:
     stdout); returns the number of rows (mappings). ``suggestions`` adds the machine suggestions
     nobody decided on (sssom, turtle). ``validate`` checks the output before writing it (sssom: the
     ``sssom`` package's validator; turtle: read back by rdflib) and writes nothing when it fails.
     ``confirmed_only``: only decisions a reviewer confirmed. ``formula_guard=False`` writes cells
-    a spreadsheet would run as they are (skos-csv, sssom)."""
+    a spreadsheet would run as they are (skos-csv, sssom). ``undecided`` (skos-csv): also each term
+    without a mapping in the file, once with empty relation columns (the whole scheme)."""
     if fmt not in FORMATS:
         raise MeloInputError(f"unknown export format {fmt!r} ({', '.join(FORMATS)})")
     if suggestions and fmt == "skos-csv":
         raise MeloInputError("--suggestions goes with --format sssom or turtle (SKOS CSV carries decisions only)")
     if suggestions and confirmed_only:
         raise MeloInputError("--suggestions and --confirmed-only exclude each other (suggestions are not reviewed)")
+    if undecided and fmt != "skos-csv":
+        raise MeloInputError("--undecided goes with --format skos-csv (SSSOM and Turtle hold mappings only)")
     if validate and fmt == "skos-csv":
         raise MeloInputError("--validate checks --format sssom or turtle")
     if not formula_guard and fmt == "turtle":
@@ -631,7 +800,7 @@ def export(
             check_iri(mapping_set_id, "--mapping-set-id")
         check_iri(license, "--license")
     if fmt == "skos-csv":
-        content, rows = _skos_csv(store, scheme, negatives, confirmed_only, formula_guard)
+        content, rows = _skos_csv(store, scheme, negatives, confirmed_only, formula_guard, undecided)
     elif fmt == "sssom":
         content, rows = _sssom(store, scheme, negatives, license, mapping_set_id, suggestions, confirmed_only,
                                formula_guard)  # fmt: skip

@@ -34,8 +34,17 @@ SKOS_COLUMNS = (
     # and ``decided_at`` name who imported it, and when.
     "original_author",
     "original_date",
+    # What a crosswalk handed on needs (db.exports): the ESCO release decided against, the review
+    # status (proposed, confirmed, rejected), reviewer and date, and the comments. Reviews and
+    # comments are this store's: ``import-terms --skos-csv`` reads past them.
+    "esco_version",
+    "review_status",
+    "reviewer",
+    "reviewed_at",
+    "comments",
 )
-# Files written before the two provenance columns: still read.
+# Files written before the review columns, or before the two provenance columns: still read.
+SKOS_COLUMNS_WITHOUT_REVIEWS = SKOS_COLUMNS[:10]
 SKOS_COLUMNS_WITHOUT_ORIGINALS = SKOS_COLUMNS[:8]
 # A rejection is not a SKOS relation: it appears (with --negatives) under our own prefix.
 RELATION_OF_OUTCOME = {**{o: f"skos:{o}" for o in MATCH_OUTCOMES}, REJECTED: "melo:rejected"}

@@ -36,6 +36,11 @@ SKOS_HEADER = [
     "decided_at",
     "original_author",
     "original_date",
+    "esco_version",
+    "review_status",
+    "reviewer",
+    "reviewed_at",
+    "comments",
 ]
 TRICKY_TERMS = {  # code -> label a spreadsheet would run, or that looks like a guarded one
     "=1+1": '=HYPERLINK("http://evil.example","click")',
@@ -113,7 +118,7 @@ def export(url: str, fmt: str, out: Path, *extra: str) -> str:
 
 
 def test_skos_csv_export_parses_back(curated: str, tmp_path: Path) -> None:
-    text = export(curated, "skos-csv", tmp_path / "nor.csv")
+    text = export(curated, "skos-csv", tmp_path / "nor.csv", "--undecided")
     rows = list(csv.reader(io.StringIO(text, newline="")))
     assert rows[0] == SKOS_HEADER
     records = [dict(zip(SKOS_HEADER, r, strict=True)) for r in rows[1:]]
@@ -122,8 +127,8 @@ def test_skos_csv_export_parses_back(curated: str, tmp_path: Path) -> None:
         terms = store.terms("nor_no")
     mapped = [r for r in records if r["relation"]]
     assert len(mapped) == len(current)
-    assert {(unneutralise(r["source_code"]), r["target_uri"], r["relation"]) for r in mapped} == {
-        (d.term_code, d.concept_uri, f"skos:{d.outcome}") for d in current
+    assert {(r["source_uri"], r["target_uri"], r["relation"]) for r in mapped} == {
+        (d.term_uri, d.concept_uri, f"skos:{d.outcome}") for d in current
     }
     unmapped = [r for r in records if not r["relation"]]
     assert len(unmapped) == len(terms) - len({d.term_id for d in current})  # each once, relation left empty
@@ -135,10 +140,11 @@ def test_skos_csv_export_parses_back(curated: str, tmp_path: Path) -> None:
         assert some["target_label"] == store.concept(some["target_uri"]).labels["no"]["preferred"][0]  # type: ignore[union-attr]
     assert "melo:rejected" not in text and "skos:closeMatch" in text
     assert "melo:rejected" in export(curated, "skos-csv", tmp_path / "neg.csv", "--negatives")
+    assert "skos:closeMatch" in export(curated, "skos-csv", tmp_path / "decided.csv")
 
 
 def test_formula_cells_are_neutralised(curated: str, tmp_path: Path) -> None:
-    text = export(curated, "skos-csv", tmp_path / "nor.csv", "--negatives")
+    text = export(curated, "skos-csv", tmp_path / "nor.csv", "--negatives", "--undecided")
     rows = list(csv.reader(io.StringIO(text, newline="")))
     cells = [cell for row in rows for cell in row]
     assert not [c for c in cells if c[:1] in ("=", "+", "-", "@")]
@@ -164,7 +170,7 @@ def test_skos_round_trip_through_an_empty_store_keeps_every_row_and_what_the_fil
 ) -> None:
     """The copy holds the same terms and mappings; its decisions are signed by the import, now,
     and keep the first file's curator and date as original_author / original_date."""
-    flag = ("--negatives",) if negatives else ()
+    flag = ("--undecided", "--negatives") if negatives else ("--undecided",)
     first = export(curated, "skos-csv", tmp_path / "first.csv", *flag)
     with empty_store_url(backend, tmp_path) as empty:
         ok("import-terms", "--scheme", "nor_no", "--skos-csv", str(tmp_path / "first.csv"), "--db", empty, "--create")
@@ -175,7 +181,8 @@ def test_skos_round_trip_through_an_empty_store_keeps_every_row_and_what_the_fil
         for old, new in zip(first_rows[1:], again_rows[1:], strict=True):
             assert new[:6] == old[:6]
             if old[3]:  # a decision: signed by the import, the first file's claims kept apart
-                assert new[6] == "import:first.csv" and new[8:] == old[6:8]
+                assert new[6] == "import:first.csv" and new[8:10] == old[6:8]
+                assert new[10:] == ["", "proposed", "", "", ""]  # no target taxonomy; reviews stay behind
             else:
                 assert new == old
         with Store(empty) as copy:
@@ -256,9 +263,9 @@ def test_export_of_an_unknown_scheme_is_rejected(curated: str, tmp_path: Path) -
 def test_export_fingerprint_changes_exactly_when_an_export_would(
     melo_data: Path, datasets_dir: Path, tmp_path: Path
 ) -> None:
-    """The Crosswalk page keeps its downloads while the fingerprint holds: a comment leaves every
-    export as it was; a review changes only the confirmed-only one; a decision and a term
-    re-imported with a new label change them all."""
+    """The Crosswalk page keeps its downloads while the fingerprint holds: a comment, a review, a
+    decision and a term re-imported with a new label change them all (the exports carry reviews
+    and comments)."""
     url = f"sqlite:///{tmp_path / 'melo.db'}"
     with Store(url, create=True) as store:
         taxonomy = taxonomy_from_datasets([load_dataset(datasets_dir / "nor_q_no_c_no")])
@@ -275,14 +282,16 @@ def test_export_fingerprint_changes_exactly_when_an_export_would(
         first = store.terms("nor_no")[0]
         decision = store.current(first.id)[0]
         start, commented = state(store), store.discussion_fingerprint()
+        assert state(store) == start  # read twice, the same
         store.add_comment(decision.id, "rita", "checked against the 2023 edition")
-        assert state(store) == start
+        remarked = state(store)
+        assert remarked[0] != start[0] and "checked against the 2023 edition" in remarked[1]
         assert store.discussion_fingerprint() != commented  # the review queue counts comments
 
         store.review([decision.id], "rita", "confirmed")
         reviewed = state(store)
-        assert reviewed[:2] == start[:2]
-        assert reviewed[2] != start[2] and reviewed[3] != start[3]
+        assert reviewed[0] != remarked[0] and reviewed[1] != remarked[1]
+        assert reviewed[2] != remarked[2] and reviewed[3] != remarked[3]
 
         store.decide(first.id, taxonomy.concepts[3].uri, "closeMatch", "bob")
         decided = state(store)
