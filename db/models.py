@@ -197,7 +197,7 @@ class LabelRow(Base):
     kind: Mapped[str] = mapped_column(String(20))
     position: Mapped[int] = mapped_column(Integer)
     text: Mapped[str] = mapped_column(LabelText("labels.text"))
-    # db.formats.search_fold(text): what the concept search matches against
+    # db.search.label_search_text(text): the folded words the concept search matches against
     search_text: Mapped[str] = mapped_column(Text, default="", server_default="")
 
 

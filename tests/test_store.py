@@ -14,9 +14,9 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.exc import DBAPIError
 
-from db.formats import search_fold
 from db.imports import import_taxonomy, import_terms, read_terms_csv
 from db.models import Base
+from db.search import label_search_text
 from db.store import Store, current_revisions, head_revisions, search_text
 from db.testing import pg_url
 from melo_core.errors import MeloInputError
@@ -131,7 +131,7 @@ def test_migration_0003_folds_existing_labels_and_terms(store_url: str, tmp_path
         with store.read() as session:
             labels = session.execute(text("SELECT text, search_text FROM labels")).all()
             terms = session.execute(text("SELECT code, label, description, search_text FROM source_terms")).all()
-        assert labels and all(folded == search_fold(label) for label, folded in labels)
+        assert labels and all(folded == label_search_text(label) for label, folded in labels)  # as 0007 left them
         assert terms and all(row[3] == search_text(*row[:3]) for row in terms)
         assert [m.label for m in store.find_concepts("BRØDBAKER")] == ["brødbaker"]
 
@@ -239,7 +239,7 @@ def test_queue_by_status_and_text_search(store: Store, tmp_path: Path) -> None:
     assert codes(status="unsure") == ["N1"]
     assert codes(status=None) == ["B1", "B2", "N1", "Ø1", "P1"]  # import order
     assert codes(status=None, limit=2, offset=1) == ["B2", "N1"]
-    assert store.queue_counts("tst") == {"todo": 3, "done": 1, "unsure": 1}
+    assert store.queue_counts("tst") == {"todo": 3, "done": 1, "unsure": 1, "returned": 0}
     # Case-insensitive beyond ASCII, over code, label and description; LIKE wildcards are literal.
     assert codes(status=None, search="økonom") == ["Ø1"]
     assert codes(status=None, search="MONEY") == ["Ø1"]
@@ -247,7 +247,7 @@ def test_queue_by_status_and_text_search(store: Store, tmp_path: Path) -> None:
     assert codes(status=None, search="%") == ["P1"]
     assert codes(status=None, search="b_k") == []
     assert codes(status="todo", search="bake") == ["P1"]
-    assert store.queue_counts("tst", search="bake") == {"todo": 1, "done": 1, "unsure": 0}
+    assert store.queue_counts("tst", search="bake") == {"todo": 1, "done": 1, "unsure": 0, "returned": 0}
     [scheme] = store.schemes()
     assert (scheme.name, scheme.language, scheme.terms, scheme.todo, scheme.done, scheme.unsure) == (
         "tst",
@@ -431,11 +431,11 @@ def test_sqlite_readers_do_not_block_a_writer(tmp_path: Path) -> None:
 def test_find_concepts_by_any_label(store: Store) -> None:
     import_taxonomy(store, tiny_taxonomy(), "esco", "v1")
     found = store.find_concepts("baker")
-    # The equal label first, then labels starting with the text, then shorter; one per concept.
+    # The equal label first, then the word, then a word's start; one per concept (test_concept_search.py).
     assert [(m.uri, m.label, m.language, m.label_kind) for m in found] == [
         (BAKER, "baker", "en", "preferred"),
-        (ISCO_7512, "Bakers", "en", "preferred"),
         (PASTRY, "pastry baker", "en", "preferred"),
+        (ISCO_7512, "Bakers", "en", "preferred"),
     ]
     assert store.find_concepts("BAKER") == found
     assert found[0].concept_kind == "occupation" and found[0].isco_code == "7512"
@@ -448,8 +448,8 @@ def test_find_concepts_by_any_label(store: Store) -> None:
     assert [m.uri for m in store.find_concepts("baker", languages=["no"])] == [BAKER]
     assert [m.uri for m in store.find_concepts("bakers")] == [ISCO_7512]
     assert store.find_concepts("  ") == [] and store.find_concepts("%") == []
-    assert len(store.find_concepts("e", limit=2)) == 2
-    assert store.find_concepts("e", limit=0) == []  # as queue(limit=0)
+    assert len(store.find_concepts("b", limit=2)) == 2
+    assert store.find_concepts("b", limit=0) == []  # as queue(limit=0)
     for bad in (-1, -10):
         with pytest.raises(ValueError, match="limit must be 0 or more, got"):
-            store.find_concepts("e", limit=bad)
+            store.find_concepts("b", limit=bad)

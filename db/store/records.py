@@ -161,7 +161,7 @@ class HourCount:
 
 @dataclass(frozen=True)
 class LabelMatch:
-    """A concept found by one of its labels (``find_concepts``)."""
+    """A concept found by one of its labels (``find_concepts``): one per concept."""
 
     uri: str
     label: str  # the label that matched
@@ -169,6 +169,7 @@ class LabelMatch:
     label_kind: str  # preferred, alternative or hidden
     concept_kind: str
     isco_code: str | None
+    name: str  # the concept's preferred label in the curator's language, else English
 
 
 @dataclass(frozen=True)

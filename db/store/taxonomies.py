@@ -8,10 +8,12 @@ from collections.abc import Iterable, Sequence
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
-from db.formats import search_fold
 from db.models import ConceptRow, LabelRow, TaxonomyRow
-from db.store.base import StoreBase, chunks, like_escape
+from db.search import search_words
+from db.store.base import StoreBase, chunks
 from db.store.records import ConceptInfo, LabelMatch, TaxonomyInfo
+
+INSIDE_WORD_MIN = 3  # a query word this long also matches inside a label's word (compounds)
 
 
 class TaxonomyQueries(StoreBase):
@@ -45,36 +47,67 @@ class TaxonomyQueries(StoreBase):
                 found.update({uri: text for uri, text in s.execute(query)})
         return found
 
-    def find_concepts(self, text: str, limit: int = 20, languages: Iterable[str] | None = None) -> list[LabelMatch]:
-        """Concepts having a label that contains ``text`` (any language, or ``languages``), one
-        match per concept, best first: the label equal to the text, then labels starting with
-        it, then shorter labels. Case- and accent-insensitive on every backend (``search_fold``:
-        ``backer`` finds ``Bäcker``)."""
+    def find_concepts(
+        self, text: str, limit: int = 20, languages: Iterable[str] | None = None, language: str | None = None
+    ) -> list[LabelMatch]:
+        """Concepts with a label holding every word of ``text`` (any language, or ``languages``),
+        one result per concept with the label that matched best and the concept's preferred name
+        in ``language`` (the curator's), else English. Case- and accent-insensitive on every
+        backend (``search_words``: ``backer`` finds ``Bäcker``).
+
+        A query word matches a whole word of the label, the start of one (so typing works: ``nurs
+        car`` finds ``nurse responsible for general care``), or, ranked last and from three
+        letters on, the inside of one (compounds: ``baker`` finds ``brødbaker``). Best first: the
+        label equal to the query; more words matched whole, then at their start; labels in
+        ``language``, then English; preferred labels, then alternative, then hidden; shorter
+        labels (fewer extra words)."""
         if limit < 0:  # SQLite reads LIMIT -10 as none, PostgreSQL refuses it
             raise ValueError(f"limit must be 0 or more, got {limit}")
-        needle = search_fold(text.strip())
-        if not needle or limit == 0:  # as ``queue(limit=0)``: nothing asked, nothing found
+        words = search_words(text)
+        if not words or limit == 0:  # as ``queue(limit=0)``: nothing asked, nothing found
             return []
-        folded = LabelRow.search_text
-        escaped = like_escape(needle)
-        closeness = case((folded == needle, 0), (folded.like(f"{escaped}%", escape="\\"), 1), else_=2)
-        query = (
+        folded = LabelRow.search_text  # " word word " (db.formats.label_search_text)
+        # Words are letters and digits only: nothing in them for LIKE to read as a wildcard.
+        scores = [case((folded.like(f"% {w} %"), 2), (folded.like(f"% {w}%"), 1), else_=0) for w in words]
+        word_score = sum(scores[1:], scores[0])
+        # Inside a word only from three letters on: one or two would match most of the 316k labels.
+        found_in = [folded.like(f"%{w}%" if len(w) >= INSIDE_WORD_MIN else f"% {w}%") for w in words]
+        ranking = (
+            case((folded == f" {' '.join(words)} ", 0), else_=1),
+            -word_score,
+            case((LabelRow.language == (language or "en"), 0), (LabelRow.language == "en", 1), else_=2),
+            case((LabelRow.kind == "preferred", 0), (LabelRow.kind == "alternative", 1), else_=2),
+            func.length(folded),
+            LabelRow.text,
+            ConceptRow.taxonomy_id.desc(),
+        )
+        matches = (
             select(
-                ConceptRow.uri, LabelRow.text, LabelRow.language, LabelRow.kind, ConceptRow.kind, ConceptRow.isco_code
+                ConceptRow.uri,
+                LabelRow.text.label("label"),
+                LabelRow.language,
+                LabelRow.kind.label("label_kind"),
+                ConceptRow.kind.label("concept_kind"),
+                ConceptRow.isco_code,
+                *(key.label(f"rank_{i}") for i, key in enumerate(ranking[:5])),
+                func.row_number().over(partition_by=ConceptRow.uri, order_by=ranking).label("nth"),
             )
             .join(LabelRow, LabelRow.concept_id == ConceptRow.id)
-            .where(folded.like(f"%{escaped}%", escape="\\"))
-            .order_by(closeness, func.length(LabelRow.text), LabelRow.text, ConceptRow.uri)
-            .limit(limit * 10)
+            .where(*found_in)
         )
         if languages is not None:
-            query = query.where(LabelRow.language.in_(sorted(set(languages))))
-        found: dict[str, LabelMatch] = {}
+            matches = matches.where(LabelRow.language.in_(sorted(set(languages))))
+        best = matches.subquery()
+        query = (
+            select(best.c.uri, best.c.label, best.c.language, best.c.label_kind, best.c.concept_kind, best.c.isco_code)
+            .where(best.c.nth == 1)
+            .order_by(*(best.c[f"rank_{i}"] for i in range(5)), best.c.label, best.c.uri)
+            .limit(limit)
+        )
         with self.read() as s:
-            for row in s.execute(query):
-                if row[0] not in found:
-                    found[row[0]] = LabelMatch(*row)
-        return list(found.values())[:limit]
+            rows = s.execute(query).all()
+            names = preferred_labels(s, [row.uri for row in rows], language)
+        return [LabelMatch(*row, name=names.get(row.uri, row.label)) for row in rows]
 
     def concept(self, uri: str) -> ConceptInfo | None:
         """A concept as the most recently imported taxonomy that has it describes it."""
