@@ -213,7 +213,7 @@ def test_pick_a_candidate_by_its_number_then_accept_as_narrow(started: str) -> N
     app = page(LINK).run()
     table = app.dataframe[0].value
     choice = app.radio(key=f"link_choice_{term.id}")  # key 3 checks its third option in the browser
-    assert choice.options[2].startswith("3\\.") and choice.options[2].endswith("[3]")  # the rank escaped: no list
+    assert choice.options[2].startswith("3\\.") and choice.options[2].endswith("\\[3\\]")  # the rank escaped: no list
     choice.set_value(f"3|{table.iloc[2]['uri']}")
     button(app, "Narrow").click().run()
     assert not app.exception
