@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import streamlit as st
 
+from db.store import PROPOSED, Store
 from melo_core import config
 from melo_core.datasets import dataset_overview
 from melo_core.errors import MeloInputError
-from ui.common import catalogue_markdown
-from ui.safe import md_code
+from ui.common import store as open_store
+from ui.safe import md_code, md_text
 
 st.set_page_config(page_title="MELO Studio", page_icon="🔗", layout="wide")
 
@@ -29,6 +30,59 @@ def overview(data_dir: str) -> list[dict[str, object]]:
     return dataset_overview(data_dir)
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def proposed_mappings(_store: Store, url: str, scheme: str, state: str) -> int:
+    """How many current mappings of the scheme wait for a reviewer; kept until ``state`` (the
+    scheme's decisions and reviews) changes."""
+    return len(_store.review_queue(scheme, PROPOSED))
+
+
+def next_step(counts: dict[str, int], under_review: int) -> tuple[str, str, dict[str, str]]:
+    """What a curator does next in a scheme: (what, page, query parameters besides the scheme)."""
+    if counts.get("returned"):
+        return (
+            f"Look again at {counts['returned']:,} term(s) a reviewer returned",
+            "pages/2_Link.py",
+            {"queue": "returned"},
+        )
+    if counts["todo"]:
+        return f"Link the next term ({counts['todo']:,} left)", "pages/2_Link.py", {"queue": "todo"}
+    if counts["unsure"]:
+        return f"Settle {counts['unsure']:,} unsure term(s)", "pages/2_Link.py", {"queue": "unsure"}
+    if under_review:
+        return f"Review {under_review:,} proposed mapping(s)", "pages/3_Crosswalk.py", {}
+    return "Everything is linked and reviewed: export the crosswalk", "pages/3_Crosswalk.py", {}
+
+
+def curation_status() -> None:
+    """Per source scheme: its terms, done, left, unsure and under review, and a link to go on."""
+    st.subheader("Curation")
+    store = open_store()
+    schemes = store.schemes()
+    if not schemes:
+        st.info("No source terms to link yet: the Link page imports ESCO and a national terminology in one click.")
+        st.page_link("pages/2_Link.py", label="Start curating", icon="🔗")
+        return
+    for scheme in schemes:
+        counts = store.queue_counts(scheme.name)
+        under_review = proposed_mappings(store, store.url, scheme.name, store.fingerprint(scheme.name, reviews=True))
+        with st.container(border=True):
+            st.markdown(
+                f"**{md_text(scheme.name)}**{md_text(f' ({scheme.language})' if scheme.language else '')} · "
+                f"{sum(counts.values()):,} terms"
+            )
+            shown = {"Done": counts["done"], "Left": counts["todo"], "Unsure": counts["unsure"]}
+            if counts.get("returned"):
+                shown["Returned"] = counts["returned"]
+            shown["Under review"] = under_review
+            for column, (name, value) in zip(st.columns(len(shown)), shown.items(), strict=True):
+                column.metric(md_text(name), f"{value:,}")
+            what, page, query = next_step(counts, under_review)
+            st.page_link(
+                page, label=f"Continue: {md_text(what)}", icon="▶️", query_params={"scheme": scheme.name, **query}
+            )
+
+
 def home() -> None:
     """The landing page."""
     st.set_page_config(page_title="MELO Studio", page_icon="🔗", layout="wide")
@@ -37,6 +91,9 @@ def home() -> None:
         "Link occupation names to the ESCO taxonomy, compare models on the MELO benchmark, and build crosswalks."
     )
 
+    curation_status()
+
+    st.subheader("Benchmark data")
     data_dir = config.data_dir()
     try:
         rows = overview(str(data_dir))
@@ -68,12 +125,7 @@ def home() -> None:
     right.metric("Corpus languages", len(languages))
     st.success(f"Benchmark data: {md_code(data_dir)}")
 
-    st.subheader("Run the same evaluation from the command line")
-    st.code(
-        f"python -m melo_core eval --data {data_dir} --datasets nor_q_no_c_no --scorers char-tfidf,bm25 --out results.csv",
-        language="bash",
-    )
-    st.markdown(catalogue_markdown())
+    st.caption(f"Everything here also runs from the command line: {md_code('docs/cli.md')}.")
     st.page_link("pages/1_Datasets.py", label="Browse the datasets", icon="📚")
     st.page_link("pages/2_Link.py", label="Link terms to ESCO (curation)", icon="🔗")
     st.page_link("pages/3_Crosswalk.py", label="Review and export the crosswalk", icon="🗺️")

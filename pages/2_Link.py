@@ -28,7 +28,8 @@ from melo_core.pipeline import (
 from melo_core.taxonomy import ISCO_GROUP, reader_languages
 from ui import auth
 from ui import common as ui
-from ui.navigation import app_navigation
+from ui.link_keys import number_keys
+from ui.navigation import app_navigation, keep_choice, linked_value, remembered_value, restore_choice
 from ui.safe import md_code, md_link, md_text
 
 app_navigation()
@@ -52,7 +53,7 @@ BUTTONS = (
     ("Unsure", "unsure", "U"),
 )
 PICK_KEYS = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "0")  # candidates 1..10
-STATUS_FILTERS = ("todo", "unsure", "done", "all")
+STATUS_FILTERS = ("todo", "returned", "unsure", "done", "all")  # returned: a reviewer rejected a mapping
 HOURLY_CHART = {
     "width": {"step": 28},  # each hour's bar 28 px wide (24 hours at most), not one bar the page's width
     "mark": {"type": "bar", "tooltip": True},
@@ -69,9 +70,9 @@ HOURLY_CHART = {
 
 # -- queue filters (sidebar) ------------------------------------------------------------------
 names = [s.name for s in schemes]
-wanted_scheme = st.query_params.get("scheme")
-if st.session_state.get("link_scheme") not in names:
-    st.session_state["link_scheme"] = wanted_scheme if wanted_scheme in names else names[0]
+# The URL and the session keep the scheme and queue: a link, a reload or the way back here shows them.
+restore_choice("link_scheme", "scheme", names)
+restore_choice("link_status", "queue", STATUS_FILTERS)
 with st.sidebar:
     scheme_name = st.selectbox("Source scheme", names, key="link_scheme")
     status = st.radio("Queue", STATUS_FILTERS, horizontal=True, key="link_status")
@@ -97,6 +98,8 @@ with st.sidebar:
             "split 'Monteur / Monteuse'). No known mentions.",
         ).strip()
 scheme = next(s for s in schemes if s.name == scheme_name)
+keep_choice("scheme", scheme_name)
+keep_choice("queue", status)
 with st.sidebar:
     # The scheme's language and English by default: what a curator reads, and what is prepared first.
     label_languages = st.text_input(
@@ -138,7 +141,16 @@ def flash(message: str) -> None:
     st.session_state["link_flash"] = message
 
 
+def decide_key(term_id: int, outcome: str) -> str:
+    return f"link_{outcome}_{term_id}"
+
+
 def decide(term_id: int, outcome: str, choice_key: str, options: dict[str, dict[str, object]]) -> None:
+    # Each submit carries the radio value the curator saw. Two submits merged into one rerun (sent
+    # while the server was busy) carry only the later value: save neither rather than a wrong pair.
+    if sum(bool(st.session_state.get(decide_key(term_id, other))) for _, other, _ in BUTTONS) > 1:
+        flash("Two decisions arrived at once and neither was saved: press the number and the letter again.")
+        return
     choice = options.get(st.session_state.get(choice_key) or "")
     if choice is None:
         flash("Choose a concept first.")
@@ -178,7 +190,11 @@ def undo_last() -> None:
         flash("Nothing of yours to undo in this scheme.")
         return
     st.session_state["link_term"] = undone.term_id
-    flash(f"Undone: {undone.term_label} → {undone.concept_uri} is now {undone.outcome}.")
+    # A label, not a URI: the undo row may carry none, so the taxonomy names the concept.
+    concept = undone.concept_label or store.concept_labels([undone.concept_uri], languages[0]).get(
+        undone.concept_uri, undone.concept_uri
+    )
+    flash(f"Undone: {undone.term_label} → {concept} is now {undone.outcome}.")
 
 
 def skip(next_id: int) -> None:
@@ -191,13 +207,20 @@ def shown(c: Candidate) -> str:
     return f"ISCO {c.isco_code} {c.label}" if c.kind == ISCO_GROUP and c.isco_code else c.label
 
 
-def pick(choice_key: str, option: str) -> None:
-    st.session_state[choice_key] = option
-
-
 if message := st.session_state.pop("link_flash", None):
     st.toast(md_text(message))  # it quotes labels and names
     st.caption(md_text(message))
+
+
+def show_returned() -> None:
+    st.session_state["link_status"] = "returned"
+
+
+if counts["returned"] and status != "returned":  # a reviewer's rejection comes back to the curators
+    returned_column, show_column = st.columns([4, 1])
+    returned_column.warning(f"{counts['returned']:d} term{'' if counts['returned'] == 1 else 's'} returned by a "
+                            "reviewer, with the verdict and comment.")  # fmt: skip
+    show_column.button("Show returned", on_click=show_returned, key="link_show_returned", width="stretch")
 
 # -- the queue and the current term -------------------------------------------------------------
 queue = store.queue(scheme_name, status=None if status == "all" else status, search=search, limit=200)
@@ -208,7 +231,9 @@ if not queue:
 by_id = {t.id: t for t in queue}
 found_counts = store.queue_counts(scheme_name, search=search)
 in_queue = sum(found_counts.values()) if status == "all" else found_counts[status]
-wanted = st.session_state.get("link_term") or int(st.query_params.get("term", 0) or 0)
+# A term in a link or reloaded address, else this page's choice, else the last one of this session.
+linked = linked_value("term") or ([] if "link_term" in st.session_state else remembered_value("term") or [])
+wanted = int(linked[0]) if linked and linked[0].isdigit() else st.session_state.get("link_term") or 0
 if wanted not in by_id:  # decided away (or filtered out): the next one in import order
     wanted = next((t.id for t in queue if t.id > (wanted or 0)), queue[0].id)
 st.session_state["link_term"] = wanted
@@ -219,8 +244,7 @@ term_id = st.selectbox(
     key="link_term",
 )
 term = by_id[term_id]
-st.query_params["scheme"] = scheme_name
-st.query_params["term"] = str(term.id)
+keep_choice("term", term.id)
 
 st.subheader(md_text(term.label))
 st.caption(
@@ -244,6 +268,12 @@ if current:
             for d in sorted(current.values(), key=lambda d: (d.outcome not in MATCH_OUTCOMES, d.id))
         )
     )
+    for d in current.values():  # returned: the reviewer's verdict and comment, beside the term
+        if d.outcome in MATCH_OUTCOMES and d.id in reviewed and reviewed[d.id].verdict == "rejected":
+            verdict = reviewed[d.id]
+            st.warning(md_text(f"Returned: {verdict.reviewer} rejected {d.outcome} {d.concept_label or d.concept_uri}"
+                               + (f" — “{verdict.comment}”" if verdict.comment else "")
+                               + ". Decide it again (the same or another relation), or reject it."))  # fmt: skip
 
 
 # -- suggestions --------------------------------------------------------------------------------
@@ -377,11 +407,13 @@ with st.container(horizontal=True, key="link_descriptions"):
             st.markdown(md_text(description) if description else "_No description in the imported taxonomy._")
 
 found = []
-query = st.text_input("Find any concept by label (any language)", key="link_concept_search")
+query = st.text_input("Find any concept by label (any language)", key="link_concept_search",
+                      help="Every word in one label, in any order; the start of a word will do: nurs car")  # fmt: skip
 if query.strip():
-    found = store.find_concepts(query, limit=10)
+    # One result per concept, named in the scheme's language; the label that matched beside it.
+    found = store.find_concepts(query, limit=10, language=scheme.language)
     if not found:
-        st.caption("No concept has a label containing that text (is the taxonomy imported?).")
+        st.caption("No concept has a label with all these words (is the taxonomy imported?).")
 
 options: dict[str, dict[str, object]] = {}
 for c in candidates:
@@ -401,21 +433,20 @@ for match in found:
     if key not in options:
         options[key] = {
             "uri": match.uri,
-            "label": match.label,
+            "label": match.name,
             "scorer": None,
             "score": None,
             "rank": None,
-            "text": f"🔎 {match.label} ({match.language}, {match.label_kind})"
-            + (f" · ISCO {match.isco_code}" if match.isco_code else ""),
-        }
+            # The name and ISCO code tell apart concepts found by the same label.
+            "text": (f"🔎 ISCO {match.isco_code} {match.name}" if match.concept_kind == ISCO_GROUP and match.isco_code
+                     else f"🔎 {match.name}" + (f" · ISCO {match.isco_code}" if match.isco_code else ""))
+            + (f" · matched “{match.label}” ({match.language})" if match.label != match.name else ""),
+        }  # fmt: skip
 
 marks = {k: f"  ✔ {current[str(o['uri'])].outcome}" for k, o in options.items() if o["uri"] in current}
 choice_key = f"link_choice_{term.id}"
-ranked = [k for k in options if not k.startswith("search|")]
-with st.container(horizontal=True):
-    for key, option in zip(PICK_KEYS, ranked, strict=False):  # Streamlit shows the key beside "Pick"
-        st.button("Pick", key=f"link_pick_{key}", on_click=pick, args=(choice_key, option), shortcut=key,
-                  type="tertiary", help=md_text(options[option]["name"]))  # fmt: skip
+# Number keys check a candidate in the browser; the relation keys submit what the radio shows.
+number_keys(choice_key, ranked=sum(not k.startswith("search|") for k in options))
 with st.form(f"decide_{term.id}", enter_to_submit=False, border=True):
     st.radio(
         "Concept",
@@ -429,6 +460,7 @@ with st.form(f"decide_{term.id}", enter_to_submit=False, border=True):
             md_text(label),
             on_click=decide,
             args=(term.id, outcome, choice_key, options),
+            key=decide_key(term.id, outcome),
             type="primary" if outcome == "exactMatch" else "secondary",
             width="stretch",
             shortcut=key,

@@ -11,13 +11,22 @@ from datetime import UTC, datetime, time, timedelta
 import pandas as pd
 import streamlit as st
 
-from db.exports import export_fingerprint, exported_count, skos_csv_text, sssom_text, turtle_text
+from db.exports import exported_count, skos_csv_text, sssom_text, turtle_text
 from db.models import MATCH_OUTCOMES, REJECTED, UNSURE
-from db.store import REVIEW_FILTERS, AccessError, ConsistencyWarning, Decision, ReviewItem, Store, StoreBusy
+from db.store import (
+    REVIEW_FILTERS,
+    AccessError,
+    ConsistencyWarning,
+    Decision,
+    ReviewItem,
+    Store,
+    StoreBusy,
+    select_all,
+)
 from melo_core.errors import MeloInputError
 from ui import auth
 from ui import common as ui
-from ui.navigation import app_navigation
+from ui.navigation import app_navigation, keep_choice, restore_choice
 from ui.safe import md_text
 
 app_navigation()
@@ -38,8 +47,11 @@ REVIEW_COLUMNS = ["status", "term", "relation", "concept", "curator", "conflict"
 names = [s.name for s in schemes]
 
 # -- filters ----------------------------------------------------------------------------------
+restore_choice("cw_scheme", "scheme", names)  # as on the Link page: from a link, a reload or the last visit
 with st.sidebar:
     scheme_name = st.selectbox("Source scheme", names, key="cw_scheme")
+keep_choice("scheme", scheme_name)
+with st.sidebar:
     relations = st.multiselect(
         "Relation", [*MATCH_OUTCOMES, REJECTED, UNSURE], default=list(MATCH_OUTCOMES), key="cw_relations"
     )
@@ -202,6 +214,31 @@ else:
     observed_column.metric("Agreed", int(agreement.agreed))
 
 # -- review -----------------------------------------------------------------------------------
+REVIEW_SAID = "cw_review_said"  # what the last review action said, shown beside its buttons
+
+
+def review_selected(decision_ids: list[int], verdict: str) -> None:
+    """The review buttons' action, run before the page is drawn again. Done: the selection, select
+    all and the comment are cleared, as the rows they chose have moved on. Refused: they stay, to
+    be put right."""
+    try:
+        done = store.review(decision_ids, curator, verdict, st.session_state.get("cw_review_comment", ""))
+    except StoreBusy:
+        st.session_state[REVIEW_SAID] = ("error", BUSY.format(what="nothing was reviewed"))
+    except AccessError as exc:
+        st.session_state[REVIEW_SAID] = ("error", f"Nothing reviewed: {auth.refused(exc)}")
+    except (ValueError, KeyError) as exc:
+        st.session_state[REVIEW_SAID] = ("error", f"Nothing reviewed: {exc.args[0] if exc.args else exc}")
+    else:
+        back = " Their terms are back in the curators' queue (Link page, queue returned)."
+        back = back if verdict == "rejected" else ""
+        st.session_state[REVIEW_SAID] = ("success", f"{verdict.capitalize()} {len(done)} mapping(s).{back}")
+        st.session_state["cw_review_table"] = {"selection": {"rows": []}}
+        st.session_state["cw_review_all"] = False
+        st.session_state["cw_review_conflicting"] = False
+        st.session_state["cw_review_comment"] = ""
+
+
 with st.container(key="cw_review"):  # one block: the review queue (docs/review-queue.png)
     st.subheader("Review queue")
     st.caption(
@@ -239,36 +276,42 @@ with st.container(key="cw_review"):  # one block: the review queue (docs/review-
         key="cw_review_table",
         column_config={"conflict": st.column_config.TextColumn("conflict", width="large")},
     )
-    every = st.checkbox(f"Select all {len(items)} shown", key="cw_review_all", disabled=not items)
-    rows = range(len(items)) if every else [r for r in selection.selection.rows if r < len(items)]
-    selected = [items[r] for r in rows]
+    conflicting = sum(1 for i in items if i.conflict)
+    every = st.checkbox(
+        f"Select all {len(items)} shown"
+        if not conflicting
+        else f"Select all {len(items) - conflicting:d} shown without a conflict",
+        key="cw_review_all",
+        disabled=not items,
+    )
+    # A conflict is settled by looking at it: select all leaves conflicting rows out unless asked.
+    with_conflicts = every and conflicting and st.checkbox(f"Also the {conflicting:d} conflicting",
+                                                           key="cw_review_conflicting")  # fmt: skip
+    if every:
+        selected = select_all(items, include_conflicting=bool(with_conflicts))
+    else:
+        selected = [items[r] for r in selection.selection.rows if r < len(items)]
     if auth.role(curator) in (None, "reviewer"):
-        review_comment = st.text_input("Review comment (optional)", key="cw_review_comment")
-        confirm_column, reject_column, _ = st.columns([1, 1, 3])
-        verdict = None
-        if confirm_column.button(f"Confirm selected ({len(selected)})", disabled=not selected, type="primary",
-                                 key="cw_confirm", width="stretch"):  # fmt: skip
-            verdict = "confirmed"
-        if reject_column.button(f"Reject selected ({len(selected)})", disabled=not selected, key="cw_reject",
-                                width="stretch"):  # fmt: skip
-            verdict = "rejected"
-        if verdict:
-            try:
-                done = store.review([i.decision.id for i in selected], curator, verdict, review_comment)
-            except StoreBusy:
-                st.session_state["cw_refused"] = BUSY.format(what="nothing was reviewed")
-            except (AccessError, ValueError, KeyError) as exc:
-                st.session_state["cw_refused"] = (
-                    f"Nothing reviewed: {auth.refused(exc) if isinstance(exc, AccessError) else exc}"
-                )
-            else:
-                st.session_state["cw_review_flash"] = f"{verdict.capitalize()} {len(done)} mapping(s)."
-                st.session_state.pop("cw_review_all", None)
-            st.rerun()
+        # A typed name (no sign-in) proves nobody: anyone could review as anyone.
+        may_review = auth.role(curator) == "reviewer"
+        st.text_input("Review comment (optional)", key="cw_review_comment", disabled=not may_review)
+        confirm_column, reject_column, said_column = st.columns([1, 1, 3])
+        chosen_ids = [i.decision.id for i in selected]
+        confirm_column.button(f"Confirm selected ({len(selected)})", disabled=not (selected and may_review),
+                              type="primary", key="cw_confirm", width="stretch", on_click=review_selected,
+                              args=(chosen_ids, "confirmed"))  # fmt: skip
+        reject_column.button(f"Reject selected ({len(selected)})", disabled=not (selected and may_review),
+                             key="cw_reject", width="stretch", on_click=review_selected,
+                             args=(chosen_ids, "rejected"))  # fmt: skip
+        if said := st.session_state.pop(REVIEW_SAID, None):  # beside the buttons that did it
+            kind, text = said
+            (said_column.success if kind == "success" else said_column.error)(md_text(text))
+        if not may_review:
+            st.caption("Reviewing needs sign-in, or anyone who types a name could review: start the app with "
+                       "MELO_AUTH=on and give reviewers an account (`python -m melo_core users add NAME "
+                       "--role reviewer`).")  # fmt: skip
     else:
         st.caption("Only reviewers confirm or reject; you can comment.")
-    if message := st.session_state.pop("cw_review_flash", None):
-        st.success(md_text(message))
 
     with st.expander("Comments on a decision"):
         if not items:
@@ -309,6 +352,9 @@ st.subheader("Download")
 negatives = st.checkbox("Include rejections", key="cw_negatives")
 confirmed_only = st.checkbox("Only confirmed mappings", key="cw_confirmed_only",
                              help="Only the mappings whose current decision a reviewer confirmed")  # fmt: skip
+undecided = st.checkbox("Include undecided terms (SKOS CSV)", key="cw_undecided",
+                        help="Also each term without a mapping in the file, with empty relation columns: the "
+                        "whole scheme, as an import restores it")  # fmt: skip
 downloads: tuple[tuple[str, Callable[..., str], str, str, str], ...] = (
     ("SKOS CSV", skos_csv_text, "csv", "text/csv", "cw_download_skos"),
     ("SSSOM TSV", sssom_text, "sssom.tsv", "text/tab-separated-values", "cw_download_sssom"),
@@ -318,13 +364,14 @@ downloads: tuple[tuple[str, Callable[..., str], str, str, str], ...] = (
 
 # Every click on this page reruns it, and a crosswalk of 7,551 decisions takes about 6 s to write
 # in the three formats (Turtle most of it). The files are kept until what they are written from
-# changes (export_fingerprint): a comment, a filter or a review (unless only confirmed mappings
-# are asked for) writes nothing again. Eager, not written on click: a deferred download is revoked
+# changes (export_fingerprint: decisions, reviews and comments, which the files carry): a filter
+# writes nothing again. Eager, not written on click: a deferred download is revoked
 # by the next rerun (docs/benchmarks.md). The label keys the writer, which is not hashed.
 @st.cache_data(max_entries=12, show_spinner="Writing the downloads…")
 def export_text(_store: Store, _text_of: Callable[..., str], url: str, scheme: str, label: str, negatives: bool,
-                confirmed_only: bool, fingerprint: str) -> str:  # fmt: skip
-    return _text_of(_store, scheme, negatives=negatives, confirmed_only=confirmed_only)
+                confirmed_only: bool, undecided: bool, fingerprint: str) -> str:  # fmt: skip
+    extra = {"undecided": undecided} if _text_of is skos_csv_text else {}  # SSSOM and Turtle hold mappings only
+    return _text_of(_store, scheme, negatives=negatives, confirmed_only=confirmed_only, **extra)
 
 
 @st.cache_data(max_entries=12, show_spinner=False)
@@ -338,8 +385,9 @@ def ask_for_turtle() -> None:
     st.session_state["cw_turtle_asked"] = True
 
 
-# Without confirmed_only the downloads are written from what the table is: `decided`, read above.
-fingerprint = export_fingerprint(store, scheme_name, confirmed_only) if confirmed_only else decided
+# The downloads are written from what the table and the review queue are: `discussed`, read above
+# (export_fingerprint).
+fingerprint = discussed
 held = export_count(store, store.url, scheme_name, negatives, confirmed_only, fingerprint)
 for column, (label, text_of, suffix, mime, key) in zip(st.columns([1, 1, 1, 2]), downloads, strict=False):
     if text_of is turtle_text and not st.session_state.get("cw_turtle_asked"):
@@ -347,7 +395,8 @@ for column, (label, text_of, suffix, mime, key) in zip(st.columns([1, 1, 1, 2]),
                       help="A few seconds for a large crosswalk; then kept up to date like the others")  # fmt: skip
         continue
     try:
-        text = export_text(store, text_of, store.url, scheme_name, label, negatives, confirmed_only, fingerprint)
+        text = export_text(store, text_of, store.url, scheme_name, label, negatives, confirmed_only, undecided,
+                           fingerprint)  # fmt: skip
     except MeloInputError as exc:  # e.g. an IRI SSSOM cannot write as a CURIE: the export names the mapping
         column.error(md_text(f"{label}: {exc}"))
         continue

@@ -27,7 +27,7 @@ from ui import analysis as ui
 from ui import auth
 from ui.common import catalogue_markdown, ensure_built_models
 from ui.common import store as open_store
-from ui.navigation import app_navigation
+from ui.navigation import app_navigation, keep_choice, restore_choice
 from ui.safe import md_code, md_text
 
 app_navigation()
@@ -62,6 +62,7 @@ with st.expander("Add runs: evaluate a scorer, or load the published baselines")
             extra_datasets=extra or [],
         )
         st.success(f"Stored {len(ids)} run(s).")
+        st.session_state["bench_new_runs"] = [*st.session_state.get("bench_new_runs", []), *ids]  # chosen below
 
     if right.button("Evaluate and store", key="bench_run_go", disabled=not chosen_sets):
         try:
@@ -120,25 +121,47 @@ if not title_runs.empty:
                                 for suffix, text in helps.items() for end in ("low", "high")})  # fmt: skip
 
 # -- choosing models and datasets ---------------------------------------------------------------------
+# Filters, datasets and models live in the URL and the session: a reload, a link or the way back
+# from another page shows the same selection.
+QUERY_LANGUAGES = sorted(set(datasets["query_language"]))
+CORPUS_LANGUAGES = sorted({lang for langs in datasets["corpus_languages"] for lang in langs.split(",")})
+KINDS = ["monolingual", "cross-lingual", "multilingual"]
+FILTERS = (("bench_q", "query_lang", QUERY_LANGUAGES), ("bench_c", "corpus_lang", CORPUS_LANGUAGES),
+           ("bench_kind", "kind", KINDS))  # fmt: skip
+for key, param, options in FILTERS:
+    restore_choice(key, param, options, many=True)
+restore_choice("bench_metric", "metric", METRICS)
 with st.sidebar:
     st.header("Datasets")
-    query_languages = st.multiselect("Query language", sorted(set(datasets["query_language"])), key="bench_q")
-    corpus_languages = st.multiselect(
-        "Corpus language",
-        sorted({lang for langs in datasets["corpus_languages"] for lang in langs.split(",")}),
-        key="bench_c",
-    )
-    kinds = st.multiselect("Kind", ["monolingual", "cross-lingual", "multilingual"], key="bench_kind")
+    query_languages = st.multiselect("Query language", QUERY_LANGUAGES, key="bench_q")
+    corpus_languages = st.multiselect("Corpus language", CORPUS_LANGUAGES, key="bench_c")
+    kinds = st.multiselect("Kind", KINDS, key="bench_kind")
     metric = st.selectbox("Metric", METRICS, key="bench_metric")
+for key, param, _ in FILTERS:
+    keep_choice(param, st.session_state[key], many=True)
+keep_choice("metric", metric)
 candidates = filter_datasets(datasets, query_languages or None, corpus_languages or None, kinds or None)
 candidates = [d for d in candidates if d in set(runs["dataset"])]
-chosen = st.multiselect("Datasets", candidates, default=candidates, key="bench_datasets")
-
 models = sorted(set(runs["model"]), key=lambda m: (m.endswith(ui.PUBLISHED_SUFFIX), m))
 default_models = [m for m in models if not m.endswith(ui.PUBLISHED_SUFFIX)] + [
     f"{name}{ui.PUBLISHED_SUFFIX}" for name in DEFAULT_PUBLISHED if f"{name}{ui.PUBLISHED_SUFFIX}" in models
 ]
-picked = st.multiselect("Models", models, default=default_models, key="bench_models")
+if st.session_state.get("bench_dataset_options", candidates) != candidates:
+    st.session_state["bench_datasets"] = candidates  # other filters: all their datasets, as at first
+st.session_state["bench_dataset_options"] = candidates
+restore_choice("bench_datasets", "dataset", candidates, many=True)
+restore_choice("bench_models", "model", models, many=True)
+st.session_state.setdefault("bench_datasets", candidates)
+st.session_state.setdefault("bench_models", default_models)
+new_runs = runs[runs["run_id"].isin(st.session_state.pop("bench_new_runs", []))]
+if not new_runs.empty:  # runs just stored are shown at once
+    for key, column, options in (("bench_datasets", "dataset", candidates), ("bench_models", "model", models)):
+        added = [v for v in new_runs[column] if v in options]
+        st.session_state[key] = list(dict.fromkeys([*st.session_state[key], *added]))
+chosen = st.multiselect("Datasets", candidates, key="bench_datasets")
+picked = st.multiselect("Models", models, key="bench_models")
+keep_choice("dataset", chosen, many=True)
+keep_choice("model", picked, many=True)
 if not chosen or not picked:
     st.info("Choose at least one dataset and one model.")
     st.stop()

@@ -12,6 +12,12 @@ ROOT = Path(__file__).resolve().parent.parent
 MELO_DATA = Path(os.environ.get("MELO_DATA", ROOT.parent / "shared" / "melo"))
 
 
+@pytest.fixture(autouse=True)
+def empty_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Home shows the curation status: a store of its own, not melo.db in the project."""
+    monkeypatch.setenv("MELO_DB_URL", f"sqlite:///{tmp_path / 'melo.db'}")
+
+
 def run_page(script: str, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     monkeypatch.setenv("MELO_DATA", str(data_dir))
     monkeypatch.chdir(ROOT)
@@ -36,9 +42,12 @@ def test_landing_page_with_data_counts_datasets(monkeypatch: pytest.MonkeyPatch)
     expected = sum(1 for p in (MELO_DATA / "processed" / "melo").iterdir() if (p / "queries.tsv").is_file())
     assert metrics["Datasets"] == str(expected)
     assert metrics["Corpus languages"] == "21"
-    text = " ".join(m.value for m in app.markdown)
-    assert "`best` (the default of `link` and the Link page)" in text  # pipelines, scorers and encoders listed
-    assert "`char-tfidf`" in text and "`e5-esco`" in text
+    # The command line and the scorer lists are in the docs, linked; Home leads with the curation.
+    assert [h.value for h in app.subheader][:2] == ["Curation", "Benchmark data"]
+    assert any("`docs/cli.md`" in c.value for c in app.caption)
+    assert not any("`char-tfidf`" in m.value for m in app.markdown)
+    cli = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert "python -m melo_core scorers" in cli and "eval --data" in cli
 
 
 def test_datasets_page_shows_queries_of_the_chosen_dataset(monkeypatch: pytest.MonkeyPatch) -> None:

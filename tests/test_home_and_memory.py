@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from db.imports import import_terms, read_terms_csv
 from db.quickstart import start_curation
 from db.runs import list_runs, run_queries
 from db.store import Store
@@ -19,8 +20,42 @@ from melo_core.datasets import load_dataset, resolve_dataset
 from melo_core.taxonomy import isco_code_of
 
 ROOT = Path(__file__).resolve().parent.parent
+HOME = "app.py"
+LINK = "pages/2_Link.py"
+CROSSWALK = "pages/3_Crosswalk.py"
 BENCHMARK = "pages/5_Benchmark.py"
 DRILL = "pages/7_Drill_down.py"
+FIRST = "aaa_titles"  # sorts before nor_no: what the pages showed whatever was asked
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache for the module: the taxonomy and the lexical pipeline are built once."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture
+def curation_url(nor_data: Path, cache: Path, esco_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A store with the ESCO union, the nor_no terms and a small scheme that sorts first."""
+    url = f"sqlite:///{tmp_path / 'melo.db'}"
+    for name, value in (("MELO_DATA", nor_data), ("MELO_ESCO", esco_csv), ("MELO_CACHE", cache), ("MELO_DB_URL", url)):
+        monkeypatch.setenv(name, str(value))
+    monkeypatch.chdir(ROOT)
+    titles = tmp_path / "titles.csv"
+    titles.write_text("code,label\nt1,Sykepleier\nt2,Lege\n", encoding="utf-8")
+    with Store(url, create=True) as store:
+        start_curation(store, nor_data, "nor_no")
+        import_terms(store, FIRST, read_terms_csv(titles), kind="job-titles", language="no")
+    return url
+
+
+def curation_page(script: str, **query: str) -> AppTest:
+    app = AppTest.from_file(str(ROOT / script), default_timeout=120)
+    app.session_state["curator"] = "alice"
+    app.session_state["link_pipeline"] = "lexical"  # ready at once
+    for name, value in query.items():
+        app.query_params[name] = value
+    return app
 
 
 @pytest.fixture
@@ -49,7 +84,7 @@ def plotly_traces(app: AppTest, index: int) -> list[dict]:
     return json.loads(app.get("plotly_chart")[index].proto.spec)["data"]
 
 
-def trace_colours(traces: list[dict]) -> dict[str, str]:
+def trace_colours(traces: list[dict]) -> dict[str, str | None]:
     return {t["name"]: (t.get("marker") or {}).get("color") or (t.get("line") or {}).get("color") for t in traces}
 
 
@@ -98,3 +133,121 @@ def test_drill_down_comparison_has_no_infinity_and_marks_isco_groups(runs_url: s
         assert shown == (f"ISCO {code} {form}" if code else form)
         marked += bool(code)
     assert marked  # some top predictions of these queries are ISCO groups
+
+
+# -- Home -----------------------------------------------------------------------------------------
+def test_home_leads_with_each_schemes_status_and_a_link_to_go_on(curation_url: str) -> None:
+    with Store(curation_url) as store:
+        terms = store.queue("nor_no", limit=3)
+        uris = [m.uri for m in store.find_concepts("sykepleier", limit=2)]
+        store.decide(terms[0].id, uris[0], "exactMatch", "alice")
+        store.decide(terms[1].id, uris[1], "closeMatch", "alice")
+        store.decide(terms[2].id, uris[0], "unsure", "alice")
+        total = store.scheme("nor_no").terms  # type: ignore[union-attr]
+    app = curation_page(HOME).run()
+    assert not app.exception
+    assert [h.value for h in app.subheader][:2] == ["Curation", "Benchmark data"]  # the CLI went to the docs
+    schemes = [m.value for m in app.markdown if m.value.startswith("**")]
+    assert schemes == [f"**{FIRST}** (no) · 2 terms", f"**nor_no** (no) · {total:,} terms"]
+    metrics = [(m.label, m.value) for m in app.metric][:8]
+    assert metrics == [
+        ("Done", "0"), ("Left", "2"), ("Unsure", "0"), ("Under review", "0"),
+        ("Done", "2"), ("Left", f"{total - 3:,}"), ("Unsure", "1"), ("Under review", "2"),
+    ]  # fmt: skip
+    links = [(p.proto.label, p.proto.page, p.proto.query_string) for p in app.get("page_link")][:2]
+    assert links == [
+        ("Continue: Link the next term (2 left)", "Link", f"scheme={FIRST}&queue=todo"),
+        (f"Continue: Link the next term ({total - 3:,} left)", "Link", "scheme=nor_no&queue=todo"),
+    ]
+
+
+# -- the pages remember ---------------------------------------------------------------------------
+def test_link_page_keeps_the_scheme_and_term_of_a_link_a_reload_and_the_way_back(curation_url: str) -> None:
+    with Store(curation_url) as store:
+        second = store.queue("nor_no", limit=2)[1]
+    # A link (Home's "Continue", or one a colleague sent) names the scheme and the term.
+    app = curation_page(HOME).run()
+    app.switch_page(LINK)
+    app.query_params["scheme"] = "nor_no"
+    app.query_params["term"] = str(second.id)
+    app.run()
+    assert not app.exception
+    assert app.selectbox(key="link_scheme").value == "nor_no"
+    assert app.subheader[0].value == second.label
+    # Away and back through the navigation, which drops the query string and the page's widgets.
+    app.switch_page(CROSSWALK)
+    app.query_params.clear()
+    app.run()
+    assert not app.exception
+    assert app.selectbox(key="cw_scheme").value == "nor_no"  # the scheme follows to the Crosswalk page
+    assert app.query_params["scheme"] == "nor_no"
+    app.switch_page(LINK)
+    app.query_params.clear()
+    app.run()
+    assert not app.exception
+    assert app.selectbox(key="link_scheme").value == "nor_no"
+    assert app.subheader[0].value == second.label
+    assert (app.query_params["scheme"], app.query_params["term"]) == ("nor_no", str(second.id))
+    # Choosing another scheme on the page is not undone by the address the page wrote before.
+    app.selectbox(key="link_scheme").select(FIRST).run()
+    assert app.selectbox(key="link_scheme").value == FIRST
+    assert app.query_params["scheme"] == FIRST
+
+
+def test_undo_names_the_concept_by_its_label(curation_url: str) -> None:
+    app = curation_page(LINK, scheme="nor_no").run()
+    assert not app.exception
+    next(b for b in app.button if b.label == "Exact").click().run()
+    app.button(key="link_undo").click().run()
+    assert not app.exception
+    with Store(curation_url) as store:
+        [undone] = [d for d in store.history(store.queue("nor_no", limit=1)[0].id) if d.undoes_id]
+        label = store.concept_labels([undone.concept_uri], "en")[undone.concept_uri]
+    [message] = [c.value for c in app.caption if c.value.startswith("Undone:")]
+    assert f"→ {label} is now" in message.replace("\\", "")
+    assert "http" not in message
+
+
+def test_benchmark_filters_come_from_the_url_and_new_runs_are_chosen(runs_url: str) -> None:
+    query: dict[str, str | list[str]] = {
+        "query_lang": ["no"],
+        "metric": "acc@1",
+        "dataset": ["nor_q_no_c_no"],
+        "model": ["edit-distance"],
+    }
+    app = open_page(BENCHMARK, **query)
+    assert app.multiselect(key="bench_q").value == ["no"]
+    assert app.selectbox(key="bench_metric").value == "acc@1"
+    assert app.multiselect(key="bench_datasets").value == ["nor_q_no_c_no"]
+    assert app.multiselect(key="bench_models").value == ["edit-distance"]
+    assert app.subheader[0].value.startswith("acc@1")
+    # A run stored from the page joins the chosen ones; the rest of the selection stays.
+    app.multiselect(key="bench_run_datasets").set_value(["nor_q_no_c_no"])
+    app.text_input(key="bench_run_scorers").input("bm25")
+    app.number_input(key="bench_run_limit").set_value(20).run()
+    app.button(key="bench_run_go").click().run()
+    assert not app.exception
+    assert app.multiselect(key="bench_models").value == ["edit-distance", "bm25"]
+    assert app.multiselect(key="bench_datasets").value == ["nor_q_no_c_no"]
+    assert app.query_params["model"] == ["edit-distance", "bm25"]  # the address says so too
+
+
+def test_benchmark_filters_survive_the_way_to_another_page_and_back(runs_url: str) -> None:
+    app = AppTest.from_file(str(ROOT / HOME), default_timeout=120).run()
+    app.switch_page(BENCHMARK).run()
+    app.multiselect(key="bench_q").set_value(["no"])
+    app.selectbox(key="bench_metric").select("map")
+    app.multiselect(key="bench_models").set_value(["char-tfidf"]).run()
+    chosen = app.multiselect(key="bench_datasets").value
+    app.switch_page(DRILL)
+    app.query_params.clear()  # the navigation drops the query string
+    app.run()
+    app.switch_page(BENCHMARK)
+    app.query_params.clear()
+    app.run()
+    assert not app.exception
+    assert app.multiselect(key="bench_q").value == ["no"]
+    assert app.selectbox(key="bench_metric").value == "map"
+    assert app.multiselect(key="bench_models").value == ["char-tfidf"]
+    assert app.multiselect(key="bench_datasets").value == chosen
+    assert (app.query_params["metric"], app.query_params["model"]) == ("map", "char-tfidf")

@@ -1,6 +1,10 @@
-"""The app's navigation (app.py's ``st.navigation``: the landing page is "Home")."""
+"""The app's navigation (app.py's ``st.navigation``: the landing page is "Home") and what it
+remembers between pages and reloads (``restore_choice``, ``keep_choice``)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 import streamlit as st
 
@@ -15,3 +19,63 @@ def app_navigation() -> None:
     if PagesManager.uses_pages_directory:
         PagesManager.uses_pages_directory = False
         st.rerun()
+
+
+# The app remembers what a curator chose (scheme, term, filters) in the URL, so a reload or a
+# shared link shows the same, and in the session, since the navigation drops both the query
+# string and the state of widgets not on the page.
+_WRITTEN = "_url_written_"  # what this session last wrote to a URL parameter
+_REMEMBERED = "_url_remembered_"  # what a parameter last held in this session, on any page
+
+
+def linked_value(param: str) -> list[str]:
+    """The URL's ``?param=`` values when this session did not write them there (a link, a reload,
+    an edited address): they choose. Else nothing."""
+    in_url = st.query_params.get_all(param)
+    return in_url if in_url != st.session_state.get(_WRITTEN + param) else []
+
+
+def remembered_value(param: str) -> list[str] | None:
+    """What ``?param=`` last held in this session, on any page (None: never set)."""
+    remembered = st.session_state.get(_REMEMBERED + param)
+    return list(remembered) if remembered is not None else None
+
+
+def restore_choice(key: str, param: str, options: Sequence[Any], many: bool = False) -> None:
+    """Before the widget ``key`` is drawn: choose what the URL's ``?param=`` names when it came
+    from outside (``linked_value``); else keep the widget's own state; else (back from another
+    page) what the parameter last held. Values not among ``options`` (compared as text) are
+    dropped; ``many``: a multiselect (the parameter repeated)."""
+    by_text = {str(option): option for option in options}
+    chosen = [by_text[v] for v in linked_value(param) if v in by_text]
+    if chosen:
+        st.session_state[key] = chosen if many else chosen[0]
+        return
+    remembered = remembered_value(param)
+    if key not in st.session_state and remembered is not None:
+        again = [by_text[v] for v in remembered if v in by_text]
+        if many:
+            st.session_state[key] = again
+        elif again:
+            st.session_state[key] = again[0]
+    if key not in st.session_state:
+        return
+    current = st.session_state[key]
+    if many:
+        kept = [v for v in current if str(v) in by_text]
+        if kept != current:  # only then: a value set through the state warns beside a widget's default
+            st.session_state[key] = kept
+    elif str(current) not in by_text:
+        del st.session_state[key]  # gone (a scheme deleted): the widget's default
+
+
+def keep_choice(param: str, value: Any, many: bool = False) -> None:
+    """After the widget is drawn: its ``value`` into the URL (``?param=``, repeated for ``many``;
+    none when nothing is chosen) and into the session's memory for the next visit."""
+    values = [str(v) for v in value] if many else [str(value)]
+    st.session_state[_WRITTEN + param] = values
+    st.session_state[_REMEMBERED + param] = values
+    if values:
+        st.query_params[param] = values if many else values[0]
+    else:
+        st.query_params.pop(param, None)
