@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import cast
@@ -32,9 +32,9 @@ from db.formats import (
     OUTCOME_OF_RELATION,
     SKOS_COLUMNS,
     SKOS_COLUMNS_WITHOUT_ORIGINALS,
+    SKOS_COLUMNS_WITHOUT_REVIEWS,
     is_uri,
     parse_time,
-    search_fold,
     term_uri,
     unneutralise,
 )
@@ -53,6 +53,7 @@ from db.models import (
     column_check,
     utcnow,
 )
+from db.search import label_search_text
 from db.store import IMPORT_CURATOR_PREFIX, Actor, Store, search_text
 from db.store.accounts import acting_as
 from melo_core.crosswalk import load_crosswalk
@@ -356,7 +357,7 @@ def read_skos_csv(path: str | Path) -> TermFile:
     path = Path(path)
     text = read_text(path)
     header, header_line = _csv_header(path, text)
-    if tuple(header) not in (SKOS_COLUMNS, SKOS_COLUMNS_WITHOUT_ORIGINALS):
+    if tuple(header) not in (SKOS_COLUMNS, SKOS_COLUMNS_WITHOUT_REVIEWS, SKOS_COLUMNS_WITHOUT_ORIGINALS):
         missing = [c for c in SKOS_COLUMNS if c not in header]
         extra = [c for c in header if c not in SKOS_COLUMNS]
         detail = (
@@ -524,6 +525,7 @@ def import_terms(
         importer = f"{IMPORT_CURATOR_PREFIX}{source.path.name}"
         if signer is not None or (store.sign_in_required and source.decisions):
             importer = acting_as(s, signer or "", store.sign_in_required)
+        source = _with_stored_codes(s, scheme, source)
         plan = _plan_terms(s, scheme, source, kind, language, base_uri, report)
     _check_columns(scheme, source, plan)
     writer = _BatchWriter(store, batch_size)
@@ -563,6 +565,25 @@ class _TermPlan:
 # One UPDATE sent for many rows (executemany): "term_id" names the row, the other keys the values.
 _TERMS = cast(Table, TermRow.__table__)  # a declarative model's table
 _TERM_UPDATE = update(_TERMS).where(_TERMS.c.id == bindparam("term_id"))
+
+
+def _with_stored_codes(s: Session, scheme: str, source: TermFile) -> TermFile:
+    """The file with the stored code of each term it names by another code and the stored URI:
+    a term whose code is its URI (a crosswalk JSON keyed by URIs) is exported with the URI's
+    last segment as its code (``db.exports.scheme_codes``), and a round trip finds it again."""
+    by_uri = {r.code: r.uri for r in source.terms if r.uri is not None and r.uri != r.code}
+    if not by_uri:
+        return source
+    query = select(TermRow.code).join(SchemeRow, SchemeRow.id == TermRow.scheme_id).where(SchemeRow.name == scheme)
+    stored = set(s.scalars(query))
+    renamed = {code: uri for code, uri in by_uri.items() if code not in stored and uri in stored}
+    if not renamed:
+        return source
+    return replace(
+        source,
+        terms=[replace(r, code=renamed.get(r.code, r.code)) for r in source.terms],
+        decisions=[replace(d, code=renamed.get(d.code, d.code)) for d in source.decisions],
+    )
 
 
 def _plan_terms(
@@ -1007,5 +1028,5 @@ def _label(concept_id: int, language: str, kind: str, position: int, text: str) 
         "kind": kind,
         "position": position,
         "text": text,
-        "search_text": search_fold(text),
+        "search_text": label_search_text(text),
     }
