@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from db.store import PROPOSED, Store
+from db.store import PROPOSED, Actor, Store
 from melo_core import config
 from melo_core.datasets import dataset_overview
 from melo_core.errors import MeloInputError
+from ui import auth
 from ui.common import store as open_store
 from ui.safe import md_code, md_text
 
@@ -58,6 +59,10 @@ def curation_status() -> None:
     """Per source scheme: its terms, done, left, unsure and under review, and a link to go on."""
     st.subheader("Curation")
     store = open_store()
+    if store.sign_in_required and not isinstance(st.session_state.get(auth.SESSION_KEY), Actor):
+        # A shared app shows its schemes to signed-in users only; the Link page signs in.
+        st.page_link("pages/2_Link.py", label="Sign in to curate and see the progress of each scheme", icon="🔗")
+        return
     schemes = store.schemes()
     if not schemes:
         st.info("No source terms to link yet: the Link page imports ESCO and a national terminology in one click.")
@@ -68,7 +73,7 @@ def curation_status() -> None:
         under_review = proposed_mappings(store, store.url, scheme.name, store.fingerprint(scheme.name, reviews=True))
         with st.container(border=True):
             st.markdown(
-                f"**{md_text(scheme.name)}**{md_text(f' ({scheme.language})' if scheme.language else '')} · "
+                f"**{md_text(scheme.name)}** · {md_text(scheme.language or 'language not given')} · "
                 f"{sum(counts.values()):,} terms"
             )
             shown = {"Done": counts["done"], "Left": counts["todo"], "Unsure": counts["unsure"]}

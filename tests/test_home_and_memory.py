@@ -148,7 +148,7 @@ def test_home_leads_with_each_schemes_status_and_a_link_to_go_on(curation_url: s
     assert not app.exception
     assert [h.value for h in app.subheader][:2] == ["Curation", "Benchmark data"]  # the CLI went to the docs
     schemes = [m.value for m in app.markdown if m.value.startswith("**")]
-    assert schemes == [f"**{FIRST}** (no) · 2 terms", f"**nor_no** (no) · {total:,} terms"]
+    assert schemes == [f"**{FIRST}** · no · 2 terms", f"**nor_no** · no · {total:,} terms"]
     metrics = [(m.label, m.value) for m in app.metric][:8]
     assert metrics == [
         ("Done", "0"), ("Left", "2"), ("Unsure", "0"), ("Under review", "0"),
@@ -159,6 +159,17 @@ def test_home_leads_with_each_schemes_status_and_a_link_to_go_on(curation_url: s
         ("Continue: Link the next term (2 left)", "Link", f"scheme={FIRST}&queue=todo"),
         (f"Continue: Link the next term ({total - 3:,} left)", "Link", "scheme=nor_no&queue=todo"),
     ]
+
+
+def test_home_on_a_shared_app_shows_schemes_to_signed_in_users_only(
+    curation_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MELO_AUTH", "on")
+    app = AppTest.from_file(str(ROOT / HOME), default_timeout=120).run()
+    assert not app.exception
+    assert not any(FIRST in m.value or "nor_no" in m.value for m in app.markdown)
+    assert not any(m.label == "Left" for m in app.metric)
+    assert any(p.proto.label.startswith("Sign in") and p.proto.page == "Link" for p in app.get("page_link"))
 
 
 # -- the pages remember ---------------------------------------------------------------------------
