@@ -673,8 +673,8 @@ def run_ray(path: str, column: str, settings: LinkSettings, out: str, fmt: str =
                              "sheet as CSV for the cluster to read", path)  # fmt: skip
     workers = workers or max(1, os.cpu_count() or 1)
     env = {k: os.environ[k] for k in PROPAGATED_ENV if os.environ.get(k)}
-    folders = config.folders()  # --data, --cache, --models as this process resolved them: the actors' environment
-    env.update(MELO_DATA=folders["data"], MELO_CACHE=folders["cache"], MELO_MODELS=folders["models"])
+    folders = config.folders()  # --cache, --models as this process resolved them: the actors' environment
+    env.update(MELO_DATA=os.path.abspath(settings.data), MELO_CACHE=folders["cache"], MELO_MODELS=folders["models"])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),
                                                       env.get("PYTHONPATH")]))  # fmt: skip
     if not ray.is_initialized():

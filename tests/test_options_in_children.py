@@ -89,6 +89,22 @@ def test_the_readmes_commands_run_without_any_melo_variable(sliced: Path, tmp_pa
     assert ranks == [str(rank) for rank in range(1, 11)]
 
 
+def test_the_ray_engines_actors_use_the_commands_folders(sliced: Path, tmp_path: Path) -> None:
+    """`link --engine ray`: each actor builds its linker in a process of its own, with --cache as
+    the command's (before: the project's ./cache, the environment having none)."""
+    cwd, cache, out = tmp_path / "elsewhere", tmp_path / "cache", tmp_path / "linked"
+    cwd.mkdir()
+    titles = tmp_path / "titles.csv"
+    titles.write_text("title\nBäckermeister\nsykepleier\n", encoding="utf-8")
+    linked = run_cli(cwd, "link", "--engine", "ray", "--workers", "1", "--input", str(titles), "--column", "title",
+                     "--out", str(out), "--pipeline", "lexical", "--query-lang", "no", "--data", str(sliced),
+                     "--cache", str(cache), "--models", str(tmp_path / "models"), "--quiet")  # fmt: skip
+    assert linked.returncode == 0, linked.stderr
+    assert list(out.glob("*.parquet"))
+    assert any((cache / "lexical").iterdir())  # fitted by the actor: the command itself fits nothing here
+    assert list(cwd.iterdir()) == []
+
+
 def _report_folders(data_dir: str, on_progress: Callable[[int, int, float], None] | None = None) -> Path:
     """A build that writes the folders it sees (in the process ``build_apart`` starts) into its cache folder."""
     target = config.cache_dir() / "seen.json"
