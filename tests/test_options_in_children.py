@@ -89,6 +89,20 @@ def test_the_readmes_commands_run_without_any_melo_variable(sliced: Path, tmp_pa
     assert ranks == [str(rank) for rank in range(1, 11)]
 
 
+def test_a_first_use_trains_the_model_on_the_commands_data(sliced: Path, tmp_path: Path) -> None:
+    """`link --pipeline fast` before `prepare`: the domain model is trained on first use, in a
+    process of its own, on --data into --models (before: "there is no MELO data to train it on")."""
+    cwd, models = tmp_path / "elsewhere", tmp_path / "models"
+    cwd.mkdir()
+    linked = run_cli(cwd, "link", "--data", str(sliced), "--cache", str(tmp_path / "cache"), "--models", str(models),
+                     "--pipeline", "fast", "--query-lang", "no", "--langs", "no,en", "sykepleier")  # fmt: skip
+    assert linked.returncode == 0, linked.stderr
+    assert "http://data.europa.eu/esco/" in linked.stdout
+    trained = json.loads((models / "esco-static" / "melo_training.json").read_text(encoding="utf-8"))
+    assert trained["data"]["source"] == f"ESCO union of the MELO corpora in {sliced}"
+    assert list(cwd.iterdir()) == []
+
+
 def test_the_ray_engines_actors_use_the_commands_folders(sliced: Path, tmp_path: Path) -> None:
     """`link --engine ray`: each actor builds its linker in a process of its own, with --cache as
     the command's (before: the project's ./cache, the environment having none)."""
