@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -18,6 +19,8 @@ from db.runs import list_runs, run_queries
 from db.store import Store
 from melo_core.datasets import load_dataset, resolve_dataset
 from melo_core.taxonomy import isco_code_of
+from tests.test_e2e_browser import curation_env, serve
+from tests.test_e2e_browser import page as page  # the fixture: headless Chromium
 
 ROOT = Path(__file__).resolve().parent.parent
 HOME = "app.py"
@@ -262,3 +265,28 @@ def test_benchmark_filters_survive_the_way_to_another_page_and_back(runs_url: st
     assert app.multiselect(key="bench_models").value == ["char-tfidf"]
     assert app.multiselect(key="bench_datasets").value == chosen
     assert (app.query_params["metric"], app.query_params["model"]) == ("map", "char-tfidf")
+
+
+def test_in_a_browser_home_links_on_and_the_navigation_keeps_the_scheme(
+    page: Any, curation_url: str, nor_data: Path, esco_csv: Path, tmp_path: Path
+) -> None:
+    expect = pytest.importorskip("playwright.sync_api").expect  # waits for the value, as wait_for does
+    with Store(curation_url) as store:
+        first = store.queue("nor_no", limit=1)[0]
+    with serve(curation_env(nor_data, esco_csv, tmp_path, curation_url), tmp_path / "streamlit.log") as app_url:
+        page.goto(app_url)
+        page.get_by_text("Continue: Link the next term").nth(1).click()  # nor_no's, the second scheme
+        page.get_by_label("Your name (recorded with every decision)").fill("Alice")
+        page.get_by_role("button", name="Start").click()
+        page.get_by_role("heading", name=first.label).wait_for()
+        scheme = page.get_by_role("combobox", name="Source scheme")
+        expect(scheme).to_have_value("nor_no")
+        assert "scheme=nor_no" in page.url
+        # Away through the navigation and back: the same scheme, on the Crosswalk page too.
+        page.get_by_role("link", name="Crosswalk").click()
+        page.wait_for_url("**/Crosswalk**")
+        expect(scheme).to_have_value("nor_no")
+        page.get_by_role("link", name="Link", exact=True).click()
+        page.get_by_role("heading", name=first.label).wait_for()
+        expect(scheme).to_have_value("nor_no")
+        assert "scheme=nor_no" in page.url
