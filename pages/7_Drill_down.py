@@ -16,7 +16,7 @@ from melo_core.datasets import load_dataset, resolve_dataset
 from melo_core.errors import MeloInputError
 from ui import analysis as ui
 from ui.common import store as open_store
-from ui.navigation import app_navigation
+from ui.navigation import app_navigation, keep_choice, restore_choice
 from ui.safe import md_text
 
 app_navigation()
@@ -47,10 +47,15 @@ def paired(a: pd.DataFrame, b: pd.DataFrame, cluster_of: dict[str, str] | None) 
     return compare_queries(a, b, cluster_of)
 
 
+# The URL and the session keep the dataset and the models: a link, a reload or the way back shows them.
 left, middle, right = st.columns(3)
+restore_choice("drill_dataset", "drill_dataset", sorted(set(ours["dataset"])))
 dataset = left.selectbox("Dataset", sorted(set(ours["dataset"])), key="drill_dataset")
 on_dataset = ours[ours["dataset"] == dataset].set_index("model")
+restore_choice("drill_model", "drill_model", list(on_dataset.index))
 model = middle.selectbox("Model", list(on_dataset.index), key="drill_model")
+keep_choice("drill_dataset", dataset)
+keep_choice("drill_model", model)
 k = right.number_input("A failure: first relevant element below rank", 1, 100, 1, key="drill_k")
 run = on_dataset.loc[model]
 queries = run_queries(store, int(run["run_id"]))
@@ -107,7 +112,9 @@ others = [m for m in on_dataset.index if m != model]
 if not others:
     st.caption("Only one model has a run on this dataset.")
     st.stop()
+restore_choice("drill_other", "drill_other", others)
 other = st.selectbox("Second model (B)", others, key="drill_other")
+keep_choice("drill_other", other)
 other_queries = run_queries(store, int(on_dataset.loc[other]["run_id"]))
 kept = {"query_id": "query_id", "query_text": "query", "first_rank": "first_rank"}
 comparison = paired(

@@ -138,6 +138,16 @@ def test_drill_down_comparison_has_no_infinity_and_marks_isco_groups(runs_url: s
     assert marked  # some top predictions of these queries are ISCO groups
 
 
+def test_drill_down_opens_on_the_dataset_and_models_of_its_address(runs_url: str) -> None:
+    query = {"drill_dataset": "nor_q_no_c_en", "drill_model": "edit-distance", "drill_other": "char-tfidf"}
+    app = open_page(DRILL, **query)
+    chosen = {key: app.selectbox(key=key).value for key in query}
+    assert chosen == query
+    app.selectbox(key="drill_model").select("char-tfidf").run()
+    assert app.query_params["drill_model"] == "char-tfidf"  # a reload keeps the new choice
+    assert app.query_params["drill_other"] == "edit-distance"
+
+
 # -- Home -----------------------------------------------------------------------------------------
 def test_home_leads_with_each_schemes_status_and_a_link_to_go_on(curation_url: str) -> None:
     with Store(curation_url) as store:
