@@ -68,6 +68,16 @@ HOURLY_CHART = {
     },
 }
 
+
+def decide_key(term_id: int | str, outcome: str) -> str:
+    """The key of a relation's submit button; without a term, the start all its terms' keys share."""
+    return f"link_{outcome}_{term_id}"
+
+
+# Number keys check a candidate in the browser; the relation keys submit what the radio shows. At
+# the top: the same place on every run, so the listener stays while terms change.
+number_keys("link_choice_", submits={letter: decide_key("", outcome) for _, outcome, letter in BUTTONS})
+
 # -- queue filters (sidebar) ------------------------------------------------------------------
 names = [s.name for s in schemes]
 # The URL and the session keep the scheme and queue: a link, a reload or the way back here shows them.
@@ -141,15 +151,16 @@ def flash(message: str) -> None:
     st.session_state["link_flash"] = message
 
 
-def decide_key(term_id: int, outcome: str) -> str:
-    return f"link_{outcome}_{term_id}"
-
-
 def decide(term_id: int, outcome: str, choice_key: str, options: dict[str, dict[str, object]]) -> None:
     # Each submit carries the radio value the curator saw. Two submits merged into one rerun (sent
     # while the server was busy) carry only the later value: save neither rather than a wrong pair.
     if sum(bool(st.session_state.get(decide_key(term_id, other))) for _, other, _ in BUTTONS) > 1:
         flash("Two decisions arrived at once and neither was saved: press the number and the letter again.")
+        return
+    # The term selector is drawn before the candidates: when it shows another term, the press reached
+    # the buttons of a term still on screen while the next was being drawn.
+    if st.session_state.get("link_term") != term_id:
+        flash("Nothing saved: the page was drawing the next term. Press the number and the letter again.")
         return
     choice = options.get(st.session_state.get(choice_key) or "")
     if choice is None:
@@ -445,8 +456,6 @@ for match in found:
 
 marks = {k: f"  ✔ {current[str(o['uri'])].outcome}" for k, o in options.items() if o["uri"] in current}
 choice_key = f"link_choice_{term.id}"
-# Number keys check a candidate in the browser; the relation keys submit what the radio shows.
-number_keys(choice_key, ranked=sum(not k.startswith("search|") for k in options))
 with st.form(f"decide_{term.id}", enter_to_submit=False, border=True):
     st.radio(
         "Concept",

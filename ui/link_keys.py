@@ -6,7 +6,9 @@ relation key pressed before that rerun came back submitted the form with the rad
 browser still held (Streamlit sends the browser's widget values with each trigger, and they win over
 what a callback set), so "2" then "B" saved candidate 1 as broadMatch. Here the radio lives in a form,
 so checking it in the browser sends nothing; the relation key (a form submit button's shortcut)
-then submits exactly the radio value the curator sees.
+then submits exactly the radio value the curator sees. Streamlit's shortcuts are silent while the
+focus is on any input, a radio option the mouse checked included: there the relation letters press
+their submit button from here.
 
 The component shows nothing: no text of ours or of the store reaches the page through it, so it
 cannot carry markup (tests/test_trust_rendering.py allows this one component and no other)."""
@@ -15,21 +17,34 @@ from __future__ import annotations
 
 from streamlit.components.v2 import component
 
-# Keys typed into a text box are text; modifier chords belong to the browser. The listener is held on
-# `window`, so that each rendering replaces the previous one's (one listener, the latest radio).
+# Keys typed into a text box are text; modifier chords belong to the browser. Mounted at the same place
+# on every run, the component stays while terms change, and finds the term's radio and buttons by the
+# start of their keys: no moment without a listener, none listening to a term no longer shown.
 _JS = """
 export default function ({ data }) {
   const keys = "1234567890";
   const typing = (element) => element && (element.isContentEditable
     || element.tagName === "TEXTAREA" || element.tagName === "SELECT"
     || (element.tagName === "INPUT" && !["radio", "checkbox", "button", "submit"].includes(element.type)));
+  const find = (prefix) => document.querySelector('[class*="st-key-' + prefix + '"]');
   const onKey = (event) => {
     if (event.ctrlKey || event.metaKey || event.altKey || event.repeat) return;
+    const target = event.composedPath()[0];
+    const submit = data.submits[event.key.toLowerCase()];
+    if (submit && !event.shiftKey && target && target.tagName === "INPUT" && target.type === "radio") {
+      const button = find(submit)?.querySelector("button");
+      if (button) {
+        event.preventDefault();
+        event.stopPropagation();  // pressed once, should Streamlit's shortcuts ever act on radios too
+        button.click();
+      }
+      return;
+    }
     const index = keys.indexOf(event.key);
-    if (index < 0 || index >= data.ranked || typing(event.composedPath()[0])) return;
-    const radio = document.querySelector(".st-key-" + CSS.escape(data.choiceKey));
-    const option = radio ? radio.querySelectorAll('input[type="radio"]')[index] : null;
-    if (!option) return;
+    if (index < 0 || typing(target)) return;
+    const option = find(data.choice)?.querySelectorAll('input[type="radio"]')[index];
+    // Only a ranked candidate has a number; a found concept (🔎) after them has none.
+    if (!option || option.closest("label")?.textContent.trim().startsWith("🔎")) return;
     event.preventDefault();
     if (!option.checked) option.click();
   };
@@ -40,6 +55,7 @@ export default function ({ data }) {
     if (window.meloLinkKeysOff === off) window.meloLinkKeysOff = null;
   };
   window.meloLinkKeysOff = off;
+  document.body.dataset.meloNumberKeys = "on";  // listening: a browser test waits for it
   return off;
 }
 """
@@ -47,6 +63,9 @@ export default function ({ data }) {
 _number_keys = component("melo_link_number_keys", js=_JS)
 
 
-def number_keys(choice_key: str, ranked: int) -> None:
-    """Let keys 1–9 and 0 check the first ``ranked`` (at most 10) options of the radio keyed ``choice_key``."""
-    _number_keys(key=f"{choice_key}_keys", data={"choiceKey": choice_key, "ranked": min(ranked, 10)})
+def number_keys(choice: str, submits: dict[str, str]) -> None:
+    """Let keys 1–9 and 0 check the ranked options of the radio whose key starts with ``choice``;
+    ``submits``: letter -> start of the key of the form submit button it presses while the focus
+    is on that radio. Call it at the same place on every run (the page's top)."""
+    data = {"choice": choice, "submits": {letter.lower(): key for letter, key in submits.items()}}
+    _number_keys(key="link_number_keys", data=data)
