@@ -352,9 +352,10 @@ st.subheader("Download")
 negatives = st.checkbox("Include rejections", key="cw_negatives")
 confirmed_only = st.checkbox("Only confirmed mappings", key="cw_confirmed_only",
                              help="Only the mappings whose current decision a reviewer confirmed")  # fmt: skip
-undecided = st.checkbox("Include undecided terms (SKOS CSV)", key="cw_undecided",
-                        help="Also each term without a mapping in the file, with empty relation columns: the "
-                        "whole scheme, as an import restores it")  # fmt: skip
+# No "SKOS CSV" in the label: its help button would share the download button's name.
+undecided = st.checkbox("Include undecided terms", key="cw_undecided",
+                        help="The CSV only: also each term without a mapping in the file, with empty relation "
+                        "columns (the whole scheme, as an import restores it)")  # fmt: skip
 downloads: tuple[tuple[str, Callable[..., str], str, str, str], ...] = (
     ("SKOS CSV", skos_csv_text, "csv", "text/csv", "cw_download_skos"),
     ("SSSOM TSV", sssom_text, "sssom.tsv", "text/tab-separated-values", "cw_download_sssom"),
