@@ -434,7 +434,6 @@ for c in candidates:
         "scorer": suggestion_source,
         "score": float(c.score),
         "rank": c.rank,
-        "name": shown(c),
         "text": f"{c.rank}. {shown(c)} — “{c.matched_label}” ({c.matched_language}{', mention' if c.via_mention else ''})"
         + (f" · ISCO {c.isco_code}" if c.isco_code and c.kind != ISCO_GROUP else "")
         + f" · {c.score:.3f}  [{PICK_KEYS[c.rank - 1]}]",
