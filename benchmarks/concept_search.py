@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from db.store import Store, _alembic_config  # noqa: E402
 from db.testing import empty_store_url, run_cli_ok  # noqa: E402
+from melo_core.arguments import at_least  # noqa: E402
 
 QUERIES = ("nurse care", "nurse", "nurs car", "market research manager", "Bäcker", "lege", "e", "ma")
 
@@ -31,7 +32,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "melo"), help="MELO data folder")
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=at_least(1), default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder, empty_store_url(args.backend, Path(folder)) as url:
         start = time.perf_counter()
