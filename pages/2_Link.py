@@ -34,7 +34,7 @@ from ui.safe import md_code, md_link, md_text
 
 app_navigation()
 st.set_page_config(page_title="Link · MELO Studio", layout="wide")
-st.title("Link terms to ESCO")
+# No page title: one term, its candidates and the relation buttons fit 1400×900 without scrolling.
 
 store = ui.store()
 curator = ui.curator()
@@ -52,6 +52,7 @@ BUTTONS = (
     ("Reject", "rejected", "X"),
     ("Unsure", "unsure", "U"),
 )
+DESCRIPTION_START = 110  # characters: one caption line under a candidate at 1400 px
 PICK_KEYS = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "0")  # candidates 1..10
 STATUS_FILTERS = ("todo", "returned", "unsure", "done", "all")  # returned: a reviewer rejected a mapping
 HOURLY_CHART = {
@@ -135,12 +136,12 @@ hourly = store.decisions_per_hour(
     scheme_name, curator=auth.name(curator), since=datetime.now(UTC) - timedelta(hours=24)
 )
 this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-left, middle, right, last = st.columns(4)
-left.metric("Done", f"{counts['done']:d} / {total:d}")
-middle.metric("To do", int(counts["todo"]))
-right.metric("Unsure", int(counts["unsure"]))
-last.metric("Your decisions this hour", sum(h.decisions for h in hourly if h.hour == this_hour))
-st.progress(counts["done"] / total if total else 0.0)
+# One line, not four metrics: the height goes to the candidates and the buttons.
+st.progress(
+    counts["done"] / total if total else 0.0,
+    text=f"Done **{counts['done']:d} / {total:d}** · to do {counts['todo']:d} · unsure {counts['unsure']:d} · "
+    f"your decisions this hour {sum(h.decisions for h in hourly if h.hour == this_hour):d}",
+)
 
 
 # -- actions (callbacks run before the page is drawn again) ------------------------------------
@@ -248,7 +249,7 @@ wanted = int(linked[0]) if linked and linked[0].isdigit() else st.session_state.
 if wanted not in by_id:  # decided away (or filtered out): the next one in import order
     wanted = next((t.id for t in queue if t.id > (wanted or 0)), queue[0].id)
 st.session_state["link_term"] = wanted
-term_id = st.selectbox(
+term_id = st.sidebar.selectbox(  # in the sidebar: the term's name heads the page once
     f"Term ({in_queue:d} in this queue{', the first 200 listed' if in_queue > len(queue) else ''})",
     list(by_id),
     format_func=lambda i: f"{by_id[i].label}  ·  {ui.shown_code(by_id[i].code, by_id[i].uri)}  [{by_id[i].status}]",
@@ -337,39 +338,49 @@ def serving_pipeline(wanted: str) -> tuple[str, bool]:
     return now_serving, False
 
 
-try:
-    if spec:
-        linker = ui.spec_linker(spec, search_languages, languages, scheme.language)
-        produced_by, suggestion_source = f"scorer spec {md_code(spec)} (no known mentions)", spec
-        candidates = linker.link([term.label], top_k=10)[0]
-    else:
-        serving, complete = serving_pipeline(pipeline_name)
-        pipeline = ui.pipeline(serving, search_languages, languages)
-        # Known mentions: other crosswalks' titles and the store's current decisions, so each
-        # decision helps the next terms at once; only changes since the last run are encoded.
-        # While `prepare` embeds the crosswalks' titles, those not embedded yet wait. Held while
-        # linking: another session sharing the pipeline may be on another scheme.
-        mentions = ui.known_mentions(store, pipeline.definition, scheme.name)
-        with pipeline.holding_mentions(mentions, embedded_only=not complete):
-            linker = pipeline.linker(scheme.language)
-            waiting = pipeline.pending_mentions(scheme.language)
-            known = len(linker.mentions)
+# Slots in the order a curator reads them; the code below fills them in the order it needs.
+decision_area = st.container()  # which pipeline ranked, the candidates and the relation buttons
+controls_area = st.container()  # skip, undo, the keys, the concept search
+notices = st.container()  # a pipeline being prepared: below the buttons, the caption above names the fallback
+details_area = st.container()  # every score and component, per candidate
+with notices:  # a pipeline's readiness, and an error that stops the page
+    try:
+        if spec:
+            linker = ui.spec_linker(spec, search_languages, languages, scheme.language)
+            produced_by, suggestion_source = f"scorer spec {md_code(spec)} (no known mentions)", spec
             candidates = linker.link([term.label], top_k=10)[0]
-        fallback_note = "" if serving == pipeline_name else f" — serving while **{md_text(pipeline_name)}** is prepared"
-        pending = f", {waiting:,} more being embedded" if waiting else ""
-        left_out = pipeline.left_out(scheme.language)  # coverage = "declared": what cannot read the language
-        produced_by = (f"pipeline **{md_text(serving)}** ({pipeline.variant_kind(scheme.language).replace('_', '-')} "
-                       f"variant, {known:,} known mentions{pending}{'; ' + md_text(left_out) if left_out else ''})"
-                       f"{fallback_note}")  # fmt: skip
-        suggestion_source = serving
-except (MeloInputError, ValueError, KeyError, OSError) as exc:
-    st.error(md_text(f"{spec or pipeline_name}: {exc}"))
-    st.stop()
-st.caption(f"Candidates by {produced_by}.")
+        else:
+            serving, complete = serving_pipeline(pipeline_name)
+            pipeline = ui.pipeline(serving, search_languages, languages)
+            # Known mentions: other crosswalks' titles and the store's current decisions, so each
+            # decision helps the next terms at once; only changes since the last run are encoded.
+            # While `prepare` embeds the crosswalks' titles, those not embedded yet wait. Held while
+            # linking: another session sharing the pipeline may be on another scheme.
+            mentions = ui.known_mentions(store, pipeline.definition, scheme.name)
+            with pipeline.holding_mentions(mentions, embedded_only=not complete):
+                linker = pipeline.linker(scheme.language)
+                waiting = pipeline.pending_mentions(scheme.language)
+                known = len(linker.mentions)
+                candidates = linker.link([term.label], top_k=10)[0]
+            fallback_note = (
+                "" if serving == pipeline_name else f" — serving while **{md_text(pipeline_name)}** is prepared"
+            )
+            pending = f", {waiting:,} more being embedded" if waiting else ""
+            left_out = pipeline.left_out(scheme.language)  # coverage = "declared": what cannot read the language
+            produced_by = (f"pipeline **{md_text(serving)}** ({pipeline.variant_kind(scheme.language).replace('_', '-')} "
+                           f"variant, {known:,} known mentions{pending}{'; ' + md_text(left_out) if left_out else ''})"
+                           f"{fallback_note}")  # fmt: skip
+            suggestion_source = serving
+    except (MeloInputError, ValueError, KeyError, OSError) as exc:
+        st.error(md_text(f"{spec or pipeline_name}: {exc}"))
+        st.stop()
+decision_area.caption(f"Candidates by {produced_by}.")
 if candidates and not store.suggestions(term.id, suggestion_source):
     store.save_suggestions(term.id, suggestion_source, [(c.concept_uri, c.score) for c in candidates])
 
-st.dataframe(
+descriptions = ui.concept_descriptions(store, [c.concept_uri for c in candidates])
+details = details_area.expander("Candidates in full: scores, components, descriptions, URIs")
+details.dataframe(
     pd.DataFrame(
         [
             {
@@ -405,26 +416,21 @@ st.dataframe(
     width="stretch",
     column_config={"rank": st.column_config.NumberColumn(width="small"), "uri": st.column_config.LinkColumn("uri")},
 )
-
-# -- descriptions on demand: one popover per candidate --------------------------------------------
-descriptions = ui.concept_descriptions(store, [c.concept_uri for c in candidates])
-with st.container(horizontal=True, key="link_descriptions"):
-    for c in candidates:
-        name = shown(c)
-        short = name if len(name) <= 24 else name[:23].rstrip() + "…"
-        with st.popover(f"ℹ️ {c.rank:d}. {md_text(short)}", help=f"The ESCO description of {md_text(name)}"):
-            st.markdown(f"**{md_text(name)}** · {md_link(c.concept_uri.rsplit('/', 1)[-1], c.concept_uri)}")
-            description = descriptions.get(c.concept_uri)
-            st.markdown(md_text(description) if description else "_No description in the imported taxonomy._")
+# Full descriptions, each linked to its concept; the radio's captions show their start.
+for c in candidates:
+    description = descriptions.get(c.concept_uri)
+    details.markdown(f"**{c.rank:d}. {md_text(shown(c))}** · {md_link(c.concept_uri.rsplit('/', 1)[-1], c.concept_uri)}: "
+                     + (md_text(description) if description else "_no description in the imported taxonomy._"))  # fmt: skip
 
 found = []
-query = st.text_input("Find any concept by label (any language)", key="link_concept_search",
+skip_area = controls_area.container()  # skip and undo come before the search box
+query = controls_area.text_input("Find any concept by label (any language)", key="link_concept_search",
                       help="Every word in one label, in any order; the start of a word will do: nurs car")  # fmt: skip
 if query.strip():
     # One result per concept, named in the scheme's language; the label that matched beside it.
     found = store.find_concepts(query, limit=10, language=scheme.language)
     if not found:
-        st.caption("No concept has a label with all these words (is the taxonomy imported?).")
+        controls_area.caption("No concept has a label with all these words (is the taxonomy imported?).")
 
 options: dict[str, dict[str, object]] = {}
 for c in candidates:
@@ -434,7 +440,13 @@ for c in candidates:
         "scorer": suggestion_source,
         "score": float(c.score),
         "rank": c.rank,
-        "text": f"{c.rank}. {shown(c)} — “{c.matched_label}” ({c.matched_language}{', mention' if c.via_mention else ''})"
+        # The matched label only where it is not the name already shown: one line per candidate.
+        "text": f"{c.rank}. {shown(c)}"
+        + (
+            ""
+            if c.matched_label.casefold() == c.label.casefold() and not c.via_mention
+            else f" — “{c.matched_label}” ({c.matched_language}{', mention' if c.via_mention else ''})"
+        )
         + (f" · ISCO {c.isco_code}" if c.isco_code and c.kind != ISCO_GROUP else "")
         + f" · {c.score:.3f}  [{PICK_KEYS[c.rank - 1]}]",
     }
@@ -454,17 +466,28 @@ for match in found:
         }  # fmt: skip
 
 marks = {k: f"  ✔ {current[str(o['uri'])].outcome}" for k, o in options.items() if o["uri"] in current}
+
+
+def description_start(uri: str) -> str:
+    """The start of a concept's ESCO description, one line under its radio option."""
+    text = " ".join(descriptions.get(uri, "").split())
+    return text if len(text) <= DESCRIPTION_START else text[: DESCRIPTION_START - 1].rstrip() + "…"
+
+
 choice_key = f"link_choice_{term.id}"
-with st.form(f"decide_{term.id}", enter_to_submit=False, border=True):
-    st.radio(
+# Candidates on the left, the comment and relation buttons beside them: all of it above the fold.
+with decision_area, st.form(f"decide_{term.id}", enter_to_submit=False, border=True):
+    candidates_column, decision_column = st.columns([4, 1])
+    candidates_column.radio(
         "Concept",
         list(options),
         format_func=lambda k: md_text(str(options[k]["text"]) + marks.get(k, "")),  # radio options are markdown
+        captions=[md_text(description_start(str(o["uri"]))) if o["rank"] else "" for o in options.values()],
         key=choice_key,
     )
-    st.text_input("Comment (optional)", key=f"link_comment_{term.id}")
-    for column, (label, outcome, key) in zip(st.columns(len(BUTTONS)), BUTTONS, strict=True):
-        column.form_submit_button(
+    decision_column.text_input("Comment (optional)", key=f"link_comment_{term.id}")
+    for label, outcome, key in BUTTONS:
+        decision_column.form_submit_button(
             md_text(label),
             on_click=decide,
             args=(term.id, outcome, choice_key, options),
@@ -475,10 +498,10 @@ with st.form(f"decide_{term.id}", enter_to_submit=False, border=True):
         )
 
 next_id = next((t.id for t in queue if t.id > term.id), queue[0].id)
-skip_column, undo_column, _ = st.columns([1, 1, 4])
+skip_column, undo_column, _ = skip_area.columns([1, 1, 4])
 skip_column.button("Skip ▶", on_click=skip, args=(next_id,), key="link_skip", width="stretch", shortcut="S")
 undo_column.button("Undo my last", on_click=undo_last, key="link_undo", width="stretch", shortcut="Z")
-st.caption(
+skip_area.caption(
     "Keys: 1–9, 0 pick a candidate · E exact · N narrow · B broad · L close · T related · X reject · "
     "U unsure · S skip · Z undo (not while typing in a text box)."
 )

@@ -434,12 +434,18 @@ def test_review_queue_bulk_confirm_and_confirmed_only_download(shared: str) -> N
 
 
 def test_candidate_descriptions_on_demand(started: str) -> None:
+    with Store(started) as store:
+        term = store.queue("nor_no", limit=1)[0]
     app = page(LINK).run()
     assert not app.exception
-    popovers = app.get("popover")
-    assert len(popovers) == 10 and popovers[0].proto.popover.label.startswith("ℹ️ 1. ")
-    texts = [m.value for p in popovers for m in p.markdown]
-    assert sum(len(t) > 60 and not t.startswith("_No description") for t in texts) >= 5  # ESCO descriptions
+    # One screen per term (issue 90): a description's start under its candidate, in full in an expander.
+    captions = list(app.radio(key=f"link_choice_{term.id}").proto.captions)
+    assert len(captions) == 10 and sum(len(c) > 60 for c in captions) >= 5  # ESCO descriptions
+    assert all(len(c) <= 110 for c in captions)  # one line each
+    [details] = [e for e in app.expander if e.label.startswith("Candidates in full")]
+    texts = [m.value for m in details.markdown]
+    assert len(texts) == 10 and texts[0].startswith("**1. ")
+    assert sum(len(t) > 200 and "_no description" not in t for t in texts) >= 5
 
 
 def test_shared_app_imports_only_for_signed_in_users(shared: str) -> None:
