@@ -80,6 +80,7 @@ def decide_key(term_id: int | str, outcome: str) -> str:
 number_keys("link_choice_", submits={letter: decide_key("", outcome) for _, outcome, letter in BUTTONS})
 
 # -- queue filters (sidebar) ------------------------------------------------------------------
+progress_area = st.sidebar.container()  # the scheme's progress, above its filters: the page's height is the term's
 names = [s.name for s in schemes]
 # The URL and the session keep the scheme and queue: a link, a reload or the way back here shows them.
 restore_choice("link_scheme", "scheme", names)
@@ -136,8 +137,8 @@ hourly = store.decisions_per_hour(
     scheme_name, curator=auth.name(curator), since=datetime.now(UTC) - timedelta(hours=24)
 )
 this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-# One line, not four metrics: the height goes to the candidates and the buttons.
-st.progress(
+# One line in the sidebar, not four metrics above the term: the height goes to the candidates and the buttons.
+progress_area.progress(
     counts["done"] / total if total else 0.0,
     text=f"Done **{counts['done']:d} / {total:d}** · to do {counts['todo']:d} · unsure {counts['unsure']:d} · "
     f"your decisions this hour {sum(h.decisions for h in hourly if h.hour == this_hour):d}",
@@ -339,7 +340,8 @@ def serving_pipeline(wanted: str) -> tuple[str, bool]:
 
 
 # Slots in the order a curator reads them; the code below fills them in the order it needs.
-decision_area = st.container()  # which pipeline ranked, the candidates and the relation buttons
+decision_area = st.container()  # the candidates and the relation buttons
+source_area = st.container()  # which pipeline ranked them
 controls_area = st.container()  # skip, undo, the keys, the concept search
 notices = st.container()  # a pipeline being prepared: below the buttons, the caption above names the fallback
 details_area = st.container()  # every score and component, per candidate
@@ -374,7 +376,7 @@ with notices:  # a pipeline's readiness, and an error that stops the page
     except (MeloInputError, ValueError, KeyError, OSError) as exc:
         st.error(md_text(f"{spec or pipeline_name}: {exc}"))
         st.stop()
-decision_area.caption(f"Candidates by {produced_by}.")
+source_area.caption(f"Candidates by {produced_by}.")
 if candidates and not store.suggestions(term.id, suggestion_source):
     store.save_suggestions(term.id, suggestion_source, [(c.concept_uri, c.score) for c in candidates])
 
