@@ -27,6 +27,17 @@ def replay(history: Iterable[DecisionRow]) -> list[DecisionRow]:
     return stack
 
 
+def pair_stack(s: Session, term_id: int, concept_uri: str) -> list[DecisionRow]:
+    """The decisions in force on a (term, concept) pair, oldest first (``replay`` of its history)."""
+    return replay(
+        s.scalars(
+            select(DecisionRow)
+            .where(DecisionRow.term_id == term_id, DecisionRow.concept_uri == concept_uri)
+            .order_by(DecisionRow.id)
+        )
+    )
+
+
 class DecisionQueries(StoreBase):
     """Decisions and undo."""
 
@@ -117,12 +128,7 @@ class DecisionQueries(StoreBase):
             return self._undo(s, term, concept_uri, name, comment)
 
     def _undo(self, s: Session, term: TermRow, concept_uri: str, curator: str, comment: str) -> Decision | None:
-        history = s.scalars(
-            select(DecisionRow)
-            .where(DecisionRow.term_id == term.id, DecisionRow.concept_uri == concept_uri)
-            .order_by(DecisionRow.id)
-        ).all()
-        stack = replay(history)
+        stack = pair_stack(s, term.id, concept_uri)
         if not stack:
             return None
         undone = stack.pop()
@@ -163,12 +169,7 @@ class DecisionQueries(StoreBase):
                     TermRow.scheme_id == self._scheme_row(s, scheme).id
                 )
             for candidate in s.scalars(query.order_by(DecisionRow.id.desc())):
-                history = s.scalars(
-                    select(DecisionRow)
-                    .where(DecisionRow.term_id == candidate.term_id, DecisionRow.concept_uri == candidate.concept_uri)
-                    .order_by(DecisionRow.id)
-                ).all()
-                stack = replay(history)
+                stack = pair_stack(s, candidate.term_id, candidate.concept_uri)
                 if stack and stack[-1].id == candidate.id:
                     term = s.get(TermRow, candidate.term_id)
                     assert term is not None

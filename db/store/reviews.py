@@ -15,7 +15,7 @@ from db.models import MATCH_OUTCOMES, UNDECIDED, VERDICTS, CommentRow, DecisionR
 from db.store.accounts import NotAllowed, acting_as
 from db.store.base import chunks
 from db.store.crosswalk import CrosswalkQueries
-from db.store.decisions import replay
+from db.store.decisions import pair_stack, replay
 from db.store.records import Actor, Comment, Review, ReviewItem
 from db.store.retry import retried_when_busy
 
@@ -97,14 +97,8 @@ class ReviewQueries(CrosswalkQueries):
 
     @staticmethod
     def _restored(s: Session, undo: DecisionRow) -> DecisionRow:
-        """The decision an undo row restores (the undo itself when it restores none)."""
-        history = s.scalars(
-            select(DecisionRow)
-            .where(DecisionRow.term_id == undo.term_id, DecisionRow.concept_uri == undo.concept_uri)
-            .where(DecisionRow.id <= undo.id)
-            .order_by(DecisionRow.id)
-        ).all()
-        stack = replay(history)
+        """The decision the pair's current undo row restores (the undo itself when it restores none)."""
+        stack = pair_stack(s, undo.term_id, undo.concept_uri)
         return stack[-1] if stack else undo
 
     def reviews(self, decision_id: int) -> list[Review]:
