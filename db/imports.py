@@ -59,13 +59,12 @@ from db.store.accounts import acting_as
 from melo_core.crosswalk import load_crosswalk
 from melo_core.errors import MeloInputError
 from melo_core.taxonomy import Taxonomy
-from melo_core.text_limits import check_description, check_label, check_name
+from melo_core.text_limits import MAX_CODE, check_description, check_label, check_name
 from melo_core.tsv import header_row, read_csv_records, read_text, sniff_delimiter
 
 TERM_CSV_COLUMNS = ("code", "label", "description", "lang")
 # Mirrors melo_core.crosswalk: the relations of the standardised crosswalk JSON, and its aliases.
 CROSSWALK_RELATIONS = ("exactMatch", "narrowMatch", "broadMatch", "closeMatch", "exactISCO")
-_MAX_CODE = 500
 # A taxonomy import may remove up to this share of a stored version's concepts without --replace.
 MAX_REMOVED_SHARE = 0.02
 # The version of the ESCO union of the MELO corpora: replaced by nothing else without --replace.
@@ -171,8 +170,8 @@ def _column_error(path: Path, line: int, column: str, message: str) -> MeloInput
 def _check_code(path: Path, line: int, column: str, code: str, first_seen: dict[str, int]) -> None:
     if not code:
         raise _column_error(path, line, column, "empty code")
-    if len(code) > _MAX_CODE:
-        raise _column_error(path, line, column, f"code longer than {_MAX_CODE} characters")
+    if len(code) > MAX_CODE:
+        raise _column_error(path, line, column, f"code longer than {MAX_CODE} characters")
     if code in first_seen:
         raise _column_error(path, line, column, f"duplicate code {code!r} (first on line {first_seen[code]})")
 
@@ -398,8 +397,8 @@ def read_skos_csv(path: str | Path) -> TermFile:
         if known is None:
             if uri in uris:
                 raise fail("source_uri", f"URI already used by code {uris[uri][0]!r} on line {uris[uri][1]}")
-            if len(code) > _MAX_CODE:
-                raise fail("source_code", f"code longer than {_MAX_CODE} characters")
+            if len(code) > MAX_CODE:
+                raise fail("source_code", f"code longer than {MAX_CODE} characters")
             uris[uri] = (code, line)
             terms[code] = TermRecord(line, code, label, None, None, uri)
         else:

@@ -31,7 +31,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, InstrumentedAttribute, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
-from melo_core.text_limits import MAX_LABEL, check_text
+from melo_core.text_limits import MAX_CODE, MAX_LABEL, check_text
 
 # Outcomes a curator can record. The SKOS mapping relations, closest first.
 MATCH_OUTCOMES = ("exactMatch", "narrowMatch", "broadMatch", "closeMatch", "relatedMatch")
@@ -228,7 +228,7 @@ class TermRow(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     scheme_id: Mapped[int] = mapped_column(ForeignKey("source_schemes.id"))
-    code: Mapped[str] = mapped_column(String(500))
+    code: Mapped[str] = mapped_column(String(MAX_CODE))
     # Fixed when the term is first imported, so exported URIs never change.
     uri: Mapped[str] = mapped_column(String(1000))
     label: Mapped[str] = mapped_column(LabelText("source_terms.label"))

@@ -9,7 +9,7 @@ place for every import, the store (SQLite and PostgreSQL alike) and ``link --inp
   other invisible characters, so ``alice`` and ``alice\\u200b`` cannot be two people and
   ``\\u202ecilA`` cannot display as ``Alice``.
 - Identifiers (codes, URIs, scheme names, versions): at most their column's width, no control
-  characters.
+  characters (``db.models.Bounded`` checks each column with ``check_text``).
 
 Each check returns the cleaned value or raises ``ValueError`` with a message fit for one line.
 """
@@ -21,10 +21,7 @@ import unicodedata
 MAX_LABEL = 1000  # a job title is well under 200 characters
 MAX_DESCRIPTION = 20_000
 MAX_NAME = 200
-MAX_CODE = 500
-MAX_URI = 500
-MAX_SCHEME = 200
-MAX_VERSION = 200
+MAX_CODE = 500  # a source term's code, as db/models.py's column holds it
 
 _LINE_BREAKS_AND_TABS = frozenset("\n\r\t")
 
