@@ -132,6 +132,22 @@ def linked_slice(root: Path, melo_data: Path, parts: tuple[str, ...]) -> Path:
     return root
 
 
+def slice_dataset(source: Path, target: Path, distractors: int) -> None:
+    """A MELO dataset folder cut down: all queries, their relevant corpus elements and the first
+    ``distractors`` others, in corpus order."""
+
+    def rows(name: str) -> list[list[str]]:
+        return [line.split("\t") for line in (source / name).read_text(encoding="utf-8").splitlines() if line]
+
+    keep = {r[2] for r in rows("annotations.tsv")} | {r[0] for r in rows("corpus_elements.tsv")[:distractors]}
+    target.mkdir(parents=True)
+    for name in ("corpus_elements.tsv", "concept_mapping.tsv"):
+        kept = ["\t".join(r) for r in rows(name) if r[0] in keep]
+        (target / name).write_text("\n".join(kept) + "\n", encoding="utf-8")
+    for name in ("queries.tsv", "annotations.tsv"):
+        (target / name).write_text((source / name).read_text(encoding="utf-8"), encoding="utf-8")
+
+
 @pytest.fixture(scope="session")
 def datasets_dir(melo_data: Path) -> Path:
     return melo_data / "processed" / "melo"

@@ -21,8 +21,8 @@ from melo_core.pipeline import CROSS_LINGUAL, MONOLINGUAL, Component, Pipeline, 
 from melo_core.scorers.registry import scorer_languages
 from melo_core.taxonomy import Concept, LanguageLabels, Taxonomy, taxonomy_from_melo
 from melo_core.training import CONFIG, DEFAULT_MODEL, TrainConfig, train
-from tests.conftest import linked_slice
-from tests.test_pipeline import _slice
+from tests.conftest import linked_slice, slice_dataset
+from tests.test_pipeline import DISTRACTORS
 
 TRAINED = ("en", "de", "fr")  # the tiny model's languages; Norwegian is held out
 HELD_OUT = "nor_q_no_c_en"  # Norwegian queries, English labels: the cross-lingual variant
@@ -140,7 +140,7 @@ def test_the_linker_cache_and_the_status_line_follow_coverage(tmp_path: Path) ->
 def held_out_data(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """nor_q_no_c_en: all queries, their relevant labels and 400 other labels (tests/test_pipeline.py's slice)."""
     root = tmp_path_factory.mktemp("held-out")
-    _slice(melo_data / "processed" / "melo" / HELD_OUT, root / "processed" / "melo" / HELD_OUT)
+    slice_dataset(melo_data / "processed" / "melo" / HELD_OUT, root / "processed" / "melo" / HELD_OUT, DISTRACTORS)
     return root
 
 

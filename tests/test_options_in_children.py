@@ -16,32 +16,18 @@ import pytest
 
 from melo_core import config
 from melo_core.processes import build_apart
+from tests.conftest import slice_dataset
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASETS = ("nor_q_no_c_no", "nor_q_no_c_en")  # Norwegian and English labels: `--langs no,en`
 DISTRACTORS = 200  # corpus labels kept beside the relevant ones: the domain model trains in seconds on them
 
 
-def _slice(source: Path, target: Path) -> None:
-    """All queries, their relevant corpus elements and the first DISTRACTORS others."""
-
-    def rows(name: str) -> list[list[str]]:
-        return [line.split("\t") for line in (source / name).read_text(encoding="utf-8").splitlines() if line]
-
-    keep = {r[2] for r in rows("annotations.tsv")} | {r[0] for r in rows("corpus_elements.tsv")[:DISTRACTORS]}
-    target.mkdir(parents=True)
-    for name in ("corpus_elements.tsv", "concept_mapping.tsv"):
-        kept = ["\t".join(r) for r in rows(name) if r[0] in keep]
-        (target / name).write_text("\n".join(kept) + "\n", encoding="utf-8")
-    for name in ("queries.tsv", "annotations.tsv"):
-        (target / name).write_text((source / name).read_text(encoding="utf-8"), encoding="utf-8")
-
-
 @pytest.fixture(scope="module")
 def sliced(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("sliced")
     for name in DATASETS:
-        _slice(melo_data / "processed" / "melo" / name, root / "processed" / "melo" / name)
+        slice_dataset(melo_data / "processed" / "melo" / name, root / "processed" / "melo" / name, DISTRACTORS)
     return root
 
 

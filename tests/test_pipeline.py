@@ -46,7 +46,7 @@ from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.known_mentions import dataset_mentions
 from melo_core.taxonomy import cached_taxonomy_from_melo
 from melo_core.training import TrainConfig, ensure_default_model
-from tests.conftest import described_pipeline, run_at_once
+from tests.conftest import described_pipeline, run_at_once, slice_dataset
 
 DATASETS = ("nor_q_no_c_no", "nor_q_no_c_en")
 MENTION_CROSSWALKS = ("dnk_da",)  # another country: known mentions; nor_no is held out
@@ -54,27 +54,11 @@ DISTRACTORS = 400
 TINY = TrainConfig(dim=32, vocab_size=2000, rounds=2, batch_size=64, mine_every=20, seed=7)
 
 
-def _slice(source: Path, target: Path) -> None:
-    """All queries, their relevant corpus elements and the first DISTRACTORS others, in corpus order."""
-
-    def rows(name: str) -> list[list[str]]:
-        return [line.split("\t") for line in (source / name).read_text(encoding="utf-8").splitlines() if line]
-
-    annotations = rows("annotations.tsv")
-    keep = {r[2] for r in annotations} | {r[0] for r in rows("corpus_elements.tsv")[:DISTRACTORS]}
-    target.mkdir(parents=True)
-    for name in ("corpus_elements.tsv", "concept_mapping.tsv"):
-        kept = ["\t".join(r) for r in rows(name) if r[0] in keep]
-        (target / name).write_text("\n".join(kept) + "\n", encoding="utf-8")
-    for name in ("queries.tsv", "annotations.tsv"):
-        (target / name).write_text((source / name).read_text(encoding="utf-8"), encoding="utf-8")
-
-
 @pytest.fixture(scope="module")
 def sliced(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("sliced")
     for name in DATASETS:
-        _slice(melo_data / "processed" / "melo" / name, root / "processed" / "melo" / name)
+        slice_dataset(melo_data / "processed" / "melo" / name, root / "processed" / "melo" / name, DISTRACTORS)
     for code in ("nor_no", *MENTION_CROSSWALKS):
         folder = root / "raw" / "crosswalks_standard" / code
         folder.parent.mkdir(parents=True, exist_ok=True)
