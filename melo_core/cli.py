@@ -693,12 +693,21 @@ def cmd_scorers(args: argparse.Namespace) -> int:
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
-    """Run an experiment file (experiments/NAME.toml) and append its rows to the results table."""
+    """Run an experiment file (experiments/NAME.toml) and append its rows to the results table;
+    `report` writes docs/benchmarks.md from that table (each experiment's latest run)."""
     from melo_core.experiments import experiment_names, load_experiment, run_experiment
 
     if args.action == "list":
         for name in experiment_names():
             print(f"{name:<24} {load_experiment(name).description}")
+        return 0
+    if args.action == "report":
+        from melo_core.experiments.report import REPORT_FILE, write_report
+
+        out = None if args.out == "-" else Path(args.out or REPORT_FILE)
+        text = write_report(Path(args.results), out)
+        if out is None:
+            sys.stdout.write(text)
         return 0
     if not args.name:
         raise MeloInputError("experiment run: name the experiment (see `experiment list`)")
@@ -885,7 +894,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ex = commands.add_parser("experiment", help="run an experiment file and append to the results table",
                              description=cmd_experiment.__doc__)  # fmt: skip
-    ex.add_argument("action", choices=("run", "list"))
+    ex.add_argument("action", choices=("run", "list", "report"))
     ex.add_argument("name", nargs="?", help="experiments/NAME.toml, or the path of one")
     ex.add_argument("--data", default=config.data_dir(), help=data_help)
     ex.add_argument("--results", default=str(RESULTS_FILE), help="the results table to append to "
@@ -895,6 +904,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit-queries", type=at_least(0), default=0, help="only the first N queries of each dataset (0: all)"
     )
     ex.add_argument("--quiet", action="store_true", help="no progress bar")
+    ex.add_argument("--out", help="report: where to write it (default docs/benchmarks.md; - for stdout)")
     ex.set_defaults(func=cmd_experiment)
 
     em = commands.add_parser("embed", help="fill the embedding cache for datasets", description=cmd_embed.__doc__)

@@ -1,0 +1,72 @@
+"""``experiment report``: docs/benchmarks.md is generated from experiments/results.csv, each
+experiment's latest run only, the same bytes every time; the committed page is what it writes."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from melo_core.experiments.report import REPORT_FILE, render, write_report
+from melo_core.experiments.results import RESULT_COLUMNS, RESULTS_FILE, Provenance, append_results, read_results
+from tests.test_cli import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def origin(run: str, commit: str) -> Provenance:
+    return Provenance(run=run, commit=commit, models="", data_stamp="x", command=f"python -m melo_core experiment run toy # {run}",
+                      machine="x86_64, 2 cores", date=f"{run[:4]}-{run[4:6]}-{run[6:8]}T00:00:00+00:00")  # fmt: skip
+
+
+def toy_results(path: Path) -> Path:
+    """Two runs of one MELO experiment (the second better) and one run of a timing kind."""
+    for run, commit, mrr in (("20261101T000000Z", "old0001", 0.25), ("20261102T000000Z", "new0002", 0.5)):
+        rows: list[dict[str, object]] = [{"dataset": dataset, "pipeline": "lexical", "metric": "mrr", "value": mrr, "queries": 10, "seconds": 1}
+                for dataset in ("nor_q_no_c_no", "nor_q_no_c_en", "mean:all", "mean:monolingual",
+                                "mean:cross-lingual")]  # fmt: skip
+        append_results(path, "melo-toy", rows, origin(run, commit))
+    append_results(path, "store-toy", [{"dataset": "synthetic-10", "pipeline": "sqlite", "metric": "import_seconds",
+                                        "value": 3.25, "queries": "", "seconds": 3.25}],
+                   origin("20261103T000000Z", "abc1234"))  # fmt: skip
+    return path
+
+
+def test_the_latest_run_is_the_figure_and_older_runs_stay_out(tmp_path: Path) -> None:
+    text = render(read_results(toy_results(tmp_path / "results.csv")))
+    assert "0.5000" in text and "new0002" in text
+    assert "0.2500" not in text and "old0001" not in text  # no rerun history in the page
+    assert "`store-toy`" in text and "import_seconds" in text and "3.2500" in text
+    assert "python -m melo_core experiment run toy # 20261102T000000Z" in text
+
+
+def test_the_report_does_not_depend_on_row_order(tmp_path: Path) -> None:
+    rows = read_results(toy_results(tmp_path / "results.csv"))
+    shuffled = list(rows)
+    random.Random(7).shuffle(shuffled)
+    assert render(rows, "# Head\n") == render(shuffled, "# Head\n")
+    assert render(rows, "# Head\n").startswith("# Head\n")
+
+
+def test_the_command_writes_the_page_twice_byte_identically(tmp_path: Path) -> None:
+    results = toy_results(tmp_path / "results.csv")
+    pages = []
+    for name in ("first.md", "second.md"):
+        run = cli("experiment", "report", "--results", str(results), "--out", str(tmp_path / name))
+        assert run.returncode == 0, run.stderr
+        pages.append((tmp_path / name).read_bytes())
+    assert pages[0] == pages[1]
+    assert "melo-toy" in pages[0].decode("utf-8")
+    missing = cli("experiment", "report", "--results", str(tmp_path / "none.csv"), "--out", "-")
+    assert missing.returncode == 2 and "no results table" in missing.stderr
+
+
+def test_the_committed_benchmarks_page_is_the_report_of_the_results_table() -> None:
+    """Regenerate with `python -m melo_core experiment report` after adding rows."""
+    assert list(read_results(RESULTS_FILE)[0]) == RESULT_COLUMNS
+    expected = write_report(RESULTS_FILE, out=None)
+    assert REPORT_FILE.read_text(encoding="utf-8") == expected, "run `python -m melo_core experiment report`"
+    assert len(expected.splitlines()) <= 300
+
+
+def test_the_readme_fits_a_newcomer() -> None:
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 150
