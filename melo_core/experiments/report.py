@@ -263,8 +263,9 @@ def _commands(report: Report, experiments: Sequence[str], descriptions: dict[str
         lines.append(f"- `{experiment}`:{described} {runs}")
     unrun = sorted(set(descriptions) - set(experiments))
     if unrun:
-        lines += ["", "Experiment files with no rows in the table yet (measured by the scripts before the runner; their",
-                  "pages under experiments/ hold the figures): " + ", ".join(f"`{e}`" for e in unrun) + "."]  # fmt: skip
+        names = ", ".join(f"`{e}`" for e in unrun)
+        lines += ["", "Experiment files with no rows in the table yet (the older ones were measured by scripts before the",
+                  f"runner; their pages under experiments/ hold the figures): {names}."]  # fmt: skip
     return [*lines, ""]
 
 
