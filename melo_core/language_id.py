@@ -4,7 +4,7 @@ Every MELO and job-ad number is measured with the queries' language known: it pi
 variant (monolingual or cross-lingual), the lemmatiser, and the components coverage leaves out.
 A file linked without ``--query-lang`` had none of that. One title is too short to tell (py3langid
 names the right ESCO language for 82 % of single MELO queries), but 20 titles read together are
-right for every MELO dataset and for the job-ad titles (docs/benchmarks.md, "Query language").
+right for every MELO dataset and for the job-ad titles (docs/experiments/bulk-linking.md, "The query language of a file").
 
 The language is chosen among the languages ESCO is published in: a title set is linked to ESCO,
 and look-alike languages outside it (Bosnian for Croatian, Latin or Pidgin for short English

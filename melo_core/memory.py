@@ -42,7 +42,7 @@ def kept_until_exit() -> Iterator[None]:
     actor): the cycle collector is off while the block builds, and what exists when it ends is
     frozen (``gc.freeze``), so no later collection walks the taxonomy, indexes and known mentions
     again. Built with the collector on, a cold `link --query` spent over a second in collections
-    that found nothing to free (docs/benchmarks.md, "Speed"). Cyclic garbage alive at the freeze
+    that found nothing to free (docs/experiments/speed.md). Cyclic garbage alive at the freeze
     is never collected (2,330 objects after a `link --query` build): not for a long-lived server
     (the Link page); a command run inside a longer process thaws them (``thawed_afterwards``).
     Nests: the outermost block turns the collector back on."""

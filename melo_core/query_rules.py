@@ -2,7 +2,7 @@
 ``query_rules`` and the linker applies to every query before any scorer sees it.
 
 Each rule is measured on the job-ad validation titles and on MELO (``benchmarks/query_rules.py``;
-docs/benchmarks.md) and a pipeline keeps only those that do not lower the MELO mean. A rule that
+docs/experiments/query-rules.md) and a pipeline keeps only those that do not lower the MELO mean. A rule that
 would leave nothing returns the text it was given, so no query is ever emptied.
 """
 

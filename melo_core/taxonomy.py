@@ -50,7 +50,7 @@ def reader_languages(query_language: str | None, available: Iterable[str]) -> tu
     """The label languages a query is ranked over by default: its own and English, those of
     ``available`` (the taxonomy's). Empty when the query's language is unknown or the taxonomy has
     neither: the caller then ranks every language. A curator reads both; every language more only
-    adds look-alike labels (job-ad titles over all 21: -0.011 MRR, docs/benchmarks.md)."""
+    adds look-alike labels (job-ad titles over all 21: -0.011 MRR, docs/experiments/bulk-linking.md)."""
     if not query_language:
         return ()
     present = set(available)

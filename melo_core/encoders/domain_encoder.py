@@ -33,7 +33,7 @@ def _folder() -> Path:
     return default_model_dir()
 
 
-# `train` with its defaults (180 rounds, job-ad noise) on 2 idle cores: 252 s (docs/benchmarks.md, first use).
+# `train` with its defaults (180 rounds, job-ad noise) on 2 idle cores: 252 s (docs/experiments/first-use-and-memory.md).
 # (160 s, the 120-round model's, stretched the ETA that `prepare` extrapolates while it trains.)
 TRAINING_SECONDS = 252
 DOMAIN_MODEL = BuiltModel("domain", "domain model", _folder, _build, TRAINING_SECONDS)

@@ -69,7 +69,7 @@ class BuiltModel:
 
     def build_apart(self, data_dir: str | Path, on_progress: Callable[[int, int, float], None] | None = None) -> Path:
         """``build`` in a process of its own: the gigabytes a training takes are given back when it
-        ends, not kept by the process that goes on to serve or embed (docs/benchmarks.md, memory)."""
+        ends, not kept by the process that goes on to serve or embed (docs/experiments/first-use-and-memory.md, memory)."""
         from melo_core.processes import build_apart
 
         return build_apart(self.build, data_dir, on_progress)
