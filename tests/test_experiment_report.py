@@ -70,3 +70,22 @@ def test_the_committed_benchmarks_page_is_the_report_of_the_results_table() -> N
 
 def test_the_readme_fits_a_newcomer() -> None:
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 150
+
+
+def test_a_long_table_of_another_kind_shows_its_means(tmp_path: Path) -> None:
+    """Per-crosswalk rows stay in results.csv; the page shows the experiment's own means, or else
+    the mean per pipeline, so that a new kind of experiment does not flood the page."""
+    results = tmp_path / "results.csv"
+    codes = [f"c{index:02d}" for index in range(20)]
+    rows: list[dict[str, object]] = [
+        {"dataset": code, "pipeline": "best", "metric": "spearman_grade", "value": index / 100, "queries": 5,
+         "seconds": 1} for index, code in enumerate(codes)
+    ]  # fmt: skip
+    append_results(results, "graded-toy", rows, origin("20261104T000000Z", "abc1234"))
+    text = render(read_results(results))
+    assert "`c07`" not in text and "| mean of 20 | `best` | 0.0950 |" in text
+    append_results(results, "graded-toy", [{"dataset": "mean:crosswalks", "pipeline": "best", "metric": "spearman_grade",
+                                            "value": 0.5, "queries": 20, "seconds": ""}],
+                   origin("20261104T000000Z", "abc1234"))  # fmt: skip
+    text = render(read_results(results))
+    assert "`c07`" not in text and "| `mean:crosswalks` | `best` | 0.5000 |" in text

@@ -21,6 +21,7 @@ TIMINGS_DIR = PROJECT_ROOT / "benchmarks" / "results"
 MELO_DATASET = re.compile(r"^[a-z]{3}_q_([a-z]{2})_c_([a-z]{2})$")
 MEANS = ("mean:all", "mean:monolingual", "mean:cross-lingual")
 QUALITY = ("mrr", "acc@1", "acc@5", "acc@10", "acc@100")
+MAX_ROWS = 12  # rows of one "other" experiment's table before it shows means per pipeline
 # The rows that measure each shipped pipeline as it is now (the runs its [measured] figures name):
 # a row called `fast` from before fast took the mention prior is not today's `fast`.
 SHIPPED_MELO = {
@@ -235,17 +236,52 @@ def _titles(report: Report, experiments: Sequence[str]) -> list[str]:
     ]
 
 
+def _rows(report: Report, experiment: str, datasets: Sequence[str], metrics: Sequence[str]) -> list[list[str]]:
+    body = []
+    for dataset in datasets:
+        for pipeline in report.pipelines(experiment):
+            cells = [report.value(experiment, dataset, pipeline, m) for m in metrics]
+            if any(cells):
+                body.append([f"`{dataset}`", _pipeline(pipeline), *cells, *report.stamp(experiment, pipeline)])
+    return body
+
+
+def _means(report: Report, experiment: str, datasets: Sequence[str], metrics: Sequence[str]) -> list[list[str]]:
+    body = []
+    for pipeline in report.pipelines(experiment):
+        cells = []
+        for metric in metrics:
+            values = [float(row["value"]) for d in datasets
+                      if (row := report.latest.get((experiment, d, pipeline, metric))) and _is_number(row["value"])]  # fmt: skip
+            cells.append(_number(str(sum(values) / len(values))) if values else "")
+        body.append([f"mean of {len(datasets)}", _pipeline(pipeline), *cells, *report.stamp(experiment, pipeline)])
+    return body
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _others(report: Report, experiments: Sequence[str]) -> list[str]:
     lines: list[str] = []
     for experiment in experiments:
         metrics = sorted({key[3] for key in report.by_experiment[experiment]})
-        body = []
-        for dataset in sorted(report.datasets(experiment)):
-            for pipeline in report.pipelines(experiment):
-                cells = [report.value(experiment, dataset, pipeline, m) for m in metrics]
-                if any(cells):
-                    body.append([f"`{dataset}`", _pipeline(pipeline), *cells, *report.stamp(experiment, pipeline)])
-        lines += [f"### `{experiment}`", "", *_table(["dataset", "pipeline", *metrics, "date", "commit"], body), ""]
+        datasets = sorted(report.datasets(experiment))
+        means = [d for d in datasets if d.startswith("mean:")]
+        # an experiment's own means stand for its datasets; else, past a screenful, the mean per pipeline
+        body = _rows(report, experiment, means or datasets, metrics)
+        note = "per dataset: `experiments/results.csv`" if means else ""
+        if len(body) > MAX_ROWS:
+            body, note = (
+                _means(report, experiment, datasets, metrics),
+                "means over the datasets; each in `experiments/results.csv`",
+            )
+        lines += [f"### `{experiment}`", "", *([note, ""] if note else []),
+                  *_table(["dataset", "pipeline", *metrics, "date", "commit"], body), ""]  # fmt: skip
     if not lines:
         return []
     return ["## Other measurements", "", *lines]
