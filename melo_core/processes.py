@@ -17,6 +17,7 @@ from pathlib import Path
 
 from melo_core import config
 from melo_core.errors import MeloInputError
+from melo_core.preparing import held
 
 Progress = Callable[[int, int, float], None]  # (step, steps, loss), as training reports it
 
@@ -55,6 +56,18 @@ def build_apart(build: Callable[..., Path], data_dir: str | Path, on_progress: P
     process's data, cache and models folders (``config.folders``). ``build`` must be
     picklable (a module's function, or a ``functools.partial`` of one). An interruption here stops
     the build, which leaves nothing half-made (builds write to a temporary folder first)."""
+    # One build of a kind at a time, across processes: the second finds the model built (and its
+    # export done) when the first ends, instead of building it beside it.
+    with held(config.models_dir() / f".{_build_name(build)}.build.lock"):
+        return _build_apart(build, data_dir, on_progress)
+
+
+def _build_name(build: Callable[..., Path]) -> str:
+    function = getattr(build, "func", build)  # a functools.partial: its function
+    return f"{function.__module__}.{function.__qualname__}"
+
+
+def _build_apart(build: Callable[..., Path], data_dir: str | Path, on_progress: Progress | None) -> Path:
     context = multiprocessing.get_context("spawn")  # torch's threads are not fork-safe
     messages = context.Queue()
     process = context.Process(target=_build_child, args=(build, str(data_dir), config.folders(), messages), daemon=True)

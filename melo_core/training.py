@@ -760,20 +760,25 @@ def ensure_model(
     leaves nothing half-made."""
     import shutil
 
+    from melo_core.preparing import held
     from melo_core.taxonomy import cached_taxonomy_from_melo
 
     if (folder / "modules.json").is_file():
         return folder
-    taxonomy = cached_taxonomy_from_melo(data_dir)
-    temporary = folder.with_name(f".tmp-{os.getpid()}-{folder.name}")
-    shutil.rmtree(temporary, ignore_errors=True)
-    try:
-        train(taxonomy, temporary, settings, source=f"ESCO union of the MELO corpora in {data_dir}",
-              on_progress=on_progress, final=folder)  # fmt: skip
-        release_freed_memory()  # the training's tensors: what comes next (e5-esco's export) starts from 0.7 GB, not 3.6
-        if not (folder / "modules.json").is_file():  # another process may have finished first
+    # One build of a model at a time, across processes: a second one waits, then finds it built.
+    with held(folder.with_name(f".{folder.name}.build.lock")):
+        if (folder / "modules.json").is_file():
+            return folder
+        for stale in folder.parent.glob(f".tmp-*-{folder.name}"):  # left by a killed build: none runs now
+            shutil.rmtree(stale, ignore_errors=True)
+        taxonomy = cached_taxonomy_from_melo(data_dir)
+        temporary = folder.with_name(f".tmp-{os.getpid()}-{folder.name}")
+        try:
+            train(taxonomy, temporary, settings, source=f"ESCO union of the MELO corpora in {data_dir}",
+                  on_progress=on_progress, final=folder)  # fmt: skip
+            release_freed_memory()  # the training's tensors: what comes next (e5-esco's export) starts from 0.7 GB
             shutil.rmtree(folder, ignore_errors=True)
             os.replace(temporary, folder)
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
+        finally:
+            shutil.rmtree(temporary, ignore_errors=True)
     return folder
