@@ -27,6 +27,7 @@ from ui import analysis as ui
 from ui import auth
 from ui.common import catalogue_markdown, ensure_built_models
 from ui.common import store as open_store
+from ui.graded import graded_rows, graded_table
 from ui.navigation import app_navigation, keep_choice, restore_choice
 from ui.safe import md_code, md_text
 
@@ -90,6 +91,17 @@ with st.expander("Add runs: evaluate a scorer, or load the published baselines")
             st.success(f"Loaded {import_published(store, config.data_dir()):d} published run(s).")
         except (MeloInputError, OSError) as exc:
             st.error(f"No published results under {md_code(config.data_dir())}: {md_text(exc)}")
+
+# -- graded similarity (experiments/results.csv) ------------------------------------------------------
+graded = graded_table(graded_rows())
+if not graded.empty:
+    st.subheader("Graded similarity")
+    st.caption("Spearman correlation of each scorer's score with the crosswalk's grade of the pair (exact 3, "
+               "close 2, narrow/broad 1, a drawn unrelated concept 0), per crosswalk: "
+               "`python -m melo_core experiment run graded-similarity` (docs/experiments/graded-similarity.md). "
+               "`best/domain`: the domain component of `best`, lifted by known mentions.")  # fmt: skip
+    st.dataframe(graded, hide_index=True, key="bench_graded",
+                 column_config={c: st.column_config.NumberColumn(format="%.4f") for c in graded.columns[1:]})  # fmt: skip
 
 runs = ui.run_table(store)
 if runs.empty:
