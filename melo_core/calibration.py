@@ -138,11 +138,21 @@ def rows_from_lists(lists: Sequence[Sequence[Candidate]], golds: Sequence[Iterab
     return CandidateRows(features, np.array(labels), np.array(ranks, dtype=np.int64), [country] * n, [dataset] * n)
 
 
+def percent(probability: float) -> str:
+    """A probability as a curator reads it: "87 %"; never a certain "0 %" or "100 %"."""
+    if probability < 0.005:
+        return "<1 %"
+    if probability > 0.995:
+        return ">99 %"
+    return f"{round(100 * probability)} %"
+
+
 # -- the model ------------------------------------------------------------------------------------
 
 
 def _round(values: Iterable[float]) -> list[float]:
-    return [float(f"{v:.12g}") for v in values]
+    """10 significant digits: what the solver's last bits (thread order of a BLAS) cannot change."""
+    return [float(f"{v:.10g}") for v in values]
 
 
 @dataclass
@@ -313,11 +323,13 @@ def sample_terms(terms: Sequence, limit: int, seed: int = 0) -> list:
 def collect_rows(definition: object, taxonomy: object, data_dir: str | Path, codes: Sequence[str] | None = None,
                  terms_per_crosswalk: int = TERMS_PER_CROSSWALK, cache_dir: str | Path | None = None,
                  index_kind: str = "exact", on_progress: Callable[[str], None] = lambda message: None,
-                 ) -> CandidateRows:  # fmt: skip
+                 languages: Sequence[str] | None = None) -> CandidateRows:  # fmt: skip
     """Link a sample of each crosswalk's terms (``codes``; None: all of the data folder) with the
-    pipeline over the crosswalk's language and English, its known mentions taken from the other
-    countries' crosswalks, and turn the top ``TOP_K`` candidates into rows. Each crosswalk's rows
-    are kept in ``cache_dir``/calibration, keyed by the pipeline, the files and the sample."""
+    pipeline over the crosswalk's language and English (as `link` ranks them; with ``languages``,
+    only those of them that are among these, else these: what `prepare` built), its known mentions
+    taken from the other countries' crosswalks, and turn the top ``TOP_K`` candidates into rows.
+    Each crosswalk's rows are kept in ``cache_dir``/calibration, keyed by the pipeline, the files,
+    the languages and the sample."""
     from melo_core.crosswalk import crosswalk_path, list_crosswalks, load_crosswalk
     from melo_core.disk_cache import files_stamp
     from melo_core.pipeline import Pipeline, PipelineDefinition, crosswalk_mentions_of
@@ -332,21 +344,27 @@ def collect_rows(definition: object, taxonomy: object, data_dir: str | Path, cod
     spec_stamp = _definition_stamp(definition)
     parts = []
     for code in codes:
-        path = folder / f"rows-{definition.name}-{code}-{spec_stamp}-{stamp}-{terms_per_crosswalk}.json"
+        crosswalk = load_crosswalk(crosswalk_path(data_dir, code))
+        searched = simulation_languages(crosswalk, taxonomy, None)
+        if languages:
+            searched = tuple(lang for lang in searched if lang in languages) or tuple(languages)
+        key = f"{spec_stamp}-{stamp}-{'+'.join(searched) if languages else 'own'}-{terms_per_crosswalk}"
+        path = folder / f"rows-{definition.name}-{code}-{key}.json"
         kept = CandidateRows.from_json(path.read_text(encoding="utf-8")) if path.is_file() else None
         if kept is None:
             on_progress(f"calibration: linking {code}")
-            crosswalk = load_crosswalk(crosswalk_path(data_dir, code))
             terms = sample_terms([t for t in crosswalk.terms if t.title and t.matches], terms_per_crosswalk)
-            languages = simulation_languages(crosswalk, taxonomy, None)
-            pipeline = Pipeline(definition, taxonomy, languages, cache_dir=cache_dir, index_kind=index_kind,
+            pipeline = Pipeline(definition, taxonomy, searched, cache_dir=cache_dir, index_kind=index_kind,
                                 show_progress=False)  # fmt: skip
             pipeline.set_mentions(crosswalk_mentions_of(data_dir, definition.mention_relations, crosswalk.country,
                                                         cache_dir))  # fmt: skip
             lists = pipeline.link([t.title for t in terms], top_k=TOP_K, query_language=crosswalk.language)
-            kept = rows_from_lists(lists, [t.matches for t in terms], crosswalk.language, code, crosswalk.country)
+            text = rows_from_lists(lists, [t.matches for t in terms], crosswalk.language, code,
+                                   crosswalk.country).to_json()  # fmt: skip
             folder.mkdir(parents=True, exist_ok=True)
-            path.write_text(kept.to_json(), encoding="utf-8")
+            path.write_text(text, encoding="utf-8")
+            kept = CandidateRows.from_json(text)  # as rounded on disk: a later fit reads the same numbers
+            assert kept is not None
         parts.append(kept)
     return CandidateRows.concat(parts)
 
@@ -354,7 +372,10 @@ def collect_rows(definition: object, taxonomy: object, data_dir: str | Path, cod
 def _definition_stamp(definition: object) -> str:
     import hashlib
 
-    return hashlib.sha1(repr(definition).encode()).hexdigest()[:12]
+    # What ranks, not what describes it: a new field of the definition keeps the rows.
+    parts = [getattr(definition, key, None) for key in ("monolingual", "cross_lingual", "mention_relations",
+                                                        "query_rules", "coverage", "descriptions_by_language")]  # fmt: skip
+    return hashlib.sha1(repr(parts).encode()).hexdigest()[:12]
 
 
 def calibration_path(pipeline: str, hold_out_country: str | None = None, models_dir: str | Path | None = None) -> Path:
@@ -388,3 +409,26 @@ def fit_all(rows: CandidateRows, pipeline: str, models_dir: str | Path | None = 
     for country in sorted(set(rows.countries)):
         written.append(save_calibrator(fit_calibrator(rows, pipeline, country), models_dir))
     return written
+
+
+MIN_COUNTRIES = 2  # leave one country out needs another country to learn from
+
+
+def prepare_calibration(definition: object, taxonomy: object, data_dir: str | Path, cache_dir: str | Path | None = None,
+                        models_dir: str | Path | None = None, languages: Sequence[str] | None = None,
+                        on_message: Callable[[str], None] = lambda message: None,
+                        terms_per_crosswalk: int = TERMS_PER_CROSSWALK) -> list[Path]:  # fmt: skip
+    """`prepare`'s last step: the pipeline's calibrators from the data folder's crosswalks (rows
+    linked once over the label ``languages`` prepared, None: all, and kept in the cache; the fits
+    take seconds), written to ``models_dir``/calibration. Nothing when the folder holds crosswalks
+    of fewer than ``MIN_COUNTRIES`` countries."""
+    from melo_core.crosswalk import crosswalk_country, list_crosswalks
+
+    codes = list_crosswalks(data_dir)
+    if len({crosswalk_country(c) for c in codes}) < MIN_COUNTRIES:
+        return []
+    rows = collect_rows(definition, taxonomy, data_dir, codes, terms_per_crosswalk, cache_dir=cache_dir,
+                        on_progress=on_message, languages=languages)  # fmt: skip
+    name = str(getattr(definition, "name", ""))
+    on_message(f"calibration: fitting {name} on {len(rows):,} candidates")
+    return fit_all(rows, name, models_dir)
