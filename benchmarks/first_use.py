@@ -12,6 +12,15 @@ domain model and its labels are there), then `best` serving with the known menti
 far, then `best` complete. Prints the wall time of each from the start. Without ``--train`` the
 domain model of the models folder is reused (its training time is measured apart: `train`).
 
+With ``--second SCHEME``, a second scheme (another language) is opened ``--second-after`` minutes
+in, as a curator opening it on the Link page would: its own `prepare`. There must be one
+preparation at a time (the second waits, queued, then only adds what its language lacks);
+``concurrent_max`` counts the preparations working at once at any poll.
+
+Results are printed and appended to experiments/results.csv (experiment ``first-use``, or
+``first-use-busy`` with ``--busy``: the machine was shared with other work; ``load_mean`` is the
+mean 1-minute load average over the run, on how many cores the row's machine column says).
+
 Memory, sampled at each poll: per stage, the preparation's whole process tree (proportional set
 size, so pages its workers share with it count once) and its largest process (resident set), with
 that process's role; and the peak resident set of each `link`.
@@ -36,6 +45,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from melo_core.crosswalk import crosswalk_path, load_crosswalk
+from melo_core.experiments.results import RESULTS_FILE, append_results, provenance
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -122,7 +132,13 @@ def main() -> None:
     parser.add_argument("--scheme", default="nor_no", help="the national crosswalk linked (default nor_no)")
     parser.add_argument("--train", action="store_true", help="train the domain model too (fresh models folder)")
     parser.add_argument("--until", metavar="STAGE", help="stop when a stage beginning so starts (its memory so far)")
+    parser.add_argument("--second", metavar="SCHEME", help="open this scheme too, --second-after minutes in")
+    parser.add_argument("--second-after", type=float, default=2.0, metavar="MIN", help="default 2")
+    parser.add_argument("--models-out", metavar="DIR", help="with --train: build the models into DIR (new), kept")
+    parser.add_argument("--busy", action="store_true", help="the machine is shared with other work (recorded so)")
+    parser.add_argument("--no-record", action="store_true", help="do not append to experiments/results.csv")
     args = parser.parse_args()
+    command = " ".join(["python benchmarks/first_use.py", *sys.argv[1:]])
     crosswalk = load_crosswalk(crosswalk_path(args.data, args.scheme))
     language = crosswalk.language or "en"
     langs = ",".join(dict.fromkeys([language, "en"]))
@@ -132,7 +148,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         env = dict(os.environ, MELO_CACHE=str(Path(folder) / "cache"), MELO_DATA=str(args.data))
         if args.train:
-            env["MELO_MODELS"] = str(Path(folder) / "models")
+            if args.models_out and Path(args.models_out).exists():
+                parser.error(f"--models-out {args.models_out} exists: the models must be built from nothing")
+            env["MELO_MODELS"] = str(Path(args.models_out or Path(folder) / "models").resolve())
         common = ["--data", str(args.data), "--langs", langs, "--hold-out-country", crosswalk.country]
         state = Path(folder) / "progress.json"
         link = ["link", "--query", term, *common, "--query-lang", language, "--top", "3"]
@@ -142,10 +160,28 @@ def main() -> None:
                                      env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True)  # fmt: skip
         stages: dict[str, float] = {}
         served: list[str] = []
+        served_at: dict[str, float] = {}  # minutes
         memory, tree = MemoryLog(), psutil.Process(preparing.pid)
         stage, stopped = "starting", False
-        while preparing.poll() is None:
+        second: subprocess.Popen | None = None
+        second_state = Path(folder) / "progress-second.json"
+        second_served: float | None = None
+        concurrent_max, loads, first_done = 1, [], 0.0
+        while preparing.poll() is None or (second is not None and second.poll() is None):
             time.sleep(2)
+            loads.append(os.getloadavg()[0])
+            elapsed = time.perf_counter() - started
+            if args.second and second is None and elapsed >= args.second_after * 60:
+                second = open_second(args.data, args.second, env, second_state)
+            if second is not None:
+                working = [p for p in (state, second_state) if working_on(p)]
+                concurrent_max = max(concurrent_max, len(working))
+                if second_served is None and serving(second_state):
+                    second_served = elapsed
+                    print(f"second scheme {args.second}: serves after {elapsed / 60:.1f} min")
+            if preparing.poll() is not None:  # the first is done; the second goes on
+                first_done = first_done or elapsed
+                continue
             try:
                 progress = json.loads(state.read_text(encoding="utf-8"))
             except (OSError, ValueError):
@@ -169,6 +205,7 @@ def main() -> None:
                 if now and name not in served:
                     served.append(name)
                     at = time.perf_counter() - started
+                    served_at[name] = at / 60
                     seconds, said, peak = first_link(link, env)
                     print(f"{name}: serves after {at / 60:.1f} min; first link (fresh process, loading included, "
                           f"while the preparation goes on) {seconds:.1f} s, peak RSS {peak:,.0f} MB -> "
@@ -179,11 +216,54 @@ def main() -> None:
             return
         if preparing.returncode != 0:
             raise SystemExit(f"prepare failed:\n{preparing.stderr.read()[-3000:]}")  # type: ignore[union-attr]
-        done = time.perf_counter() - started
+        done = first_done or time.perf_counter() - started
         seconds, said, peak = first_link(link, env)
         print(f"best, complete: prepared after {done / 60:.1f} min; first link {seconds:.1f} s, peak RSS "
               f"{peak:,.0f} MB -> suggestion at {(done + seconds) / 60:.1f} min; {said}")  # fmt: skip
         print(f"{timeline}\n{memory.report()}")
+        if second is not None:
+            print(f"preparations working at once, at most: {concurrent_max}")
+        moments = {"fast_serves_min": served_at.get("fast"), "best_serves_min": served_at.get("best, mentions pending"),
+                   "best_complete_min": done / 60, "load_mean": sum(loads) / max(len(loads), 1)}  # fmt: skip
+        if second is not None:
+            moments |= {"concurrent_max": concurrent_max,
+                        "second_serves_min": None if second_served is None else second_served / 60}  # fmt: skip
+        rows = [{"dataset": args.scheme, "pipeline": "best", "metric": metric, "value": round(value, 3)}
+                for metric, value in moments.items() if value is not None]  # fmt: skip
+        if not args.no_record:
+            experiment = "first-use-busy" if args.busy else "first-use"
+            append_results(RESULTS_FILE, experiment, rows, provenance([], [], command))
+            print(f"appended {len(rows)} rows to {RESULTS_FILE} ({experiment})", file=sys.stderr)
+
+
+def open_second(data: str, scheme: str, env: dict[str, str], state: Path) -> subprocess.Popen:
+    """What the Link page starts when a curator opens ``scheme``: `prepare --pipeline best` over its
+    language and English."""
+    crosswalk = load_crosswalk(crosswalk_path(data, scheme))
+    language = crosswalk.language or "en"
+    langs = ",".join(dict.fromkeys([language, "en"]))
+    print(f"opening the second scheme {scheme} (labels in {langs})")
+    return subprocess.Popen([sys.executable, "-m", "melo_core", "prepare", "--pipeline", "best", "--data", str(data),
+                             "--langs", langs, "--hold-out-country", crosswalk.country, "--query-lang", language,
+                             "--progress-file", str(state), "--quiet"], env=env, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+
+
+def _progress(state: Path) -> dict:
+    try:
+        return json.loads(state.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def working_on(state: Path) -> bool:
+    """A preparation is working: it has reported, is not done, and does not wait queued."""
+    progress = _progress(state)
+    return bool(progress) and not progress.get("done") and not str(progress.get("message", "")).startswith("queued")
+
+
+def serving(state: Path) -> bool:
+    return bool(_progress(state).get("serving"))
 
 
 if __name__ == "__main__":

