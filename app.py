@@ -11,19 +11,10 @@ from melo_core.datasets import dataset_overview
 from melo_core.errors import MeloInputError
 from ui import auth
 from ui.common import store as open_store
+from ui.navigation import PAGES
 from ui.safe import md_code, md_text
 
 st.set_page_config(page_title="MELO Studio", page_icon="🔗", layout="wide")
-
-PAGES = (
-    "pages/1_Datasets.py",
-    "pages/2_Link.py",
-    "pages/3_Crosswalk.py",
-    "pages/4_Import.py",
-    "pages/5_Benchmark.py",
-    "pages/6_Lexical_overlap.py",
-    "pages/7_Drill_down.py",
-)
 
 
 @st.cache_data(show_spinner="Reading the benchmark folder…")
@@ -131,13 +122,8 @@ def home() -> None:
     st.success(f"Benchmark data: {md_code(data_dir)}")
 
     st.caption(f"Everything here also runs from the command line: {md_code('docs/cli.md')}.")
-    st.page_link("pages/1_Datasets.py", label="Browse the datasets", icon="📚")
-    st.page_link("pages/2_Link.py", label="Link terms to ESCO (curation)", icon="🔗")
-    st.page_link("pages/3_Crosswalk.py", label="Review and export the crosswalk", icon="🗺️")
-    st.page_link("pages/4_Import.py", label="Import a taxonomy, terms or a crosswalk", icon="📥")
-    st.page_link("pages/5_Benchmark.py", label="Compare models on the benchmark", icon="📊")
-    st.page_link("pages/6_Lexical_overlap.py", label="Lexical overlap and model quality", icon="🔤")
-    st.page_link("pages/7_Drill_down.py", label="Drill down to the queries a model gets wrong", icon="🔍")
+    for page in PAGES:
+        st.page_link(page.script, label=page.link, icon=page.icon)
 
 
-st.navigation([st.Page(home, title="Home", default=True), *(st.Page(page) for page in PAGES)]).run()
+st.navigation([st.Page(home, title="Home", default=True), *(st.Page(page.script) for page in PAGES)]).run()

@@ -56,15 +56,13 @@ from db.models import (
 from db.search import label_search_text
 from db.store import IMPORT_CURATOR_PREFIX, Actor, Store, search_text
 from db.store.accounts import acting_as
-from melo_core.crosswalk import load_crosswalk
+from melo_core.crosswalk import RELATION_ALIASES, RELATIONS, load_crosswalk
 from melo_core.errors import MeloInputError
 from melo_core.taxonomy import Taxonomy
 from melo_core.text_limits import MAX_CODE, check_description, check_label, check_name
 from melo_core.tsv import header_row, read_csv_records, read_text, sniff_delimiter
 
 TERM_CSV_COLUMNS = ("code", "label", "description", "lang")
-# Mirrors melo_core.crosswalk: the relations of the standardised crosswalk JSON, and its aliases.
-CROSSWALK_RELATIONS = ("exactMatch", "narrowMatch", "broadMatch", "closeMatch", "exactISCO")
 # A taxonomy import may remove up to this share of a stored version's concepts without --replace.
 MAX_REMOVED_SHARE = 0.02
 # The version of the ESCO union of the MELO corpora: replaced by nothing else without --replace.
@@ -332,10 +330,9 @@ def read_crosswalk(path: str | Path, with_decisions: bool = False) -> TermFile:
         for uri, relation in matches.items():
             if not is_uri(uri):
                 raise fail(f'field "matches": {uri!r} is not a URI', uri)
-            if relation not in CROSSWALK_RELATIONS:
+            if relation not in RELATIONS and relation not in RELATION_ALIASES:
                 raise fail(
-                    f'field "matches": {uri}: unknown relation {relation!r} '
-                    f"(expected one of {', '.join(CROSSWALK_RELATIONS[:4])})",
+                    f'field "matches": {uri}: unknown relation {relation!r} (expected one of {", ".join(RELATIONS)})',
                     uri,
                 )
     # The structure is sound: melo_core's loader gives the canonical reading (aliases, stripping).

@@ -12,12 +12,16 @@ from melo_core.errors import MeloInputError
 from melo_core.text_limits import check_description, check_label
 from melo_core.tsv import read_text
 
+# The SKOS mapping relations, closest first: the one list of the crosswalk JSON, the store's match
+# outcomes (db.models.MATCH_OUTCOMES), its imports and the Link page's buttons.
+SKOS_RELATIONS = ("exactMatch", "narrowMatch", "broadMatch", "closeMatch", "relatedMatch")
+# The relations of the MELO crosswalk JSON: all but relatedMatch, which only curators record.
 # Closest first: the builder keeps the closest relation a term has.
-RELATIONS = ("exactMatch", "narrowMatch", "broadMatch", "closeMatch")
+RELATIONS = SKOS_RELATIONS[:-1]
 # Accepted decisions whose term may stand for its concept (training pairs, the simulated curator): a
 # broad match's term is wider than the concept, a close or related one is another concept.
 ALIAS_RELATIONS = ("exactMatch", "narrowMatch")
-_ALIASES = {"exactISCO": "exactMatch"}
+RELATION_ALIASES = {"exactISCO": "exactMatch"}  # read as exactMatch
 
 
 @dataclass
@@ -80,7 +84,7 @@ def load_crosswalk(path: str | Path, name: str | None = None) -> Crosswalk:
             raise MeloInputError(f"term {code!r}: expected an object with title and matches", path)
         matches = {}
         for uri, relation in entry.get("matches", {}).items():
-            relation = _ALIASES.get(relation, relation)
+            relation = RELATION_ALIASES.get(relation, relation)
             if relation not in RELATIONS:
                 raise MeloInputError(
                     f"term {code!r}: unknown relation {relation!r} (expected one of {', '.join(RELATIONS)})",

@@ -1,12 +1,33 @@
-"""The app's navigation (app.py's ``st.navigation``: the landing page is "Home") and what it
+"""The app's navigation (``PAGES``, which app.py's ``st.navigation`` lists after "Home") and what it
 remembers between pages and reloads (``restore_choice``, ``keep_choice``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
+
+
+@dataclass(frozen=True)
+class AppPage:
+    script: str  # its URL is the file name without the number (/Link): links and tests use it
+    link: str  # what Home's link to it says
+    icon: str
+
+
+# The one list of pages: app.py builds the navigation and Home's links from it. A new page is a
+# script in pages/ (calling ``app_navigation`` first) and an entry here.
+PAGES = (
+    AppPage("pages/1_Datasets.py", "Browse the datasets", "📚"),
+    AppPage("pages/2_Link.py", "Link terms to ESCO (curation)", "🔗"),
+    AppPage("pages/3_Crosswalk.py", "Review and export the crosswalk", "🗺️"),
+    AppPage("pages/4_Import.py", "Import a taxonomy, terms or a crosswalk", "📥"),
+    AppPage("pages/5_Benchmark.py", "Compare models on the benchmark", "📊"),
+    AppPage("pages/6_Lexical_overlap.py", "Lexical overlap and model quality", "🔤"),
+    AppPage("pages/7_Drill_down.py", "Drill down to the queries a model gets wrong", "🔍"),
+)
 
 
 def app_navigation() -> None:
