@@ -22,6 +22,13 @@ Mention prior (``mention_prior``, 0 by default): a concept's score is raised by
 already linked to a concept say how often it is the answer (the entity linking "commonness"
 prior); with other countries' crosswalks as mentions it is learned on those countries only.
 
+Mention languages (``mention_languages``): ``all`` (default) keeps every known mention;
+``query_and_labels`` only those in the query's language or a label language (and those of no
+known language, such as a scheme's decisions without one). A lexical scorer fitted on the labels
+reads another language's mention by the few n-grams it shares with them: a Bulgarian title folded
+to ASCII kept only its brackets and lifted a plumber for "Senior Baker (m/f)"
+(docs/experiments/fallback-mentions.md). The mention prior counts only the mentions kept.
+
 Description weight (``description_weight``, 0 by default): a concept's score is raised by that
 weight times the query's similarity to the concept's description (``melo_core.descriptions``),
 for concepts that have one.
@@ -49,6 +56,7 @@ from melo_core.encoders import cached_encoder, is_encoder_spec
 from melo_core.index import VectorIndex
 from melo_core.mention_index import APPEND_LIMIT, Mention, MentionIndex, shared_head
 from melo_core.query_rules import check_rules, normalise_query
+from melo_core.scheme_learning import KINDS, TargetKinds, target_kind
 from melo_core.scorers.base import ExtendableScorer, Scorer, ScorerContext
 from melo_core.scorers.dense import (
     SAME_VECTOR_OPTIONS,
@@ -68,6 +76,7 @@ from melo_core.text import drop_gender_markers, may_hold_gender_marker
 from melo_core.vectors import concept_centroids
 
 AGGREGATIONS = ("max", "softmax")
+MENTION_LANGUAGES = ("all", "query_and_labels")  # which known mentions a linker keeps, by their language
 SOFTMAX_TEMPERATURE = 0.05
 LEXICAL_STATE_VERSION = 3  # bump when a fitted lexical scorer pickles differently (3: BM25's average length)
 LEXICAL_BATCH = 32  # queries per lexical scoring call: a dense row over 317k forms is 2.5 MB
@@ -101,6 +110,15 @@ class Candidate:
     via_mention: bool = False  # matched_label is a known mention (a linked term), not an ESCO label
     prior: float = 0.0  # what the mention prior added to ``score``
     description: float = 0.0  # what the similarity to the concept's description added to ``score``
+
+
+def keeps_mention(mention_languages: str, language: str | None, query_language: str | None,
+                  label_languages: Sequence[str]) -> bool:  # fmt: skip
+    """Whether a linker with ``mention_languages`` keeps a known mention in ``language`` (None or
+    "": unknown, kept) for queries in ``query_language`` over labels in ``label_languages``."""
+    if mention_languages == "all" or not language:
+        return True
+    return language == query_language or language in label_languages
 
 
 def best_per_query(scores: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -437,6 +455,7 @@ class Linker:
         mention_prior: float = 0.0,
         description_weight: float = 0.0,
         description_encoder: str = DEFAULT_ENCODER,
+        mention_languages: str = "all",
     ):
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {', '.join(AGGREGATIONS)}")
@@ -453,6 +472,10 @@ class Linker:
         self.query_language = query_language
         self.mention_weight = mention_weight
         self.mention_prior = mention_prior
+        if mention_languages not in MENTION_LANGUAGES:
+            raise ValueError(f"unknown mention languages {mention_languages!r}; expected one of "
+                             f"{', '.join(MENTION_LANGUAGES)}")  # fmt: skip
+        self.mention_languages = mention_languages
         check_rules(query_rules)
         self.query_rules = tuple(query_rules)
         if forms is None:
@@ -491,6 +514,7 @@ class Linker:
         self._mention_index: MentionIndex | None = None
         self._concept_position = {c.uri: i for i, c in enumerate(taxonomy.concepts)}
         self._prior = np.zeros(len(taxonomy.concepts))  # per concept: log(1 + its known mentions)
+        self._concept_kind: np.ndarray | None = None  # per concept: its index in scheme_learning.KINDS
         self.description_weight = description_weight
         self._descriptions = (DescriptionSimilarity([c.description for c in taxonomy.concepts], cache,
                                                     description_encoder, cache_queries)
@@ -570,7 +594,8 @@ class Linker:
                 else:
                     text, uri, language = item
                     form = mention_form(text)
-                    if form and uri in position:  # without a marker the form is the text, spaces collapsed
+                    # Without a marker the form is the text, spaces collapsed.
+                    if form and uri in position and self._reads(language):
                         shown = " ".join(text.split()) if may_hold_gender_marker(text) else form
                         mention = Mention(shown, uri, language or "", form)
                     else:
@@ -584,6 +609,10 @@ class Linker:
             size(len(mention_of))
             size(len(kept))
         return new
+
+    def _reads(self, language: str | None) -> bool:
+        """Whether a known mention in ``language`` is kept (``mention_languages``)."""
+        return keeps_mention(self.mention_languages, language, self.query_language, self.languages)
 
     def add_mentions(self, mentions: Iterable[tuple[str, str, str | None]]) -> int:
         """Add known mentions to the current ones; returns how many were new."""
@@ -617,19 +646,32 @@ class Linker:
 
     # -- linking -----------------------------------------------------------------------------------
 
-    def link(self, queries: Sequence[str], top_k: int = 10, pool: int = POOL) -> list[list[Candidate]]:
+    def link(self, queries: Sequence[str], top_k: int = 10, pool: int = POOL,
+             kinds: TargetKinds | None = None) -> list[list[Candidate]]:  # fmt: skip
         """Per query, its ``top_k`` concepts, best first. A query of white space only gets none:
-        ranked, it got the corpus's arbitrary nearest concepts (`link` and bulk files refuse it)."""
+        ranked, it got the corpus's arbitrary nearest concepts (`link` and bulk files refuse it).
+        ``kinds``: what a scheme's decisions taught about the kind of concept it maps to; its
+        offsets move each concept's score (``melo_core.scheme_learning``)."""
         if isinstance(queries, str):  # would be linked character by character
             raise TypeError(f"link takes a list of queries, not one string: link([{queries!r}])")
         if top_k < 1 or pool < 1:
             raise ValueError(f"top_k and pool must be 1 or more, got {top_k} and {pool}")
         readable = [q for q in queries if q.strip()]
         if len(readable) < len(queries):
-            found = iter(self.link(readable, top_k, pool) if readable else [])
+            found = iter(self.link(readable, top_k, pool, kinds) if readable else [])
             return [next(found) if q.strip() else [] for q in queries]
         fused, offsets, exacts = self._fused(queries, pool)
-        return [self._concepts(*f, top_k, o, e) for f, o, e in zip(fused, offsets, exacts, strict=True)]
+        by_kind = self._kind_offsets(kinds)
+        return [self._concepts(*f, top_k, o, e, by_kind) for f, o, e in zip(fused, offsets, exacts, strict=True)]
+
+    def _kind_offsets(self, kinds: TargetKinds | None) -> np.ndarray | None:
+        """Per concept, what the kinds learnt add to its score; None before any decision."""
+        if kinds is None or not kinds.decisions:
+            return None
+        if self._concept_kind is None:
+            self._concept_kind = np.array([KINDS.index(target_kind(c)) for c in self.taxonomy.concepts])
+        offsets = kinds.offsets()
+        return np.array([offsets[kind] for kind in KINDS])[self._concept_kind]
 
     def fused(self, queries: Sequence[str], pool: int = POOL) -> list[tuple[np.ndarray, np.ndarray, list[_Pool]]]:
         """Per query: the candidate forms, their fused scores, and each component's pool."""
@@ -641,31 +683,41 @@ class Linker:
         concepts, inverse = np.unique(self.form_concept[forms], return_inverse=True)
         return self.description_weight * self._descriptions.scores(vector, concepts)[inverse]  # type: ignore[union-attr]
 
-    def _fused(self, queries: Sequence[str], pool: int) -> tuple[list[tuple[np.ndarray, np.ndarray, list[_Pool]]],
-                                                                list[np.ndarray | None], list[np.ndarray | None]]:  # fmt: skip
+    def _fused(self, queries: Sequence[str], pool: int, extra: Sequence[np.ndarray] | None = None,
+               ) -> tuple[list[tuple[np.ndarray, np.ndarray, list[_Pool]]], list[np.ndarray | None],
+                          list[np.ndarray | None]]:  # fmt: skip
         """``fused``; per query what the descriptions added to each candidate form (None: off), and
-        each component's scores of the candidates (None: one scorer, no fusion)."""
+        each component's scores of the candidates (None: one scorer, no fusion). ``extra``: per
+        query, forms made candidates beside the pools (``pair_scores``)."""
         if self.query_rules:
             queries = [normalise_query(q, self.query_rules, self.query_language) for q in queries]
-        per_component = [c.pools(queries, pool, self._mention_index, self.mention_weight) for c in self.components]
-        described = self._descriptions.query_vectors(queries) if self._descriptions is not None else None
+        # Each distinct query scored once: pair_scores repeats a term once per concept it scores.
+        distinct = {query: i for i, query in enumerate(dict.fromkeys(queries))}
+        per_component = [c.pools(list(distinct), pool, self._mention_index, self.mention_weight)
+                         for c in self.components]  # fmt: skip
+        described = self._descriptions.query_vectors(list(distinct)) if self._descriptions is not None else None
         out, offsets, exacts = [], [], []
-        for q in range(len(queries)):
-            pools = [pc[q] for pc in per_component]
+        for q, query in enumerate(queries):
+            pools = [pc[distinct[query]] for pc in per_component]
             exact = None
             if self.hybrid is None:
                 candidates, scores = pools[0].ids, pools[0].scores
+                if extra is not None:
+                    candidates = np.union1d(candidates, extra[q])
+                    scores = pools[0].exact(candidates)
             else:
                 pooled = np.zeros(len(self.texts), dtype=bool)  # a mask, not np.unique's sort, per query
                 for p in pools:
                     pooled[p.ids] = True
+                if extra is not None:
+                    pooled[extra[q]] = True
                 candidates = np.flatnonzero(pooled)
                 exact = np.stack([p.exact(candidates) for p in pools])
                 ranks = np.full(exact.shape, np.inf)
                 for c, p in enumerate(pools):
                     ranks[c, np.searchsorted(candidates, p.ids)] = np.arange(1, p.ids.size + 1)
                 scores = fuse(self.hybrid.method, self.hybrid.weights, exact, ranks)
-            added = None if described is None else self._description_offsets(described[q], candidates)
+            added = None if described is None else self._description_offsets(described[distinct[query]], candidates)
             if added is not None:  # the same for every form of a concept: it shifts the concept
                 scores = scores + added
             out.append((candidates, scores, pools))
@@ -677,6 +729,37 @@ class Linker:
         """Per query: (best form of each candidate concept, its concept score), best first."""
         return [self.rank_concepts(forms, scores) for forms, scores, _ in self.fused(queries, pool)]
 
+    @functools.cached_property
+    def _forms_of_concept(self) -> list[np.ndarray]:
+        """Each concept's forms (by taxonomy position), in form order."""
+        concepts = np.asarray(self.form_concept)
+        order = np.argsort(concepts, kind="stable")
+        bounds = np.searchsorted(concepts[order], np.arange(len(self.taxonomy.concepts) + 1))
+        return [order[bounds[i] : bounds[i + 1]] for i in range(len(self.taxonomy.concepts))]
+
+    def pair_scores(self, queries: Sequence[str], concept_uris: Sequence[str],
+                    pool: int = POOL) -> list[tuple[float, dict[str, float]]]:  # fmt: skip
+        """Per (query, concept) pair: the concept's score and each component's (its best form's), as
+        ``link`` would rank the concept were its forms among the pooled candidates: a concept outside
+        every pool gets a score too (graded similarity scores unrelated concepts: melo_core.graded).
+        Each pair is fused on its own, so one pair's forms never move another's normalisation."""
+        if len(queries) != len(concept_uris):
+            raise ValueError(f"{len(queries)} queries for {len(concept_uris)} concepts")
+        wanted = [self._forms_of_concept[self._concept_position[uri]] for uri in concept_uris]
+        missing = [uri for uri, forms in zip(concept_uris, wanted, strict=True) if not len(forms)]
+        if missing:
+            raise ValueError(f"concept {missing[0]} has no form in {', '.join(self.languages)}")
+        fused, _, exacts = self._fused(queries, pool, wanted)
+        out = []
+        for (forms, scores, _), mine, exact in zip(fused, wanted, exacts, strict=True):
+            best_forms, concept_scores = self.rank_concepts(forms, scores)
+            concept = self.form_concept[mine[0]]
+            at = int(np.flatnonzero(self.form_concept[best_forms] == concept)[0])
+            per_component = (exact if exact is not None else scores[None])[:, np.isin(forms, mine)]
+            components = {c.spec: float(per_component[i].max()) for i, c in enumerate(self.components)}
+            out.append((float(concept_scores[at]), components))
+        return out
+
     def rank_concepts(self, forms: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """One query's fused candidates (``fused``) as (best form of each concept, its concept
         score), best first: the aggregation and the mention prior as they stand now."""
@@ -684,8 +767,10 @@ class Linker:
         best = np.argsort(-aggregated, kind="stable")
         return forms[order][firsts][best], aggregated[best]
 
-    def _aggregate(self, forms: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(first position of each concept in ``order``, the order, each concept's score)."""
+    def _aggregate(self, forms: np.ndarray, scores: np.ndarray,
+                   by_kind: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+        """(first position of each concept in ``order``, the order, each concept's score);
+        ``by_kind``: per concept of the taxonomy, what its kind adds (``_kind_offsets``)."""
         concepts = self.form_concept[forms]
         order = np.lexsort((-scores, concepts))  # per concept, best form first
         scores = scores[order]
@@ -697,7 +782,8 @@ class Linker:
                 (scores - scores[np.repeat(firsts, np.diff(np.r_[firsts, len(scores)]))]) / SOFTMAX_TEMPERATURE
             )
             aggregated = scores[firsts] + SOFTMAX_TEMPERATURE * np.log(np.add.reduceat(shifted, firsts))
-        return firsts, order, aggregated + self._prior_of(concepts[order][firsts])
+        ranked = concepts[order][firsts]
+        return firsts, order, aggregated + self._prior_of(ranked) + (by_kind[ranked] if by_kind is not None else 0.0)
 
     def _prior_of(self, concepts: np.ndarray) -> np.ndarray:
         """What the mention prior adds to these concepts' scores (0 when off)."""
@@ -710,10 +796,12 @@ class Linker:
         return group.preferred_label(self.display_languages) if group else None
 
     def _concepts(self, forms: np.ndarray, scores: np.ndarray, pools: list[_Pool], top_k: int,
-                  added: np.ndarray | None = None, exact: np.ndarray | None = None) -> list[Candidate]:  # fmt: skip
+                  added: np.ndarray | None = None, exact: np.ndarray | None = None,
+                  by_kind: np.ndarray | None = None) -> list[Candidate]:  # fmt: skip
         """``added``: what the descriptions added to each of ``forms``; ``exact``: each component's
-        scores of ``forms`` (both from ``_fused``; None: off, or scored here)."""
-        firsts, order, aggregated = self._aggregate(forms, scores)
+        scores of ``forms`` (both from ``_fused``; None: off, or scored here); ``by_kind``: what
+        each concept's kind adds (``_kind_offsets``)."""
+        firsts, order, aggregated = self._aggregate(forms, scores, by_kind)
         best = np.argsort(-aggregated, kind="stable")[:top_k]
         sorted_forms = forms[order]
         priors = self._prior_of(self.form_concept[sorted_forms[firsts]])

@@ -1,18 +1,23 @@
-"""A simulated curator: does the linker learn from decisions?
+"""A simulated curator: does the linker learn from decisions, and what does a term cost?
 
-A national crosswalk is replayed in random order (fixed seed) through the linker, as a curator
-would work through the terms on the Link page: each term is linked (top ``depth`` concepts), the
-rank of its gold concept is recorded (inf when it is not in the top ``depth``), then the curator
-"accepts" the gold concept. The learning linker then adds the term as an alias of its concept
-(a known mention, ``Linker.add_mentions``) when the relation is an exact or narrow match (``ALIAS_RELATIONS``: a
-broader term's wording is wider than the concept); the static linker learns nothing.
+A national crosswalk is replayed in random order (fixed seed; or in a queue order of
+``melo_core.effort``) through the linker, as a curator would work through the terms on the Link
+page: each term is linked (top ``depth`` concepts), the rank of its gold concept is recorded (inf
+when it is not in the top ``depth``), then the curator "accepts" the gold concept. The learning
+linker learns as the Link page does from the store's decisions: the term becomes a known mention
+of its concept (``Linker.add_mentions``) when the relation is one of the pipeline's mention
+relations (a scorer spec: exact or narrow, ``ALIAS_RELATIONS``) and the term is not mostly the
+scheme's boilerplate (``scheme_learning.Boilerplate``); and every decision teaches the kind of
+concept the scheme maps to (``scheme_learning.TargetKinds``). The static linker learns nothing.
+Each rank costs the curator time (``effort.CostModel``): effort per 100 terms.
 
 Gold concepts follow the benchmark build (``builder.select_target``): one gold concept per term,
 the closest relation up to narrowMatch (closeMatch for Norway), ambiguous and vague terms left
 out, as are concepts missing from the taxonomy.
 
-Reported per linker: MRR and mean rank over the sequence (the rank at which the curator found
-the gold concept; ranks past ``depth`` count 0 in MRR and are counted apart from the mean rank),
+Reported per linker: MRR, acc@1, acc@10, effort per 100 terms and mean rank over the sequence
+(the rank at which the curator found the gold concept; ranks past ``depth`` count 0 in MRR and
+are counted apart from the mean rank),
 and the MRR of the not-yet-decided terms at checkpoints (after 0 %, 25 %, 50 %, 75 % of the
 decisions, evaluated without teaching). The static linker's ranks do not depend on the order,
 so both linkers share one Linker: the static ranks are taken before any decision is learned.
@@ -21,7 +26,6 @@ so both linkers share one Linker: the static ranks are taken before any decision
 from __future__ import annotations
 
 import math
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,9 +33,11 @@ from pathlib import Path
 
 from melo_core.builder import DEFAULT_LOOSEST_RELATION, LOOSEST_RELATION_BY_CROSSWALK, select_target
 from melo_core.crosswalk import ALIAS_RELATIONS, Crosswalk
+from melo_core.effort import COSTS, CostModel, margin, queue_order
 from melo_core.errors import MeloInputError
 from melo_core.linker import Linker
 from melo_core.pipeline import Pipeline, PipelineDefinition, crosswalk_mentions_of
+from melo_core.scheme_learning import Boilerplate, TargetKinds
 from melo_core.scorers.hybrid import POOL
 from melo_core.taxonomy import Taxonomy, reader_languages
 
@@ -67,12 +73,17 @@ class LinkerSummary:
     found: int
     not_found: int
     remaining_mrr: dict[float, float] = field(default_factory=dict)  # checkpoint -> MRR of undecided terms
+    acc_at_1: float = 0.0
+    acc_at_10: float = 0.0
+    effort_per_100: float = 0.0  # seconds per 100 terms (effort.CostModel)
 
     def line(self, depth: int = DEPTH) -> str:
         remaining = "  ".join(f"{share:.0%}: {value:.4f}" for share, value in self.remaining_mrr.items())
         return (
-            f"{self.linker:<9} MRR {self.mrr:.4f}  mean rank {self.mean_rank:.2f} over {self.found} found, "
-            f"{self.not_found} not in the top {depth}  |  MRR of the undecided terms after {remaining}"
+            f"{self.linker:<9} effort {self.effort_per_100:.0f} s/100 terms  MRR {self.mrr:.4f}  "
+            f"acc@1 {self.acc_at_1:.3f}  acc@10 {self.acc_at_10:.3f}  mean rank {self.mean_rank:.2f} over "
+            f"{self.found} found, {self.not_found} not in the top {depth}  |  MRR of the undecided terms after "
+            f"{remaining}"
         )
 
 
@@ -88,6 +99,7 @@ class Simulation:
     summaries: dict[str, LinkerSummary]
     load_seconds: float
     seconds: float  # linking and learning, after the linker is loaded
+    order: str = "random"
 
     @property
     def taught(self) -> int:
@@ -95,10 +107,11 @@ class Simulation:
 
     def header(self) -> str:
         skipped = ", ".join(f"{n} {why}" for why, n in self.skipped.items() if n) or "none"
+        order = f"random order (seed {self.seed})" if self.order == "random" else f"{self.order} order"
         return (
-            f"{self.crosswalk}: {len(self.steps)} terms in random order (seed {self.seed}; left out: {skipped}); "
+            f"{self.crosswalk}: {len(self.steps)} terms in {order} (left out: {skipped}); "
             f"scorer {self.scorer} over ESCO labels in {', '.join(self.languages)}; "
-            f"{self.taught} decisions taught as known mentions (exact/narrow matches); "
+            f"{self.taught} decisions taught as known mentions; "
             f"{self.seconds:.1f} s (+{self.load_seconds:.1f} s loading)"
         )
 
@@ -142,22 +155,31 @@ def _rank(candidates: Sequence, gold: str) -> float:
     return next((float(c.rank) for c in candidates if c.concept_uri == gold), math.inf)
 
 
+def _margin(candidates: Sequence) -> float:
+    return margin([c.score for c in candidates[:2]])
+
+
 def _mrr(ranks: Sequence[float]) -> float:
     return sum(1.0 / r for r in ranks) / len(ranks) if ranks else 0.0
 
 
-def _ranks(linker: Linker, terms: Sequence[GoldTerm], depth: int, on_progress: Callable[[int], None]) -> list[float]:  # fmt: skip
+def _ranks(linker: Linker, terms: Sequence[GoldTerm], depth: int, on_progress: Callable[[int], None],
+           kinds: TargetKinds | None = None, margins: list[float] | None = None) -> list[float]:  # fmt: skip
+    """The gold concepts' ranks; each term's ``margin`` appended to ``margins`` when given."""
     out: list[float] = []
     for begin in range(0, len(terms), BATCH):
         batch = terms[begin : begin + BATCH]
-        results = linker.link([t.title for t in batch], top_k=depth, pool=max(POOL, 5 * depth))
+        results = linker.link([t.title for t in batch], top_k=depth, pool=max(POOL, 5 * depth), kinds=kinds)
         out.extend(_rank(candidates, t.concept_uri) for candidates, t in zip(results, batch, strict=True))
+        if margins is not None:
+            margins.extend(_margin(candidates) for candidates in results)
         on_progress(len(batch))
     return out
 
 
-def _summary(name: str, ranks: list[float], remaining: dict[float, float]) -> LinkerSummary:
+def _summary(name: str, ranks: list[float], remaining: dict[float, float], costs: CostModel) -> LinkerSummary:
     found = [r for r in ranks if math.isfinite(r)]
+    share = (lambda hits: hits / len(ranks)) if ranks else (lambda hits: 0.0)
     return LinkerSummary(
         linker=name,
         terms=len(ranks),
@@ -166,6 +188,9 @@ def _summary(name: str, ranks: list[float], remaining: dict[float, float]) -> Li
         found=len(found),
         not_found=len(ranks) - len(found),
         remaining_mrr=remaining,
+        acc_at_1=share(sum(r <= 1 for r in ranks)),
+        acc_at_10=share(sum(r <= 10 for r in ranks)),
+        effort_per_100=costs.per_100(ranks),
     )
 
 
@@ -193,29 +218,33 @@ def simulate(
     on_status: Callable[[str], None] = lambda message: None,
     on_progress: Callable[[int, int], None] = lambda done, total: None,
     data_dir: str | Path | None = None,
+    order: str = "random",
+    learn_kinds: bool = True,
+    skip_boilerplate: bool = True,
+    costs: CostModel = COSTS,
 ) -> Simulation:
     """Replay the crosswalk through a learning and a static linker (see the module docstring).
     ``scorer``: a pipeline (its variant for the crosswalk's language; with ``data_dir``, the
     other countries' crosswalk titles are known mentions from the start) or a scorer spec.
-    ``limit``: only the first N terms of the shuffled order. ``on_progress(done, total)`` counts
-    linked terms."""
+    ``limit``: only the first N terms of the order. ``order``: ``random`` (``seed``), ``file``,
+    ``most-confident`` or ``least-confident`` first (by the static linker's margin between its
+    first two candidates). ``learn_kinds``/``skip_boilerplate``: what the learning linker learns
+    besides known mentions (off: mentions only, as before issue 89). ``on_progress(done,
+    total)`` counts linked terms."""
     terms, skipped = gold_terms(crosswalk, taxonomy)
     if not terms:
         raise MeloInputError(f"crosswalk {crosswalk.name!r} has no term with a single gold concept in the taxonomy")
     languages = simulation_languages(crosswalk, taxonomy, languages)
     alias_language = crosswalk.language or ""
-    order = list(range(len(terms)))
-    random.Random(seed).shuffle(order)
-    sequence = [terms[i] for i in order[: limit or None]]
-    n = len(sequence)
-    positions = checkpoint_positions(n, checkpoints)
-    # Static pass over all terms, the learning steps, and the learning checkpoints past 0 %.
-    total = 2 * n + sum(n - p for p in positions if p > 0)
+    by_confidence = order in ("most-confident", "least-confident")
+    queue_order(order, [])  # an unknown order fails before any work
+    count = len(terms) if not limit else min(limit, len(terms))
     done = 0
+    total = 0
 
-    def progress(count: int) -> None:
+    def progress(linked: int) -> None:
         nonlocal done
-        done += count
+        done += linked
         on_progress(done, total)
 
     start = time.perf_counter()
@@ -228,9 +257,11 @@ def simulate(
                     crosswalk_mentions_of(data_dir, scorer.mention_relations, crosswalk.country, cache_dir)
                 )
             linker = pipeline.linker(crosswalk.language)
+            teaching = tuple(scorer.mention_relations)  # what the Link page makes known mentions of
         else:
             linker = Linker(taxonomy, scorer, languages, index_kind=index_kind, cache_dir=cache_dir,
                             on_status=on_status, query_language=crosswalk.language)  # fmt: skip
+            teaching = ALIAS_RELATIONS
     except ValueError as exc:
         raise MeloInputError(str(exc)) from None
     known_before = len(linker.mentions)
@@ -238,7 +269,24 @@ def simulate(
     load_seconds = time.perf_counter() - start
     start = time.perf_counter()
 
-    static_ranks = _ranks(linker, sequence, depth, progress)  # before any alias: the static linker
+    # The static pass (before any decision): over every term when the order needs its confidence.
+    margins: list[float] = []
+    if by_confidence:
+        total = len(terms) + count
+        ranks_of_all = _ranks(linker, terms, depth, progress, margins=margins)
+        positions_in_order = queue_order(order, margins, seed)[:count]
+        static_ranks = [ranks_of_all[i] for i in positions_in_order]
+        sequence = [terms[i] for i in positions_in_order]
+    else:
+        sequence = [terms[i] for i in queue_order(order, [0.0] * len(terms), seed)[:count]]
+    n = len(sequence)
+    positions = checkpoint_positions(n, checkpoints)
+    # Static pass, the learning steps, and the learning checkpoints past 0 %.
+    total = (len(terms) if by_confidence else n) + n + sum(n - p for p in positions if p > 0)
+    if not by_confidence:
+        static_ranks = _ranks(linker, sequence, depth, progress)
+    boilerplate = Boilerplate.of([t.title for t in crosswalk.terms if t.title]) if skip_boilerplate else None
+    kinds = TargetKinds() if learn_kinds else None
     learning_ranks: list[float] = []
     remaining: dict[str, dict[float, float]] = {"learning": {}, "static": {}}
     steps = []
@@ -246,25 +294,28 @@ def simulate(
         if i in positions:
             share = positions[i]
             remaining["static"][share] = _mrr(static_ranks[i:])
-            # With no alias yet the learning linker is the static one: nothing to recompute.
-            learned = len(linker.mentions) > known_before
-            undecided = _ranks(linker, sequence[i:], depth, progress) if learned else static_ranks[i:]
+            # With nothing learnt yet the learning linker is the static one: nothing to recompute.
+            learned = len(linker.mentions) > known_before or (kinds is not None and kinds.decisions > 0)
+            undecided = _ranks(linker, sequence[i:], depth, progress, kinds) if learned else static_ranks[i:]
             remaining["learning"][share] = _mrr(undecided)
-        [candidates] = linker.link([term.title], top_k=depth, pool=max(POOL, 5 * depth))
+        [candidates] = linker.link([term.title], top_k=depth, pool=max(POOL, 5 * depth), kinds=kinds)
         learning_ranks.append(_rank(candidates, term.concept_uri))
         progress(1)
-        taught = term.relation in ALIAS_RELATIONS
-        if taught:  # the curator accepted the gold concept: the term becomes a known mention of it
+        # The curator accepted the gold concept: the term becomes a known mention of it, unless it
+        # is mostly the scheme's boilerplate; the decision teaches the kind of concept either way.
+        taught = term.relation in teaching and (boilerplate is None or boilerplate.teaches_mention(term.title))
+        if taught:
             linker.add_mentions([(term.title, term.concept_uri, alias_language)])
+        if kinds is not None:
+            kinds.observe(taxonomy.by_uri[term.concept_uri], term.relation)
         steps.append(Step(i, term, static_ranks[i], learning_ranks[-1], taught))
     seconds = time.perf_counter() - start
     summaries = {
-        "learning": _summary("learning", learning_ranks, remaining["learning"]),
-        "static": _summary("static", static_ranks, remaining["static"]),
+        "learning": _summary("learning", learning_ranks, remaining["learning"], costs),
+        "static": _summary("static", static_ranks, remaining["static"], costs),
     }
-    return Simulation(
-        crosswalk.name, scorer_name, languages, seed, depth, skipped, steps, summaries, load_seconds, seconds
-    )
+    return Simulation(crosswalk.name, scorer_name, languages, seed, depth, skipped, steps, summaries, load_seconds,
+                      seconds, order)  # fmt: skip
 
 
 def step_rows(simulation: Simulation) -> list[dict[str, object]]:
