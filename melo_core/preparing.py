@@ -155,9 +155,9 @@ class MeasuredPace:
 
     def record(self, stage: str, estimate: float, seconds: float, units: int = 0, unit: str = "") -> None:
         """A finished stage: ``seconds`` it took against the reference ``estimate``; with ``units``
-        (texts embedded, steps trained) its rate too, for a reader. Short stages say little and
-        are not kept."""
-        if estimate <= 0 or seconds < MIN_MEASURED_SECONDS:
+        (texts embedded, steps trained) its rate too, for a reader. Short stages say little (a
+        model's loading outweighs 40 texts) and are not kept."""
+        if estimate <= 0 or min(estimate, seconds) < MIN_MEASURED_SECONDS:
             return
         measured = self.read()
         pace = min(10.0, max(0.1, seconds / estimate))
