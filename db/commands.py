@@ -8,7 +8,7 @@
   overwrite melo-union from elsewhere needs ``--replace``.
 - ``import-terms --scheme NAME --csv FILE | --crosswalk CODE|FILE.json [--with-decisions] |
   --skos-csv FILE``.
-- ``export --scheme NAME --format skos-csv|sssom|turtle --out FILE|- [--negatives] [--suggestions]
+- ``export --scheme NAME --format skos-csv|sssom|turtle|… --out FILE|- [--negatives] [--suggestions]
   [--confirmed-only] [--undecided] [--validate] [--no-formula-guard]``.
 - ``migrate --scheme NAME --to VERSION [--name esco] [--dry-run] [--review-out FILE]``: re-target a
   scheme's crosswalk to another imported taxonomy version; a report counts carried-over,
@@ -19,6 +19,9 @@
   list``: the accounts of a shared app.
 - ``import-results --data DIR``: the published baselines of ``results/`` as read-only evaluation
   runs (``eval --store`` stores runs of ours).
+- ``propose --scheme NAME [--precision 0.95] [--pipeline P]``: machine proposals for the scheme's
+  undecided terms whose first candidate's calibrated probability clears the threshold of that
+  precision on other countries (``db.proposals``); the Crosswalk page confirms or rejects them.
 
 The store is ``--db URL``, else ``MELO_DB_URL``, else ``melo.db`` in the project root. Files are
 checked completely before the store is opened: a bad file exits with code 2 and writes nothing.
@@ -119,6 +122,21 @@ def cmd_import_terms(args: argparse.Namespace) -> int:
 def _store_command_inputs(url: str | None) -> list[tuple[str, str | Path | None]]:
     """What an output of a store command must not replace: the store's file (SQLite) and the data folder."""
     return [*store_inputs(url or config.database_url()), ("the data folder", config.data_dir())]
+
+
+class ExportFormatNames:
+    """``export --format`` choices: the names in ``db.exports.EXPORT_FORMATS``, read when the command
+    checks or prints them, so a command other than ``export`` does not import the exports (SQLAlchemy)."""
+
+    def __contains__(self, name: object) -> bool:
+        from db.exports import EXPORT_FORMATS
+
+        return name in EXPORT_FORMATS
+
+    def __iter__(self) -> Iterator[str]:
+        from db.exports import EXPORT_FORMATS
+
+        return iter(list(EXPORT_FORMATS))
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -271,6 +289,29 @@ def cmd_import_results(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_propose(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from db.proposals import pipeline_link, propose, scheme_calibrator
+    from db.store import Store
+    from melo_core.version import code_version
+
+    say = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
+    with Store(args.db) as store:
+        if store.scheme(args.scheme) is None:
+            raise store.unknown_scheme(args.scheme)
+        if not 0.0 < args.precision < 1.0:
+            raise MeloInputError(f"--precision must lie between 0 and 1, got {args.precision}")
+        name, link = pipeline_link(store, args.scheme, args.pipeline, args.data, say)
+        calibrator = scheme_calibrator(name, args.scheme)
+        todo = store.queue_counts(args.scheme)["todo"]
+        with tqdm(total=todo, unit="term", desc="linking", disable=args.quiet, file=sys.stderr) as bar:
+            report = propose(store, args.scheme, args.precision, link, calibrator, pipeline=name,
+                             tool_version=code_version(), on_progress=lambda n: bar.update(n - bar.n))  # fmt: skip
+        print(report.summary())
+    return 0
+
+
 def add_commands(commands: argparse._SubParsersAction) -> None:
     data_help = f"data folder in the official MELO layout (default: $MELO_DATA or ./data; now {config.data_dir()})"
 
@@ -348,8 +389,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     ex.add_argument(
         "--format",
         required=True,
-        choices=("skos-csv", "sssom", "turtle"),
-        help="output format: our SKOS CSV, SSSOM TSV, or SKOS as RDF Turtle with SSSOM provenance",
+        choices=ExportFormatNames(),
+        metavar="FORMAT",  # argparse would read the choices (and import the exports) to build the parser
+        help="output format: %(choices)s",
     )
     ex.add_argument("--out", required=True, help="output file, or - for standard output")
     ex.add_argument("--negatives", action="store_true", help="include rejections (SSSOM: predicate_modifier Not)")
@@ -449,6 +491,23 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     ir.add_argument("--db", help=DB_HELP)
     ir.add_argument("--create", action="store_true", help=CREATE_HELP)
     ir.set_defaults(func=cmd_import_results)
+
+    pr = commands.add_parser(
+        "propose",
+        help="propose mappings for a scheme's undecided terms at a stated precision, for review",
+        description="Link every undecided term of the scheme; where the first candidate's calibrated "
+        "probability clears the threshold at which first candidates reached --precision on other countries' "
+        "crosswalks, record it as a machine proposal (tool, version, pipeline, probability). Proposals are no "
+        "decisions: a person confirms them (each becomes her decision) or rejects them on the Crosswalk page. "
+        "Proposing again adds nothing; a rejected proposal does not come back.",
+    )
+    pr.add_argument("--scheme", required=True, help="source scheme name")
+    pr.add_argument("--precision", type=float, default=0.95, help="target precision (default: 0.95)")
+    pr.add_argument("--pipeline", help="pipeline (default: best when it can serve, else its fallback)")
+    pr.add_argument("--data", default=config.data_dir(), help=data_help)
+    pr.add_argument("--db", help=DB_HELP)
+    pr.add_argument("--quiet", action="store_true", help="no progress bar")
+    pr.set_defaults(func=cmd_propose)
 
 
 @contextmanager

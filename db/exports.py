@@ -16,8 +16,9 @@ standardised crosswalk JSON.
   Provenance per row: ``author_id`` / ``author_label`` (curator), ``mapping_date``,
   ``object_source_version`` (the ESCO release, ``esco_release``), the review (``reviewer_id`` /
   ``reviewer_label``, ``review_date``, ``reviewer_agreement`` 1 confirmed, -1 rejected) and
-  ``comment`` (``remarks``); with ``suggestions`` machine mappings with ``mapping_tool`` and
-  ``confidence``. Free-text cells a spreadsheet would evaluate are prefixed with ``'``
+  ``comment`` (``remarks``); with ``suggestions`` machine mappings with ``mapping_tool``.
+  ``confidence`` is the calibrated probability of acceptance stored with a suggestion or decision
+  (``melo_core.calibration``), the raw score is ``similarity_score``. Free-text cells a spreadsheet would evaluate are prefixed with ``'``
   (``formula_guard``); ids are always CURIEs of the curie map (an IRI that cannot be written as one
   is refused, naming the row). ``validate_sssom`` runs the ``sssom`` package's parser and
   validator, and checks that every id is such a CURIE (``sssom`` skips any value that is not one).
@@ -42,6 +43,7 @@ import logging
 import re
 import warnings
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -182,6 +184,9 @@ def _handovers(store: Store, decisions: list[Decision]) -> dict[int, Handover]:
     for d in decisions:
         review = reviews.get(d.id)
         remarks = [_one_line(d.comment)] if d.comment.strip() else []
+        if d.proposed_by:  # a confirmed machine proposal: who proposed it, and how sure it was
+            sure = f", probability {d.confidence:.2f}" if d.confidence is not None else ""
+            remarks.insert(0, _one_line(f"proposed by {d.proposed_by}{sure}"))
         if review is not None and review.comment.strip():
             remarks.append(_one_line(f"{review.reviewer} ({review.verdict}): {review.comment}"))
         found[d.id] = Handover(
@@ -333,6 +338,8 @@ class Mapping:
     original_date: datetime | None = None
     handover: Handover = Handover()  # review status, reviewer and remarks (a decision's)
     subject_code: str = ""  # the term's code in its scheme (``scheme_codes``)
+    confidence: float | None = None  # calibrated probability of acceptance (SSSOM confidence); None: none
+    proposed_by: str | None = None  # a confirmed machine proposal: the tool that proposed it (its mapping_tool)
 
 
 def _components(scorer: str) -> list[str]:
@@ -372,7 +379,7 @@ def mappings(store: Store, scheme: str, negatives: bool = False, suggestions: bo
     (curated: ``semapv:ManualMappingCuration``, with the curator, the date and the ESCO version
     decided against); with ``suggestions`` also each scorer's best stored suggestion for a term when
     nobody decided on that pair (``skos:closeMatch``, justified by the kind of scorer, the scorer as
-    ``mapping_tool`` and its score as confidence). ``confirmed_only``: only decisions a reviewer
+    ``mapping_tool``). ``confirmed_only``: only decisions a reviewer
     confirmed (and no suggestion)."""
     decisions = _current(store, scheme, negatives, confirmed_only)
     handovers = _handovers(store, decisions)
@@ -400,6 +407,9 @@ def mappings(store: Store, scheme: str, negatives: bool = False, suggestions: bo
             original_date=d.original_date,
             handover=handovers[d.id],
             subject_code=codes.get(d.term_id, d.term_code),
+            # the candidate's calibrated probability when decided (a confirmed proposal's too)
+            confidence=d.confidence,
+            proposed_by=d.proposed_by,
         )
         for d in decisions
     ]
@@ -433,6 +443,7 @@ def mappings(store: Store, scheme: str, negatives: bool = False, suggestions: bo
                 mapping_tool=s.scorer,
                 comment="",
                 subject_code=codes[s.term_id],
+                confidence=s.confidence,
             )
         )
     out.sort(key=lambda m: (order.get(m.term_id, -1), m.mapping_tool is not None, m.object_uri, m.scorer or ""))
@@ -496,7 +507,6 @@ def _sssom(
     curies = _Curies(scheme)
     records: list[dict[str, str]] = []
     for row, m in enumerate(found, start=1):
-        machine = m.mapping_tool is not None
         score = _unit(m.score)
         reviewer, reviewed = m.handover.reviewer, m.handover.reviewed_at
         subject_id = curies.compact(m.subject_uri, subject=True)
@@ -524,8 +534,9 @@ def _sssom(
                 "review_date": reviewed.date().isoformat() if reviewed else "",
                 "reviewer_agreement": AGREEMENT_OF_VERDICT.get(m.handover.status, ""),
                 "object_source_version": m.esco_version or "",
-                "mapping_tool": m.mapping_tool or "",
-                "confidence": score if machine else "",
+                "mapping_tool": m.mapping_tool or m.proposed_by or "",
+                # the calibrated probability; a raw score is no confidence (it stays in similarity_score)
+                "confidence": _unit(m.confidence),
                 "similarity_score": score,
                 "similarity_measure": m.scorer or "",
                 "comment": _comment(m),
@@ -543,8 +554,8 @@ def _sssom(
         "reviewer_label": any(r["reviewer_id"] for r in records),
         "review_date": any(r["reviewer_id"] for r in records),
         "reviewer_agreement": any(r["reviewer_id"] for r in records),
-        "mapping_tool": suggestions,
-        "confidence": suggestions,
+        "mapping_tool": suggestions or any(r["mapping_tool"] for r in records),
+        "confidence": any(r["confidence"] for r in records),
         "other": any(r["other"] for r in records),
     }
     columns = [c for c in SSSOM_COLUMNS if optional.get(c, True)]
@@ -651,8 +662,8 @@ def _turtle(
     ``sssom:object_source_version`` the ESCO release, ``sssom:reviewer_id`` / ``reviewer_label`` /
     ``review_date`` / ``reviewer_agreement`` the latest review, ``review_status=`` in ``sssom:other``,
     ``rdfs:comment`` each remark, ``sssom:mapping_justification`` a SEMAPV term, ``sssom:mapping_tool``
-    and ``sssom:confidence`` for machine suggestions), linked from the ``sssom:MappingSet`` by
-    ``sssom:mappings``. A term's ``skos:notation`` is its code in the scheme (``scheme_codes``). Rejections (``negatives``) and machine suggestions get no plain triple."""
+    for machine suggestions, ``sssom:confidence`` the calibrated probability), linked from the
+    ``sssom:MappingSet`` by ``sssom:mappings``. A term's ``skos:notation`` is its code in the scheme (``scheme_codes``). Rejections (``negatives``) and machine suggestions get no plain triple."""
     from rdflib import BNode, Graph, Literal, Namespace, URIRef
     from rdflib.namespace import DCTERMS, OWL, RDF, RDFS, SKOS, XSD
 
@@ -734,10 +745,10 @@ def _turtle(
             graph.add((node, sssom.similarity_measure, Literal(m.scorer)))
         if score:
             graph.add((node, sssom.similarity_score, Literal(float(score), datatype=XSD.double)))
-        if m.mapping_tool:
-            graph.add((node, sssom.mapping_tool, Literal(m.mapping_tool)))
-            if score:
-                graph.add((node, sssom.confidence, Literal(float(score), datatype=XSD.double)))
+        if m.mapping_tool or m.proposed_by:
+            graph.add((node, sssom.mapping_tool, Literal(m.mapping_tool or m.proposed_by)))
+        if _unit(m.confidence):
+            graph.add((node, sssom.confidence, Literal(float(_unit(m.confidence)), datatype=XSD.double)))
         for remark in m.handover.remarks if m.handover.status else (m.comment,) if m.comment else ():
             graph.add((node, RDFS.comment, Literal(remark)))
         # A decision's review status (proposed, or the latest review's verdict), and what an
@@ -759,7 +770,136 @@ def validate_turtle(text: str) -> list[str]:
     return []
 
 
-FORMATS = ("skos-csv", "sssom", "turtle")
+@dataclass(frozen=True)
+class ExportOptions:
+    """What an export writes, besides the scheme. A format reads the options it names in
+    ``ExportFormat.takes``; ``export`` refuses the others when they differ from these defaults."""
+
+    negatives: bool = False
+    confirmed_only: bool = False
+    license: str = DEFAULT_LICENSE
+    mapping_set_id: str | None = None
+    suggestions: bool = False
+    formula_guard: bool = True
+    undecided: bool = False
+
+
+# The options a format may take (ExportFormat.takes), with their command-line flag for refusals.
+OPTION_FLAGS = {
+    "license": "--license",
+    "mapping_set_id": "--mapping-set-id",
+    "suggestions": "--suggestions",
+    "formula_guard": "--no-formula-guard",
+    "undecided": "--undecided",
+    "validate": "--validate",
+}
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    """One export format: ``write(store, scheme, options)`` returns the file's text and its number
+    of mappings. The CLI's ``export --format`` and the Crosswalk page's downloads list the entries
+    of ``EXPORT_FORMATS``; a new format is a writer plus one entry there."""
+
+    name: str  # export --format NAME
+    label: str  # the Crosswalk page's download button
+    write: Callable[[Store, str, ExportOptions], tuple[str, int]]
+    extension: str  # file name: <scheme>.<extension>
+    media_type: str
+    takes: frozenset[str] = frozenset()  # keys of OPTION_FLAGS
+    validate: Callable[[str], list[str]] | None = None  # problems of a written text, for --validate
+    on_request: bool = False  # the page writes it only once asked (slow for a large crosswalk)
+
+
+def _write_skos_csv(store: Store, scheme: str, options: ExportOptions) -> tuple[str, int]:
+    return _skos_csv(store, scheme, options.negatives, options.confirmed_only, options.formula_guard, options.undecided)
+
+
+def _write_sssom(store: Store, scheme: str, options: ExportOptions) -> tuple[str, int]:
+    return _sssom(store, scheme, options.negatives, options.license, options.mapping_set_id, options.suggestions,
+                  options.confirmed_only, options.formula_guard)  # fmt: skip
+
+
+def _write_turtle(store: Store, scheme: str, options: ExportOptions) -> tuple[str, int]:
+    return _turtle(store, scheme, options.negatives, options.license, options.mapping_set_id, options.suggestions,
+                   options.confirmed_only)  # fmt: skip
+
+
+EXPORT_FORMATS: dict[str, ExportFormat] = {}  # in the order the CLI and the page list them
+
+
+def register_export_format(entry: ExportFormat) -> ExportFormat:
+    EXPORT_FORMATS[entry.name] = entry
+    return entry
+
+
+register_export_format(
+    ExportFormat(
+        name="skos-csv",
+        label="SKOS CSV",
+        write=_write_skos_csv,
+        extension="csv",
+        media_type="text/csv",
+        takes=frozenset({"formula_guard", "undecided"}),
+    )
+)
+register_export_format(
+    ExportFormat(
+        name="sssom",
+        label="SSSOM TSV",
+        write=_write_sssom,
+        extension="sssom.tsv",
+        media_type="text/tab-separated-values",
+        takes=frozenset({"license", "mapping_set_id", "suggestions", "formula_guard", "validate"}),
+        validate=lambda text: validate_sssom(text),  # looked up when called: a test may replace it
+    )
+)
+register_export_format(
+    ExportFormat(
+        name="turtle",
+        label="SKOS Turtle",
+        write=_write_turtle,
+        extension="ttl",
+        media_type="text/turtle",
+        takes=frozenset({"license", "mapping_set_id", "suggestions", "validate"}),
+        validate=lambda text: validate_turtle(text),  # looked up when called: a test may replace it
+        on_request=True,  # rdflib: 5 of the 6 s the three files of 7,551 decisions take
+    )
+)
+
+
+def _refuse_options(fmt: ExportFormat, options: ExportOptions, validate: bool) -> None:
+    """Refuse an option the format does not take, naming the formats that do."""
+    given = {name for name, value in vars(options).items() if value != getattr(ExportOptions(), name)}
+    given |= {"validate"} if validate else set()
+    for name in OPTION_FLAGS:
+        if name in given and name not in fmt.takes:
+            takers = " or ".join(f.name for f in EXPORT_FORMATS.values() if name in f.takes)
+            raise MeloInputError(f"{OPTION_FLAGS[name]} goes with --format {takers}, not {fmt.name}")
+
+
+def export_text(store: Store, scheme: str, fmt: str, options: ExportOptions = ExportOptions(),
+                validate: bool = False) -> tuple[str, int]:  # fmt: skip
+    """The scheme's crosswalk as the text of format ``fmt`` and its number of mappings; an option
+    the format does not take, a bad IRI or (``validate``) a text its validator finds wrong is a
+    ``MeloInputError``."""
+    entry = EXPORT_FORMATS.get(fmt)
+    if entry is None:
+        raise MeloInputError(f"unknown export format {fmt!r} ({', '.join(EXPORT_FORMATS)})")
+    _refuse_options(entry, options, validate)
+    if options.suggestions and options.confirmed_only:
+        raise MeloInputError("--suggestions and --confirmed-only exclude each other (suggestions are not reviewed)")
+    if "mapping_set_id" in entry.takes and options.mapping_set_id is not None:
+        check_iri(options.mapping_set_id, "--mapping-set-id")
+    if "license" in entry.takes:
+        check_iri(options.license, "--license")
+    content, rows = entry.write(store, scheme, options)
+    if validate and entry.validate is not None:
+        problems = entry.validate(content)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise MeloInputError(f"the {fmt} export of scheme {scheme!r} is not valid: {problems[0]}{more}")
+    return content, rows
 
 
 def export(
@@ -776,41 +916,15 @@ def export(
     formula_guard: bool = True,
     undecided: bool = False,
 ) -> int:
-    """Write the scheme's crosswalk in ``fmt`` (skos-csv, sssom or turtle) to ``out`` (``-``:
+    """Write the scheme's crosswalk in ``fmt`` (a name of ``EXPORT_FORMATS``) to ``out`` (``-``:
     stdout); returns the number of rows (mappings). ``suggestions`` adds the machine suggestions
     nobody decided on (sssom, turtle). ``validate`` checks the output before writing it (sssom: the
     ``sssom`` package's validator; turtle: read back by rdflib) and writes nothing when it fails.
     ``confirmed_only``: only decisions a reviewer confirmed. ``formula_guard=False`` writes cells
     a spreadsheet would run as they are (skos-csv, sssom). ``undecided`` (skos-csv): also each term
     without a mapping in the file, once with empty relation columns (the whole scheme)."""
-    if fmt not in FORMATS:
-        raise MeloInputError(f"unknown export format {fmt!r} ({', '.join(FORMATS)})")
-    if suggestions and fmt == "skos-csv":
-        raise MeloInputError("--suggestions goes with --format sssom or turtle (SKOS CSV carries decisions only)")
-    if suggestions and confirmed_only:
-        raise MeloInputError("--suggestions and --confirmed-only exclude each other (suggestions are not reviewed)")
-    if undecided and fmt != "skos-csv":
-        raise MeloInputError("--undecided goes with --format skos-csv (SSSOM and Turtle hold mappings only)")
-    if validate and fmt == "skos-csv":
-        raise MeloInputError("--validate checks --format sssom or turtle")
-    if not formula_guard and fmt == "turtle":
-        raise MeloInputError("--no-formula-guard goes with --format skos-csv or sssom (Turtle has no cells to guard)")
-    if fmt != "skos-csv":
-        if mapping_set_id is not None:
-            check_iri(mapping_set_id, "--mapping-set-id")
-        check_iri(license, "--license")
-    if fmt == "skos-csv":
-        content, rows = _skos_csv(store, scheme, negatives, confirmed_only, formula_guard, undecided)
-    elif fmt == "sssom":
-        content, rows = _sssom(store, scheme, negatives, license, mapping_set_id, suggestions, confirmed_only,
-                               formula_guard)  # fmt: skip
-    else:
-        content, rows = _turtle(store, scheme, negatives, license, mapping_set_id, suggestions, confirmed_only)
-    if validate:
-        problems = validate_sssom(content) if fmt == "sssom" else validate_turtle(content)
-        if problems:
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise MeloInputError(f"the {fmt} export of scheme {scheme!r} is not valid: {problems[0]}{more}")
+    options = ExportOptions(negatives, confirmed_only, license, mapping_set_id, suggestions, formula_guard, undecided)
+    content, rows = export_text(store, scheme, fmt, options, validate)
     with open_output(out) as handle:
         handle.write(content)
     return rows

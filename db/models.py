@@ -31,10 +31,11 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, InstrumentedAttribute, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
+from melo_core.crosswalk import SKOS_RELATIONS
 from melo_core.text_limits import MAX_CODE, MAX_LABEL, check_text
 
-# Outcomes a curator can record. The SKOS mapping relations, closest first.
-MATCH_OUTCOMES = ("exactMatch", "narrowMatch", "broadMatch", "closeMatch", "relatedMatch")
+# Outcomes a curator can record: the SKOS mapping relations, closest first (melo_core.crosswalk).
+MATCH_OUTCOMES = SKOS_RELATIONS
 REJECTED = "rejected"
 UNSURE = "unsure"
 # Written only by undo, when the state to restore is "never decided".
@@ -52,6 +53,8 @@ RUN_MODES = ("trec", "exact")  # melo_core.evaluation.MODES
 # Accounts of a shared app: curators decide; reviewers decide and confirm or reject others' decisions.
 ROLES = ("curator", "reviewer")
 VERDICTS = ("confirmed", "rejected")
+# A machine proposal: open until a person confirms or rejects it.
+PROPOSAL_STATUSES = ("open", "confirmed", "rejected")
 
 # Stable constraint names, so later migrations (and SQLite batch mode) can refer to them.
 NAMING_CONVENTION = {
@@ -254,6 +257,8 @@ class SuggestionRow(Base):
     score: Mapped[float] = mapped_column(Float)
     rank: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Calibrated probability that a curator accepts it (melo_core.calibration); None: no calibrator.
+    confidence: Mapped[float | None] = mapped_column(Float)
 
 
 class DecisionRow(Base):
@@ -278,6 +283,7 @@ class DecisionRow(Base):
     scorer: Mapped[str | None] = mapped_column(String(200))
     score: Mapped[float | None] = mapped_column(Float)
     rank: Mapped[int | None] = mapped_column(Integer)
+    confidence: Mapped[float | None] = mapped_column(Float)  # the candidate's calibrated probability then
     concept_label: Mapped[str | None] = mapped_column(LabelText("decisions.concept_label"))
     # Set on a decision written by undo: the decision it took back.
     undoes_id: Mapped[int | None] = mapped_column(ForeignKey("decisions.id"))
@@ -290,6 +296,42 @@ class DecisionRow(Base):
     imported_by: Mapped[str | None] = mapped_column(String(200))
     original_author: Mapped[str | None] = mapped_column(String(200))
     original_date: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Set on a decision that confirms a machine proposal (``ProposalRow``): the tool, version and
+    # pipeline that proposed it (its probability then is ``confidence``).
+    proposed_by: Mapped[str | None] = mapped_column(String(200))
+
+
+class ProposalRow(Base):
+    """A machine proposal: a term's first candidate whose calibrated probability cleared the
+    threshold of a stated precision (``db.proposals``). Open until a person confirms it (it becomes
+    a decision, ``decision_id``, signed by her) or rejects it; one per (term, concept) pair ever, so
+    proposing again adds nothing and a rejected pair never comes back."""
+
+    __tablename__ = "proposals"
+    __table_args__ = (
+        UniqueConstraint("term_id", "concept_uri"),
+        CheckConstraint(_one_of("relation", MATCH_OUTCOMES), name="relation"),
+        CheckConstraint(_one_of("status", PROPOSAL_STATUSES), name="status"),
+        Index("ix_proposals_status", "status", "term_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    term_id: Mapped[int] = mapped_column(ForeignKey("source_terms.id"))
+    concept_uri: Mapped[str] = mapped_column(String(500))
+    concept_label: Mapped[str | None] = mapped_column(LabelText("proposals.concept_label"))
+    relation: Mapped[str] = mapped_column(String(20))
+    tool: Mapped[str] = mapped_column(String(200))
+    tool_version: Mapped[str] = mapped_column(String(200))
+    pipeline: Mapped[str] = mapped_column(String(200))
+    score: Mapped[float] = mapped_column(Float)  # the pipeline's raw fused score
+    confidence: Mapped[float] = mapped_column(Float)  # calibrated probability of acceptance
+    target_precision: Mapped[float] = mapped_column(Float)
+    threshold: Mapped[float] = mapped_column(Float)
+    status: Mapped[str] = mapped_column(String(20), default="open")
+    proposed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    resolved_by: Mapped[str | None] = mapped_column(String(200))
+    resolved_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    decision_id: Mapped[int | None] = mapped_column(ForeignKey("decisions.id"))
 
 
 class SchemeMigrationRow(Base):

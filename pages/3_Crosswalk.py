@@ -5,13 +5,12 @@ and download SKOS CSV, SSSOM or SKOS Turtle (everything, or only confirmed mappi
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime, time, timedelta
 
 import pandas as pd
 import streamlit as st
 
-from db.exports import exported_count, skos_csv_text, sssom_text, turtle_text
+from db.exports import EXPORT_FORMATS, ExportOptions, export_text, exported_count
 from db.models import MATCH_OUTCOMES, REJECTED, UNSURE
 from db.store import (
     REVIEW_FILTERS,
@@ -27,6 +26,7 @@ from melo_core.errors import MeloInputError
 from ui import auth
 from ui import common as ui
 from ui.navigation import app_navigation, keep_choice, restore_choice
+from ui.proposals import PAGE_PRECISION, run_propose
 from ui.safe import md_text
 
 app_navigation()
@@ -347,6 +347,81 @@ with st.container(key="cw_review"):  # one block: the review queue (docs/review-
                         st.session_state["cw_refused"] = BUSY.format(what="the comment was not added")
                     st.rerun()
 
+# -- machine proposals (db.proposals) -----------------------------------------------------------
+PROPOSALS_SAID = "cw_proposals_said"  # what the last proposal action said, shown beside its buttons
+
+
+def resolve_proposals(proposal_ids: list[int], verdict: str) -> None:
+    """The proposal buttons' action: confirmed, each proposal becomes a decision signed by whoever
+    pressed the button; rejected, it is never proposed again."""
+    try:
+        done = store.resolve_proposals(proposal_ids, curator, verdict)
+    except StoreBusy:
+        said = ("error", BUSY.format(what="nothing was changed"))
+    except AccessError as exc:
+        said = ("error", f"Nothing changed: {auth.refused(exc)}")
+    except (ValueError, KeyError) as exc:
+        said = ("error", f"Nothing changed: {exc.args[0] if exc.args else exc}")
+    else:
+        after = " They are your decisions now." if verdict == "confirmed" else " They will not be proposed again."
+        said = ("success", f"{verdict.capitalize()} {len(done)} proposal(s).{after}")
+        st.session_state["cw_proposal_table"] = {"selection": {"rows": []}}
+    st.session_state[PROPOSALS_SAID] = said
+
+
+def propose_now(scheme: str) -> None:
+    with st.spinner("Linking the undecided terms…"):
+        worked, said = run_propose(store.url, scheme)
+    st.session_state[PROPOSALS_SAID] = ("success" if worked else "error", said)
+
+
+with st.container(key="cw_proposals"):
+    st.subheader("Machine proposals")
+    st.caption(
+        f"Propose at {PAGE_PRECISION:.0%} links every undecided term and proposes its first candidate where the "
+        f"calibrated probability reaches the threshold at which first candidates were right {PAGE_PRECISION:.0%} "
+        "of the time in other countries' crosswalks (`python -m melo_core propose` does the same). A proposal "
+        "is no decision: confirmed, it becomes yours; rejected, it does not come back. Keys: Y confirms, N "
+        "rejects the selected proposals, or all shown when none is selected."
+    )
+    open_proposals = store.proposals(scheme_name)
+    proposal_table = st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "term": p.term_label,
+                    "relation": p.relation,
+                    "concept": p.concept_label or p.concept_uri,
+                    "probability": f"{p.confidence:.0%}",
+                    "pipeline": p.pipeline,
+                    "proposed (UTC)": p.proposed_at.strftime("%Y-%m-%d %H:%M"),
+                    "code": p.term_code,
+                }
+                for p in open_proposals
+            ],
+            columns=["term", "relation", "concept", "probability", "pipeline", "proposed (UTC)", "code"],
+        ),
+        hide_index=True,
+        width="stretch",
+        on_select="rerun",
+        selection_mode="multi-row",
+        key="cw_proposal_table",
+    )
+    picked_rows = [r for r in proposal_table.selection.rows if r < len(open_proposals)]
+    chosen_proposals = [open_proposals[r] for r in picked_rows] if picked_rows else open_proposals
+    shown = len(chosen_proposals)
+    proposal_ids = [p.id for p in chosen_proposals]
+    propose_column, yes_column, no_column, proposals_said_column = st.columns([1, 1, 1, 2])
+    propose_column.button(f"Propose at {PAGE_PRECISION * 100:.0f} %", key="cw_propose", width="stretch",
+                          on_click=propose_now, args=(scheme_name,))  # fmt: skip
+    yes_column.button(f"Confirm {shown:d} selected" if picked_rows else f"Confirm all {shown:d}", key="cw_proposals_confirm", type="primary", width="stretch", shortcut="Y",
+                      disabled=not proposal_ids, on_click=resolve_proposals, args=(proposal_ids, "confirmed"))  # fmt: skip
+    no_column.button(f"Reject {shown:d} selected" if picked_rows else f"Reject all {shown:d}", key="cw_proposals_reject", width="stretch", shortcut="N",
+                     disabled=not proposal_ids, on_click=resolve_proposals, args=(proposal_ids, "rejected"))  # fmt: skip
+    if said := st.session_state.pop(PROPOSALS_SAID, None):  # beside the buttons that did it
+        kind, text = said
+        (proposals_said_column.success if kind == "success" else proposals_said_column.error)(md_text(text))
+
 # -- exports ----------------------------------------------------------------------------------
 st.subheader("Download")
 negatives = st.checkbox("Include rejections", key="cw_negatives")
@@ -356,23 +431,19 @@ confirmed_only = st.checkbox("Only confirmed mappings", key="cw_confirmed_only",
 undecided = st.checkbox("Include undecided terms", key="cw_undecided",
                         help="The CSV only: also each term without a mapping in the file, with empty relation "
                         "columns (the whole scheme, as an import restores it)")  # fmt: skip
-downloads: tuple[tuple[str, Callable[..., str], str, str, str], ...] = (
-    ("SKOS CSV", skos_csv_text, "csv", "text/csv", "cw_download_skos"),
-    ("SSSOM TSV", sssom_text, "sssom.tsv", "text/tab-separated-values", "cw_download_sssom"),
-    ("SKOS Turtle", turtle_text, "ttl", "text/turtle", "cw_download_turtle"),
-)
 
 
 # Every click on this page reruns it, and a crosswalk of 7,551 decisions takes about 6 s to write
 # in the three formats (Turtle most of it). The files are kept until what they are written from
 # changes (export_fingerprint: decisions, reviews and comments, which the files carry): a filter
 # writes nothing again. Eager, not written on click: a deferred download is revoked
-# by the next rerun (docs/benchmarks.md). The label keys the writer, which is not hashed.
+# by the next rerun (docs/benchmarks.md). The formats are db/exports.py EXPORT_FORMATS.
 @st.cache_data(max_entries=12, show_spinner="Writing the downloads…")
-def export_text(_store: Store, _text_of: Callable[..., str], url: str, scheme: str, label: str, negatives: bool,
-                confirmed_only: bool, undecided: bool, fingerprint: str) -> str:  # fmt: skip
-    extra = {"undecided": undecided} if _text_of is skos_csv_text else {}  # SSSOM and Turtle hold mappings only
-    return _text_of(_store, scheme, negatives=negatives, confirmed_only=confirmed_only, **extra)
+def cached_export(_store: Store, url: str, scheme: str, fmt: str, negatives: bool, confirmed_only: bool,
+                  undecided: bool, fingerprint: str) -> str:  # fmt: skip
+    undecided = undecided and "undecided" in EXPORT_FORMATS[fmt].takes  # SSSOM and Turtle hold mappings only
+    options = ExportOptions(negatives=negatives, confirmed_only=confirmed_only, undecided=undecided)
+    return export_text(_store, scheme, fmt, options)[0]
 
 
 @st.cache_data(max_entries=12, show_spinner=False)
@@ -380,28 +451,30 @@ def export_count(_store: Store, url: str, scheme: str, negatives: bool, confirme
     return exported_count(_store, scheme, negatives=negatives, confirmed_only=confirmed_only)
 
 
-# SKOS Turtle is 5 of the 6 s the three files of 7,551 decisions take to write (rdflib), so it is
-# written once a user asks for it, and from then on kept up to date like the others.
-def ask_for_turtle() -> None:
-    st.session_state["cw_turtle_asked"] = True
+# A slow format (on_request: SKOS Turtle is 5 of the 6 s the three files of 7,551 decisions take to
+# write) is written once a user asks for it, and from then on kept up to date like the others.
+def ask_for(fmt: str) -> None:
+    st.session_state[f"cw_{fmt}_asked"] = True
 
 
 # The downloads are written from what the table and the review queue are: `discussed`, read above
 # (export_fingerprint).
 fingerprint = discussed
 held = export_count(store, store.url, scheme_name, negatives, confirmed_only, fingerprint)
-for column, (label, text_of, suffix, mime, key) in zip(st.columns([1, 1, 1, 2]), downloads, strict=False):
-    if text_of is turtle_text and not st.session_state.get("cw_turtle_asked"):
-        column.button("Write SKOS Turtle", key="cw_write_turtle", on_click=ask_for_turtle,
+for column, entry in zip(st.columns([*([1] * len(EXPORT_FORMATS)), 2]), EXPORT_FORMATS.values(), strict=False):
+    if entry.on_request and not st.session_state.get(f"cw_{entry.name}_asked"):
+        column.button(md_text(f"Write {entry.label}"), key=f"cw_write_{entry.name}", on_click=ask_for,
+                      args=(entry.name,),
                       help="A few seconds for a large crosswalk; then kept up to date like the others")  # fmt: skip
         continue
     try:
-        text = export_text(store, text_of, store.url, scheme_name, label, negatives, confirmed_only, undecided,
-                           fingerprint)  # fmt: skip
+        text = cached_export(store, store.url, scheme_name, entry.name, negatives, confirmed_only, undecided,
+                             fingerprint)  # fmt: skip
     except MeloInputError as exc:  # e.g. an IRI SSSOM cannot write as a CURIE: the export names the mapping
-        column.error(md_text(f"{label}: {exc}"))
+        column.error(md_text(f"{entry.label}: {exc}"))
         continue
-    column.download_button(md_text(label), text, file_name=f"{scheme_name}.{suffix}", mime=mime, key=key)
+    column.download_button(md_text(entry.label), text, file_name=f"{scheme_name}.{entry.extension}",
+                           mime=entry.media_type, key=f"cw_download_{entry.name}")  # fmt: skip
 # Under the buttons: until a rerun has written the new files, the browser still serves the previous
 # ones, and a caption above them said what they would hold before they did (a click then got the
 # unfiltered file).

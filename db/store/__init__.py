@@ -18,6 +18,7 @@ One ``Store``, its methods grouped by concern, a module each:
 - ``crosswalk``: the current crosswalk and its consistency (warnings, agreement, activity);
 - ``accounts``: accounts of a shared app, sign-in, who acts (``Actor``);
 - ``reviews``: reviews of decisions (confirm, reject), comments, conflicts, the review queue;
+- ``proposals``: machine proposals at a stated precision, confirmed or rejected in bulk;
 - ``records``: the dataclasses returned.
 
 Evaluation runs are ``db.runs`` (functions over a ``Store``), imports ``db.imports``, exports
@@ -43,6 +44,7 @@ from db.store.engine import (
     head_revisions,
     upgrade_schema,
 )
+from db.store.proposals import OPEN, PROPOSAL_VERDICTS, NewProposal, Proposal, ProposalQueries
 from db.store.records import (
     Account,
     Actor,
@@ -70,7 +72,14 @@ from db.store.versions import VersionQueries
 
 
 class Store(
-    TaxonomyQueries, TermQueries, DecisionQueries, ReviewQueries, CrosswalkQueries, VersionQueries, AccountQueries
+    TaxonomyQueries,
+    TermQueries,
+    DecisionQueries,
+    ReviewQueries,
+    CrosswalkQueries,
+    VersionQueries,
+    AccountQueries,
+    ProposalQueries,
 ):
     """The crosswalk store at ``url`` (default: ``MELO_DB_URL`` or ``melo.db``); ``sign_in=True``
     for a shared app, where every write that records a person needs a signed-in ``Actor``."""
@@ -80,6 +89,8 @@ __all__ = [
     "CONFLICTING",
     "IMPORT_CURATOR_PREFIX",
     "MIGRATIONS",
+    "OPEN",
+    "PROPOSAL_VERDICTS",
     "PROPOSED",
     "REVIEW_FILTERS",
     "STATUSES",
@@ -95,7 +106,9 @@ __all__ = [
     "LabelMatch",
     "MigrationItem",
     "MigrationReport",
+    "NewProposal",
     "NotAllowed",
+    "Proposal",
     "Review",
     "ReviewItem",
     "Scheme",

@@ -53,7 +53,8 @@ class CrosswalkQueries(StoreBase):
         # Plain columns, not ORM entities: a crosswalk has thousands of rows.
         columns = (d.id, d.term_id, SchemeRow.name, t.code, t.uri, t.label, d.concept_uri, d.outcome, d.curator,
                    d.decided_at, d.comment, d.scorer, d.score, d.rank, d.concept_label, d.undoes_id,
-                   d.esco_version, d.imported_by, d.original_author, d.original_date)  # fmt: skip
+                   d.esco_version, d.imported_by, d.original_author, d.original_date, d.proposed_by,
+                   d.confidence)  # fmt: skip
         with self.read() as s:
             query = (
                 select(*columns, SchemeRow.language)

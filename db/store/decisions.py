@@ -55,6 +55,7 @@ class DecisionQueries(StoreBase):
         rank: int | None = None,
         concept_label: str | None = None,
         decided_at: datetime | None = None,
+        confidence: float | None = None,
     ) -> Decision:
         """Record a decision (committed before this returns) by ``curator``: a signed-in ``Actor``,
         or a typed name where the store does not require sign-in. A busy store is waited for
@@ -80,6 +81,7 @@ class DecisionQueries(StoreBase):
                 scorer=scorer,
                 score=score,
                 rank=rank,
+                confidence=confidence,
                 concept_label=concept_label,
                 esco_version=self._target_version(s, term),
             )
@@ -145,6 +147,7 @@ class DecisionQueries(StoreBase):
             scorer=restored.scorer if restored else None,
             score=restored.score if restored else None,
             rank=restored.rank if restored else None,
+            confidence=restored.confidence if restored else None,
             concept_label=restored.concept_label if restored else None,
             undoes_id=undone.id,
             # The state restored keeps the version it was decided against.
@@ -153,6 +156,7 @@ class DecisionQueries(StoreBase):
             imported_by=restored.imported_by if restored else None,
             original_author=restored.original_author if restored else None,
             original_date=restored.original_date if restored else None,
+            proposed_by=restored.proposed_by if restored else None,
         )
         s.add(row)
         s.flush()

@@ -115,6 +115,11 @@ class Decision:
     imported_by: str | None = None
     original_author: str | None = None
     original_date: datetime | None = None
+    # A confirmed machine proposal: the tool, version and pipeline that proposed it (None: not
+    # proposed); its probability then is ``confidence``.
+    proposed_by: str | None = None
+    # The candidate's calibrated probability when decided (None: no calibrator, or not a candidate).
+    confidence: float | None = None
 
 
 LABEL_FIELD = [f.name for f in dataclass_fields(Decision)].index("concept_label")
@@ -128,6 +133,7 @@ class Suggestion:
     score: float
     rank: int
     created_at: datetime | None = None
+    confidence: float | None = None  # calibrated probability (None: no calibrator scored it)
 
 
 @dataclass(frozen=True)
@@ -256,4 +262,6 @@ def decision_record(row: DecisionRow, term: TermRow, scheme: str) -> Decision:
         imported_by=row.imported_by,
         original_author=row.original_author,
         original_date=row.original_date,
+        proposed_by=row.proposed_by,
+        confidence=row.confidence,
     )

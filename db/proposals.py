@@ -1,0 +1,168 @@
+"""Batch proposals at a stated precision (``propose``, the Crosswalk page's "Propose at 95 %").
+
+Every undecided term of a scheme is linked; its first candidate's calibrated probability
+(``melo_core.calibration``) is compared with the threshold at which the calibrator's first
+candidates reached the target precision on other countries' crosswalks (``threshold_for``); those
+above it become proposals in the store (``Store.add_proposals``), which a person confirms or
+rejects in bulk. A rejected pair is never proposed again; proposing twice adds nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from db.models import MATCH_OUTCOMES
+from db.store import NewProposal, Store
+from melo_core import config
+from melo_core.errors import MeloInputError
+from melo_core.linker import Candidate
+
+if TYPE_CHECKING:
+    from melo_core.pipeline import PipelineDefinition
+
+DEFAULT_PRECISION = 0.95
+BATCH = 128  # terms linked at once
+
+
+class Calibrated(Protocol):
+    """What proposing needs of a calibrator (``melo_core.calibration.Calibrator``)."""
+
+    def probabilities(self, candidates: Sequence[Candidate], query_language: str | None) -> list[float]: ...
+
+    def threshold_for(self, precision: float) -> float | None: ...
+
+
+# Links a batch of term labels in one query language: each term's candidates, best first.
+LinkBatch = Callable[[Sequence[str], str | None], list[list[Candidate]]]
+
+
+@dataclass(frozen=True)
+class ProposeReport:
+    scheme: str
+    pipeline: str
+    precision: float
+    threshold: float
+    linked: int  # undecided terms linked (those with an open proposal are not linked again)
+    cleared: int  # of them, those whose first candidate's probability cleared the threshold
+    proposed: int  # new proposals (a pair rejected or proposed before is not proposed again)
+
+    def summary(self) -> str:
+        return (
+            f"scheme {self.scheme}: {self.proposed} new proposal(s) at precision {self.precision:.2f} "
+            f"(pipeline {self.pipeline}, probability >= {self.threshold:.3f}); {self.cleared} of {self.linked} "
+            "undecided term(s) linked cleared it"
+        )
+
+
+def scheme_relation(store: Store, scheme: str) -> str:
+    """The relation a proposal of ``scheme`` carries: the one its current matches use most (nor_no maps
+    to ISCO groups by closeMatch), else exactMatch."""
+    counts = Counter(d.outcome for d in store.crosswalk(scheme, outcomes=MATCH_OUTCOMES))
+    return counts.most_common(1)[0][0] if counts else "exactMatch"
+
+
+def propose(
+    store: Store,
+    scheme: str,
+    precision: float,
+    link: LinkBatch,
+    calibrator: Calibrated,
+    *,
+    pipeline: str,
+    tool_version: str,
+    on_progress: Callable[[int], None] = lambda terms: None,
+) -> ProposeReport:
+    """Propose the first candidate of every undecided term of ``scheme`` whose calibrated
+    probability clears ``calibrator.threshold_for(precision)``; ``link`` ranks the terms (the
+    pipeline with the scheme's known mentions). Stops with ``MeloInputError`` when no threshold
+    reaches the precision on other countries."""
+    if not 0.0 < precision < 1.0:
+        raise MeloInputError(f"--precision must lie between 0 and 1, got {precision}")
+    info = store.scheme(scheme)
+    if info is None:
+        raise store.unknown_scheme(scheme)
+    threshold = calibrator.threshold_for(precision)
+    if threshold is None:
+        raise MeloInputError(
+            f"no probability threshold of pipeline {pipeline} reaches precision {precision:.2f} on other countries' "
+            "crosswalks: nothing proposed (try a lower --precision)"
+        )
+    relation = scheme_relation(store, scheme)
+    earlier = store.proposals(scheme, status=None)
+    waiting = {p.term_id for p in earlier if p.status == "open"}
+    turned_down = {(p.term_id, p.concept_uri) for p in earlier if p.status == "rejected"}
+    terms = [t for t in store.queue(scheme, status="todo", limit=None) if t.id not in waiting]
+    by_language: dict[str | None, list] = {}
+    for term in terms:
+        by_language.setdefault(term.language or info.language, []).append(term)
+    found: list[NewProposal] = []
+    linked = 0
+    for language, group in by_language.items():
+        for start in range(0, len(group), BATCH):
+            batch = group[start : start + BATCH]
+            for term, candidates in zip(batch, link([t.label for t in batch], language), strict=True):
+                if candidates:
+                    first = candidates[0]
+                    probability = calibrator.probabilities(candidates, language)[0]
+                    if probability >= threshold and (term.id, first.concept_uri) not in turned_down:
+                        found.append(NewProposal(term.id, first.concept_uri, first.label or None, relation,
+                                                 first.score, min(1.0, max(0.0, probability))))  # fmt: skip
+            linked += len(batch)
+            on_progress(linked)
+    added = store.add_proposals(scheme, found, tool_version=tool_version, pipeline=pipeline,
+                                target_precision=precision, threshold=threshold)  # fmt: skip
+    return ProposeReport(scheme, pipeline, precision, threshold, linked, len(found), added)
+
+
+def held_out_country(scheme: str) -> str | None:
+    """The country of a scheme named like a national crosswalk (``nor_no``): its own crosswalks are
+    neither known mentions nor training rows of the calibrator while it is proposed for."""
+    from melo_core.crosswalk import crosswalk_country
+
+    return crosswalk_country(scheme) if re.fullmatch(r"[a-z]{3}_[a-z]{2}", scheme) else None
+
+
+def scheme_calibrator(pipeline: str, scheme: str) -> Calibrated:
+    """What `prepare` fitted for ``pipeline`` without the scheme's country (any other scheme: on
+    every country); ``MeloInputError`` when there is none yet."""
+    from melo_core.calibration import load_calibrator
+
+    country = held_out_country(scheme)
+    calibrator = load_calibrator(pipeline, country)
+    if calibrator is None:
+        raise MeloInputError(
+            f"no calibrated confidence for pipeline {pipeline}"
+            + (f" without {country}" if country else "")
+            + f": fit it with `python -m melo_core prepare --pipeline {pipeline}`"
+        )
+    return calibrator
+
+
+def pipeline_link(store: Store, scheme: str, pipeline: str | None, data_dir: str | Path,
+                  say: Callable[[str], None] = lambda message: None) -> tuple[str, LinkBatch]:  # fmt: skip
+    """(the pipeline's name, a ``LinkBatch`` through it) for linking ``scheme`` from the command line:
+    the pipeline named, else the default when it can serve (else its fallback); its known mentions
+    are the other countries' crosswalk titles and the store's current decisions, as on the Link page."""
+    from db.aliases import accepted_aliases
+    from melo_core.pipeline import Pipeline, choose_ready, crosswalk_mentions_of
+    from melo_core.taxonomy import cached_taxonomy_from_melo
+
+    taxonomy = cached_taxonomy_from_melo(data_dir)
+    country = held_out_country(scheme)
+
+    def mentions_of(definition: PipelineDefinition) -> list[tuple[str, str, str | None]]:
+        crosswalks = crosswalk_mentions_of(data_dir, definition.mention_relations, country)
+        decided = accepted_aliases(store, relations=definition.mention_relations)
+        return [m for m in [*crosswalks, *decided] if m[1] in taxonomy]
+
+    definition, notice = choose_ready(pipeline, taxonomy, None, lambda d: [t for t, _, _ in mentions_of(d)])
+    if notice:
+        say(notice)
+    linker = Pipeline(definition, taxonomy, cache_dir=config.cache_dir(), show_progress=False, on_status=say)
+    linker.set_mentions(mentions_of(definition))
+    return definition.name, lambda labels, language: linker.link(labels, top_k=10, query_language=language)

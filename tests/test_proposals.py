@@ -1,0 +1,213 @@
+"""Batch proposals at a stated precision (db.proposals, db.store.proposals, `propose`): the machine
+proposes, a person confirms (a decision signed by her, with the proposal's provenance) or rejects
+(never proposed again). Store tests run on SQLite, and on PostgreSQL when MELO_TEST_PG_URL is set."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from db.exports import skos_csv_text, sssom_text, validate_sssom
+from db.imports import import_terms, read_terms_csv
+from db.proposals import propose, scheme_relation
+from db.store import AccessError, NewProposal, Store
+from melo_core.errors import MeloInputError
+from melo_core.linker import Candidate
+
+BAKER = "http://data.europa.eu/esco/occupation/baker"
+PASTRY = "http://data.europa.eu/esco/occupation/pastry-baker"
+NURSE = "http://data.europa.eu/esco/occupation/nurse"
+LABELS = {BAKER: "baker", PASTRY: "pastry baker", NURSE: "nurse"}
+
+
+def add_terms(store: Store, tmp_path: Path) -> dict[str, int]:
+    path = tmp_path / "tst.csv"
+    path.write_text("code,label\nB1,Baker\nB2,Konditor\nN1,Sykepleier\n", encoding="utf-8")
+    import_terms(store, "tst", read_terms_csv(path), language="no")
+    return {t.code: t.id for t in store.terms("tst")}
+
+
+def candidate(uri: str, score: float, rank: int = 1) -> Candidate:
+    return Candidate(rank, uri, LABELS[uri], score, LABELS[uri], "en", "occupation", None, None)
+
+
+# What each term's label links to (best first) in these tests: a stand-in for a pipeline.
+RANKED = {
+    "Baker": [candidate(BAKER, 0.97), candidate(PASTRY, 0.6, 2)],
+    "Konditor": [candidate(PASTRY, 0.96), candidate(BAKER, 0.9, 2)],
+    "Sykepleier": [candidate(NURSE, 0.4)],
+}
+
+
+def link(labels: Sequence[str], language: str | None) -> list[list[Candidate]]:
+    return [RANKED[label] for label in labels]
+
+
+class ScoreCalibrator:
+    """A calibrator whose probability is the candidate's score, and which reached precision 0.95
+    on other countries from probability 0.9 on: Baker and Konditor clear it, Sykepleier does not."""
+
+    def probabilities(self, candidates: Sequence[Candidate], query_language: str | None) -> list[float]:
+        return [c.score for c in candidates]
+
+    def threshold_for(self, precision: float) -> float | None:
+        return 0.9 if precision <= 0.95 else None
+
+
+def proposed(store: Store) -> int:
+    return propose(store, "tst", 0.95, link, ScoreCalibrator(), pipeline="lexical", tool_version="test-1").proposed
+
+
+def test_propose_records_machine_mappings_not_decisions_and_is_idempotent(store: Store, tmp_path: Path) -> None:
+    terms = add_terms(store, tmp_path)
+    report = propose(store, "tst", 0.95, link, ScoreCalibrator(), pipeline="lexical", tool_version="test-1")
+    assert (report.linked, report.cleared, report.proposed, report.threshold) == (3, 2, 2, 0.9)
+    found = store.proposals("tst")
+    assert [(p.term_code, p.concept_uri, p.relation, p.confidence, p.status) for p in found] == [
+        ("B1", BAKER, "exactMatch", 0.97, "open"),
+        ("B2", PASTRY, "exactMatch", 0.96, "open"),
+    ]
+    assert {p.proposed_by for p in found} == {"MELO Studio test-1 (lexical)"}
+    # Proposals are no decisions: the terms stay to do, the crosswalk empty.
+    assert store.crosswalk("tst") == [] and store.queue_counts("tst")["todo"] == 3
+    assert proposed(store) == 0  # again: nothing new
+    assert len(store.proposals("tst", status=None)) == 2
+    # Also when the store is asked directly for the same pairs.
+    again = NewProposal(terms["B1"], BAKER, "baker", "exactMatch", 0.97, 0.97)
+    assert store.add_proposals("tst", [again], tool_version="x", pipeline="lexical", target_precision=0.95,
+                               threshold=0.9) == 0  # fmt: skip
+
+
+def test_confirming_makes_decisions_signed_by_the_confirming_person_with_provenance(
+    store: Store, tmp_path: Path
+) -> None:
+    add_terms(store, tmp_path)
+    proposed(store)
+    done = store.resolve_proposals([p.id for p in store.proposals("tst")], "carla", "confirmed")
+    assert {p.status for p in done} == {"confirmed"} and all(p.decision_id for p in done)
+    current = {d.term_code: d for d in store.crosswalk("tst")}
+    assert set(current) == {"B1", "B2"}
+    baker = current["B1"]
+    assert (baker.curator, baker.outcome, baker.concept_uri, baker.scorer, baker.rank) == (
+        "carla", "exactMatch", BAKER, "lexical", 1)  # fmt: skip
+    assert (baker.proposed_by, baker.confidence) == ("MELO Studio test-1 (lexical)", 0.97)
+    assert store.proposals("tst") == []  # nothing open any more
+    assert store.queue_counts("tst")["done"] == 2
+    # The decision is hers: she may undo it, and undo keeps the provenance of what it restores.
+    store.decide(baker.term_id, BAKER, "broadMatch", "carla")
+    store.undo(baker.term_id, BAKER, "carla")
+    restored = {d.term_code: d for d in store.crosswalk("tst")}["B1"]
+    assert (restored.outcome, restored.proposed_by, restored.confidence) == (
+        "exactMatch", "MELO Studio test-1 (lexical)", 0.97)  # fmt: skip
+    with pytest.raises(ValueError, match="confirmed already"):
+        store.resolve_proposals([done[0].id], "dora", "rejected")
+
+
+def test_rejected_proposals_do_not_come_back(store: Store, tmp_path: Path) -> None:
+    add_terms(store, tmp_path)
+    proposed(store)
+    first = store.proposals("tst")
+    store.resolve_proposals([p.id for p in first], "carla", "rejected")
+    assert store.crosswalk("tst", outcomes=None) == []  # a rejected proposal is no decision either
+    assert store.proposals("tst") == []
+    assert proposed(store) == 0
+    assert [p.status for p in store.proposals("tst", status=None)] == ["rejected", "rejected"]
+
+
+def test_a_term_decided_meanwhile_is_neither_listed_nor_confirmed(store: Store, tmp_path: Path) -> None:
+    terms = add_terms(store, tmp_path)
+    proposed(store)
+    open_ = store.proposals("tst")
+    store.decide(terms["B2"], BAKER, "exactMatch", "bob")  # on the Link page, while the proposal waited
+    assert [p.term_code for p in store.proposals("tst")] == ["B1"]
+    with pytest.raises(ValueError, match="decided meanwhile"):  # all or none
+        store.resolve_proposals([p.id for p in open_], "carla", "confirmed")
+    assert [d.term_code for d in store.crosswalk("tst")] == ["B2"]
+    # A curator's rejection of the concept keeps it from being proposed.
+    store.decide(terms["B1"], BAKER, "rejected", "bob")
+    assert store.add_proposals("tst", [NewProposal(terms["B1"], BAKER, None, "exactMatch", 1.0, 0.99)],
+                               tool_version="x", pipeline="p", target_precision=0.95, threshold=0.9) == 0  # fmt: skip
+
+
+def test_a_shared_store_needs_a_signed_in_person_to_confirm(store_url: str, tmp_path: Path) -> None:
+    with Store(store_url) as setup:
+        add_terms(setup, tmp_path)
+        setup.add_account("carla", "curator", "carla-secret")
+        proposed(setup)
+    with Store(store_url, sign_in=True) as shared:
+        ids = [p.id for p in shared.proposals("tst")]
+        with pytest.raises(AccessError):
+            shared.resolve_proposals(ids, "carla", "confirmed")
+        carla = shared.sign_in("carla", "carla-secret")
+        assert len(shared.resolve_proposals(ids, carla, "confirmed")) == 2
+        assert {d.curator for d in shared.crosswalk("tst")} == {"carla"}
+
+
+def test_proposals_take_the_relation_the_scheme_uses(store: Store, tmp_path: Path) -> None:
+    terms = add_terms(store, tmp_path)
+    store.decide(terms["N1"], NURSE, "closeMatch", "bob")
+    assert scheme_relation(store, "tst") == "closeMatch"
+    proposed(store)
+    assert {p.relation for p in store.proposals("tst")} == {"closeMatch"}
+
+
+def test_no_threshold_reaching_the_precision_proposes_nothing(store: Store, tmp_path: Path) -> None:
+    add_terms(store, tmp_path)
+    with pytest.raises(MeloInputError, match=r"reaches precision 0\.99"):
+        propose(store, "tst", 0.99, link, ScoreCalibrator(), pipeline="lexical", tool_version="t")
+    assert store.proposals("tst", status=None) == []
+
+
+def test_exports_show_a_confirmed_proposal_with_its_tool_and_confidence(store: Store, tmp_path: Path) -> None:
+    add_terms(store, tmp_path)
+    proposed(store)
+    store.resolve_proposals([p.id for p in store.proposals("tst")], "carla", "confirmed")
+    rows = list(csv.DictReader(io.StringIO(skos_csv_text(store, "tst"))))
+    assert [(r["relation"], r["curator"]) for r in rows] == [("skos:exactMatch", "carla")] * 2
+    assert "MELO Studio test-1 (lexical)" in rows[0]["comments"] and "0.97" in rows[0]["comments"]
+    text = sssom_text(store, "tst")
+    assert validate_sssom(text) == []
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    table = list(csv.DictReader(lines, delimiter="\t"))
+    assert [(r["author_label"], r["mapping_tool"], r["confidence"]) for r in table] == [
+        ("carla", "MELO Studio test-1 (lexical)", "0.97"),
+        ("carla", "MELO Studio test-1 (lexical)", "0.96"),
+    ]
+
+
+def write_calibrator(models: Path, pipeline: str, country: str | None) -> None:
+    """A calibrator as `prepare` leaves it (melo_core.calibration's JSON): the probability grows with
+    the fused score (sigmoid(12 score - 6)), and other countries' first candidates reached precision
+    0.95 from probability 0.5 on."""
+    from melo_core.calibration import FEATURES, Calibrator, save_calibrator
+
+    n = len(FEATURES)
+    weights = [12.0 if name == "score" else 0.0 for name in FEATURES]
+    save_calibrator(Calibrator(pipeline, country, [0.0] * n, [1.0] * n, weights, -6.0, curve_thresholds=[0.9, 0.5, 0.1],
+                               curve_precision=[0.99, 0.95, 0.6], curve_counts=[40, 80, 200]), models)  # fmt: skip
+
+
+def test_the_propose_command_links_the_undecided_terms_with_a_pipeline(
+    nor_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from db.quickstart import start_curation
+    from db.testing import run_cli_ok, run_cli_refused
+
+    url = f"sqlite:///{tmp_path / 'melo.db'}"
+    with Store(url, create=True) as store:
+        start_curation(store, nor_data, "nor_no")
+    monkeypatch.setenv("MELO_MODELS", str(tmp_path / "models"))
+    args = ("propose", "--scheme", "nor_no", "--pipeline", "lexical", "--db", url, "--data", str(nor_data), "--quiet")
+    assert "prepare --pipeline lexical" in run_cli_refused(*args)  # no calibrator yet: nothing proposed
+    write_calibrator(tmp_path / "models", "lexical", "nor")  # the one fit without Norway's crosswalk
+    said = run_cli_ok(*args)
+    with Store(url) as store:
+        found = store.proposals("nor_no")
+        assert found and f"{len(found)} new proposal(s) at precision 0.95" in said
+        assert all(p.confidence >= 0.5 and p.pipeline == "lexical" and p.tool == "MELO Studio" for p in found)
+        assert store.crosswalk("nor_no") == []
+    assert "0 new proposal(s)" in run_cli_ok(*args)  # again: nothing new

@@ -1,0 +1,69 @@
+"""Batch proposals in the app. The Crosswalk page's "Propose at 95 %": the `propose` command run for
+the scheme in a process of its own (as `prepare` is), so that the pipeline it loads goes back to the
+system when it ends and the page shows the command's own summary or refusal. The Benchmark page's
+"Batch proposals": realised precision and coverage per crosswalk from the results table."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from melo_core import config
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+PAGE_PRECISION = 0.95
+PROPOSE_SECONDS = 1800  # a large scheme with `best` on 2 cores; a hung run must not hold the page
+
+
+def run_propose(store_url: str, scheme: str, precision: float = PAGE_PRECISION) -> tuple[bool, str]:
+    """(whether it worked, the command's last line: its summary, or why it proposed nothing)."""
+    folders = config.folders()  # absolute: the process runs in the project root, wherever the app started
+    command = [sys.executable, "-m", "melo_core", "propose", "--scheme", scheme, "--precision", str(precision),
+               "--data", folders["data"], "--cache", folders["cache"], "--models", folders["models"], "--quiet"]  # fmt: skip
+    # The store's URL through the environment, not the command line: ps would show a password in it.
+    env = {**os.environ, "MELO_DB_URL": store_url}
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=PROPOSE_SECONDS, check=False,
+                              cwd=config.PROJECT_ROOT)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return False, f"propose took more than {PROPOSE_SECONDS // 60} minutes and was stopped; nothing was proposed"
+    lines = (done.stdout if done.returncode == 0 else done.stderr).strip().splitlines()
+    said = lines[-1] if lines else f"propose ended with exit code {done.returncode}"
+    return done.returncode == 0, said.removeprefix("error: ")
+
+
+# -- the Benchmark page's "Batch proposals" section (experiments/results.csv) -------------------------
+PROPOSAL_METRICS = ("proposal_precision", "proposal_coverage")
+
+
+def proposal_rows() -> list[dict[str, str]]:
+    from melo_core.experiments import results
+
+    return [r for r in results.read_results(results.RESULTS_FILE) if r["metric"] in PROPOSAL_METRICS]
+
+
+def proposal_table(rows: Iterable[dict[str, str]]) -> pd.DataFrame:
+    """One row per crosswalk, columns ``PIPELINE precision`` and ``PIPELINE coverage`` from each
+    (crosswalk, pipeline, metric)'s latest run, and a last row with their means over the crosswalks
+    shown (the runner's own mean rows are left out: a partial run's mean would stand for the whole).
+    No precision where nothing was proposed."""
+    import pandas as pd
+
+    latest: dict[tuple[str, str, str], dict[str, str]] = {}
+    for row in rows:
+        key = (row["dataset"], row["pipeline"], row["metric"])
+        if row["metric"] in PROPOSAL_METRICS and not key[0].startswith("mean:"):
+            if key not in latest or (row["date"], row["run"]) >= (latest[key]["date"], latest[key]["run"]):
+                latest[key] = row
+    if not latest:
+        return pd.DataFrame()
+    frame = pd.DataFrame([{"crosswalk": c, "column": f"{p} {m.removeprefix('proposal_')}", "value": float(r["value"])}
+                          for (c, p, m), r in latest.items()])  # fmt: skip
+    table = frame.pivot(index="crosswalk", columns="column", values="value").sort_index()
+    table.loc["mean"] = table.mean(axis=0)
+    return table.reset_index().rename_axis(columns=None)
