@@ -15,15 +15,19 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class KnownMentions:
-    """Mention texts, the concept each stands for, and the weight of the lift."""
+    """Mention texts, the concept each stands for, and the weight of the lift; ``languages``:
+    each mention's language (None: unknown), or empty when none is known."""
 
     texts: tuple[str, ...]
     concepts: tuple[str, ...]
     weight: float = 1.0
+    languages: tuple[str | None, ...] = ()  # pipelines with mention_languages keep mentions by it
 
     def __post_init__(self) -> None:
         if len(self.texts) != len(self.concepts):
             raise ValueError(f"{len(self.texts)} mention texts but {len(self.concepts)} concepts")
+        if self.languages and len(self.languages) != len(self.texts):
+            raise ValueError(f"{len(self.texts)} mention texts but {len(self.languages)} languages")
         if not 0.0 < self.weight <= 1.0:
             raise ValueError(f"mention weight must be in (0, 1], got {self.weight}")
 

@@ -48,7 +48,7 @@ def crosswalk_mentions(
     if unknown:
         raise MeloInputError(f"known mentions: unknown crosswalk(s) {', '.join(unknown)} (known: {', '.join(known)})")
     readable = None if languages is None else frozenset(languages)  # an iterator is read once
-    texts, concepts = [], []
+    texts, concepts, languages_of = [], [], []
     for code in wanted:
         if crosswalk_country(code) == hold_out_country:
             continue
@@ -56,7 +56,8 @@ def crosswalk_mentions(
             if readable is None or language in readable:
                 texts.append(title)
                 concepts.append(uri)
-    return KnownMentions(tuple(texts), tuple(concepts), weight)
+                languages_of.append(language)
+    return KnownMentions(tuple(texts), tuple(concepts), weight, tuple(languages_of))
 
 
 def dataset_mentions(
