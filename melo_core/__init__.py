@@ -1,6 +1,9 @@
 """MELO Studio core library: plain Python (no Streamlit), usable from scripts and the CLI.
 
-from melo_core import load_dataset, create_scorer, ScorerContext, evaluate, Protocol
+The front door: ``Pipeline.load("best", data=...)``, then ``.link([...], top=10)`` and
+``.evaluate(dataset)`` (docs/python.md). Parts: load_dataset, create_scorer, ScorerContext,
+evaluate, Protocol. Not taxonomy_from_melo: it reads the MELO labels only, and `best` weighs the
+ESCO export's groups and descriptions too (Pipeline.load reads both, as `link` does).
 """
 
 import os
@@ -15,11 +18,14 @@ from melo_core.crosswalk import load_crosswalk
 from melo_core.datasets import MeloDataset, list_datasets, load_dataset, write_dataset
 from melo_core.errors import MeloInputError
 from melo_core.evaluation import EvaluationResult, Protocol, evaluate
-from melo_core.pipeline import Pipeline, load_pipeline, pipeline_names
+from melo_core.front_door import Pipeline
+from melo_core.linker import Candidate
+from melo_core.pipeline import load_pipeline, pipeline_names
 from melo_core.scorers import Scorer, ScorerContext, create_scorer, scorer_names
-from melo_core.taxonomy import Taxonomy, taxonomy_from_datasets, taxonomy_from_esco_csv, taxonomy_from_melo
+from melo_core.taxonomy import Taxonomy, taxonomy_from_datasets, taxonomy_from_esco_csv
 
 __all__ = [
+    "Candidate",
     "EvaluationResult",
     "MeloDataset",
     "MeloInputError",
@@ -39,6 +45,5 @@ __all__ = [
     "scorer_names",
     "taxonomy_from_datasets",
     "taxonomy_from_esco_csv",
-    "taxonomy_from_melo",
     "write_dataset",
 ]

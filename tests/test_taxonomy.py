@@ -10,8 +10,15 @@ from typing import cast
 import pytest
 
 import melo_core.taxonomy as taxonomy_module
-from melo_core import MeloInputError, Taxonomy, load_dataset, taxonomy_from_esco_csv, taxonomy_from_melo
-from melo_core.taxonomy import ISCO_GROUP, OCCUPATION, Concept, add_esco_details, cached_taxonomy_from_melo
+from melo_core import MeloInputError, Taxonomy, load_dataset, taxonomy_from_esco_csv
+from melo_core.taxonomy import (
+    ISCO_GROUP,
+    OCCUPATION,
+    Concept,
+    add_esco_details,
+    cached_taxonomy_from_melo,
+    taxonomy_from_melo,
+)
 
 
 @pytest.fixture(scope="module")
