@@ -97,7 +97,7 @@ titles = "{titles}"
     [
         ('description = "x"\n[evaluate]\nscorers = ["bm25"]\ndatasets = "all"\nsurprise = 1\n',
          "unknown key evaluate.surprise"),
-        ('description = "x"\n', "exactly one of [evaluate] and [leave_one_out]"),
+        ('description = "x"\n', "exactly one of [evaluate], [leave_one_out], [graded]"),
         ('description = "x"\n[evaluate]\nscorers = ["bm25"]\n', "give datasets, titles or both"),
         ('description = "x"\n[evaluate]\nscorers = ["no-such"]\ndatasets = ["nor_q_no_c_no"]\n', "unknown scorer"),
         ('description = "x"\n[leave_one_out]\ngrid = "no-such"\n', "unknown grid"),
