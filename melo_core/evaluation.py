@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from melo_core.datasets import MeloDataset
-from melo_core.metrics import DEFAULT_KS, rank_matrix, summarize
+from melo_core.metrics import DEFAULT_KS, rank_matrix, reciprocal_rank, summarize
 from melo_core.scorers.base import Scorer
 
 MODES = ("trec", "exact")
@@ -62,7 +62,7 @@ class EvaluationResult:
 
     def reciprocal_ranks(self) -> np.ndarray:
         """1 / first rank per query (0 when not retrieved): what MRR averages."""
-        return 1.0 / self.first_ranks()
+        return reciprocal_rank(self.first_ranks())
 
 
 def tie_keys(corpus_ids: list[str], mode: str) -> np.ndarray:

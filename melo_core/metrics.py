@@ -3,7 +3,8 @@
 A query is described by the 1-based ranks of its relevant elements that were retrieved
 (ranks beyond the retrieval depth are absent) and by its number of relevant elements. The
 definitions are trec_eval's: ``recip_rank`` (MRR), ``success_k`` (top-k accuracy), ``map``,
-``P_k``, ``recall_k``, ``Rprec``, and ``ndcg_cut_k`` with binary gains.
+``P_k``, ``recall_k``, ``Rprec``, and ``ndcg_cut_k`` with binary gains. Reciprocal rank and
+acc@k are computed here only (``reciprocal_rank``): evaluation, training and the grids call it.
 """
 
 from __future__ import annotations
@@ -24,8 +25,13 @@ def rank_matrix(ranks: Sequence[np.ndarray]) -> np.ndarray:
     return matrix
 
 
+def reciprocal_rank(first_ranks: np.ndarray) -> np.ndarray:
+    """1 / the rank of the first relevant element, elementwise; 0 where none was found (inf)."""
+    return 1.0 / np.asarray(first_ranks)
+
+
 def reciprocal_ranks(ranks: np.ndarray) -> np.ndarray:
-    return 1.0 / ranks[:, 0]
+    return reciprocal_rank(ranks[:, 0])
 
 
 def mrr(ranks: np.ndarray) -> float:

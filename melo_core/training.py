@@ -40,6 +40,7 @@ import numpy as np
 
 from melo_core.errors import MeloInputError
 from melo_core.memory import release_freed_memory
+from melo_core.metrics import reciprocal_rank
 from melo_core.taxonomy import Taxonomy
 from melo_core.vectors import concept_centroids
 
@@ -419,14 +420,14 @@ def label_mrr(model, labels: Labels, queries: np.ndarray, batch: int = 256,
     order = np.argsort(corpus_concepts, kind="stable")
     concepts, starts = np.unique(corpus_concepts[order], return_index=True)
     column = {int(c): j for j, c in enumerate(concepts)}
-    reciprocal = []
+    reciprocal: list[float] = []
     for start in range(0, len(queries), batch):
         chunk = queries[start : start + batch]
         best = _concept_max(features.encode(chunk) @ corpus.T, order, starts)
         gold = np.array([column[labels.concepts[i]] for i in chunk])
         gold_scores = best[np.arange(len(chunk)), gold]
         ranks = (best > gold_scores[:, None]).sum(axis=1) + 1
-        reciprocal.extend(1.0 / ranks)
+        reciprocal.extend(reciprocal_rank(ranks))
     return float(np.mean(reciprocal)) if reciprocal else math.nan
 
 

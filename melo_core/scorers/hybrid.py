@@ -76,16 +76,24 @@ def minmax(scores: np.ndarray, axis: int) -> np.ndarray:
     return np.where(span > 0, (scores - low) / np.where(span > 0, span, 1.0), 0.0)
 
 
-def fuse(method: str, weights: Sequence[float], scores: np.ndarray, ranks: np.ndarray) -> np.ndarray:
-    """Fused scores of a candidate pool.
+def fuse(method: str, weights: Sequence[float] | np.ndarray, scores: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """Fused scores of candidate pools: the one fusion of the linker, the hybrid scorer and the grids.
 
-    ``scores``: (components, candidates) exact component scores; ``ranks``: (components,
-    candidates) 1-based rank of each candidate in that component's own pool, inf outside it.
+    ``scores``: (components, ..., candidates) exact component scores, min-max scaled along the
+    last axis for ``wsum``; ``ranks``: the same shape, 1-based rank of each candidate in that
+    component's own pool, inf outside it (``rrf``). ``weights``: (components,), or (grid,
+    components) for a grid of weight vectors, which adds a leading grid axis to the result.
+    Components are added in order, so a weight vector fuses to the same bits alone or in a grid.
     """
-    w = np.asarray(weights, dtype=np.float64)[:, None]
-    if method == "rrf":
-        return (w / (RRF_K + ranks)).sum(axis=0)
-    return (w * minmax(scores, axis=1)).sum(axis=0)
+    w = np.asarray(weights, dtype=np.float64)
+    parts = ranks if method == "rrf" else minmax(scores, axis=-1)
+    fused: np.ndarray | None = None
+    for component, part in enumerate(parts):
+        weight = w[..., component].reshape(w.shape[:-1] + (1,) * part.ndim)
+        term = weight / (RRF_K + part) if method == "rrf" else weight * part
+        fused = term if fused is None else fused + term
+    assert fused is not None, "a fusion has components"
+    return fused
 
 
 class HybridScorer:
@@ -145,11 +153,7 @@ def candidate_pools(matrices: list[np.ndarray], pool: int = POOL) -> Pools:
 
 def fused_matrix(spec: HybridSpec, pools: Pools, n_corpus: int) -> np.ndarray:
     """Full (queries, corpus) scores: fused on the candidates, -inf elsewhere."""
-    w = np.asarray(spec.weights, dtype=np.float64)[:, None, None]
-    if spec.method == "rrf":
-        fused = (w / (RRF_K + pools.ranks)).sum(axis=0)
-    else:
-        fused = (w * minmax(pools.scores, axis=2)).sum(axis=0)
+    fused = fuse(spec.method, spec.weights, pools.scores, pools.ranks)
     out = np.full((pools.candidates.shape[0], n_corpus), -np.inf)
     np.put_along_axis(out, pools.candidates, fused, axis=1)
     return out

@@ -17,7 +17,8 @@ import numpy as np
 from melo_core.datasets import MeloDataset
 from melo_core.errors import MeloInputError
 from melo_core.evaluation import EvaluationResult, Protocol
-from melo_core.scorers.hybrid import Pools, minmax
+from melo_core.metrics import reciprocal_rank
+from melo_core.scorers.hybrid import Pools, fuse
 
 BATCH = 256
 TREC_WHOLE_CORPUS = Protocol("trec", 0)  # what every grid reports: the published dense runs' protocol
@@ -28,10 +29,7 @@ def pool_reciprocal_ranks(pools: Pools, weights: np.ndarray, relevant: list[np.n
     """Per weight vector and query, 1 / rank of the first relevant element among the pooled
     candidates (trec ties: scores rounded to 5 decimals, then larger corpus id first); 0 when
     no relevant element is pooled. ``weights``: (grid, components)."""
-    normalised = minmax(pools.scores, axis=2)
-    n_components, n_queries, n_pool = normalised.shape
-    fused = (weights @ normalised.reshape(n_components, -1)).reshape(len(weights), n_queries, n_pool)
-    fused = np.round(fused, 5)  # (grid, queries, pool)
+    fused = np.round(fuse("wsum", weights, pools.scores, pools.ranks), 5)  # (grid, queries, pool)
     fused[:, ~unique] = -np.inf
     is_relevant = np.stack([np.isin(c, r) for c, r in zip(pools.candidates, relevant, strict=True)]) & unique
     cand_keys = keys[pools.candidates]
@@ -39,7 +37,7 @@ def pool_reciprocal_ranks(pools: Pools, weights: np.ndarray, relevant: list[np.n
     rel_key = np.where(is_relevant & (fused == rel_score), cand_keys, -1).max(axis=2, keepdims=True)
     better = (fused > rel_score) | ((fused == rel_score) & (cand_keys > rel_key))
     ranks = better.sum(axis=2) + 1
-    return np.where(is_relevant.any(axis=1), 1.0 / ranks, 0.0)
+    return reciprocal_rank(np.where(is_relevant.any(axis=1), ranks, np.inf))  # 0: none pooled
 
 
 def first_occurrences(candidates: np.ndarray) -> np.ndarray:
