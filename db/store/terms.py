@@ -175,8 +175,10 @@ class TermQueries(StoreBase):
             ).scalar_one()
             return Term(row.id, row.scheme.name, row.code, row.uri, row.label, row.description, row.language, state)
 
-    def save_suggestions(self, term_id: int, scorer: str, candidates: Sequence[tuple[str, float]]) -> None:
-        """Replace the scorer's suggestions for a term with ``candidates`` (best first)."""
+    def save_suggestions(self, term_id: int, scorer: str,
+                         candidates: Sequence[tuple[str, float] | tuple[str, float, float | None]]) -> None:  # fmt: skip
+        """Replace the scorer's suggestions for a term with ``candidates`` (best first): (concept URI,
+        score) or (concept URI, score, calibrated probability)."""
         with self.write() as s:
             if s.get(TermRow, term_id) is None:
                 raise KeyError(f"no term with id {term_id}")
@@ -187,15 +189,15 @@ class TermQueries(StoreBase):
             s.flush()
             now = utcnow()
             seen: set[str] = set()
-            for rank, (uri, score) in enumerate(candidates, start=1):
+            for rank, (uri, score, *calibrated) in enumerate(candidates, start=1):
                 if uri in seen:
                     continue
                 seen.add(uri)
+                confidence = calibrated[0] if calibrated and calibrated[0] is not None else None
                 s.add(
-                    SuggestionRow(
-                        term_id=term_id, concept_uri=uri, scorer=scorer, score=float(score), rank=rank, created_at=now
-                    )
-                )
+                    SuggestionRow(term_id=term_id, concept_uri=uri, scorer=scorer, score=float(score), rank=rank,
+                                  created_at=now, confidence=None if confidence is None else float(confidence))
+                )  # fmt: skip
 
     def suggestions(self, term_id: int, scorer: str | None = None) -> list[Suggestion]:
         with self.read() as s:
@@ -204,7 +206,8 @@ class TermQueries(StoreBase):
                 query = query.where(SuggestionRow.scorer == scorer)
             query = query.order_by(SuggestionRow.scorer, SuggestionRow.rank)
             return [
-                Suggestion(r.term_id, r.concept_uri, r.scorer, r.score, r.rank, r.created_at) for r in s.scalars(query)
+                Suggestion(r.term_id, r.concept_uri, r.scorer, r.score, r.rank, r.created_at, r.confidence)
+                for r in s.scalars(query)
             ]
 
     def top_suggestions(self, scheme: str, max_rank: int = 1) -> list[Suggestion]:
@@ -219,5 +222,6 @@ class TermQueries(StoreBase):
                 .order_by(TermRow.id, SuggestionRow.scorer, SuggestionRow.rank)
             )
             return [
-                Suggestion(r.term_id, r.concept_uri, r.scorer, r.score, r.rank, r.created_at) for r in s.scalars(query)
+                Suggestion(r.term_id, r.concept_uri, r.scorer, r.score, r.rank, r.created_at, r.confidence)
+                for r in s.scalars(query)
             ]
