@@ -1,0 +1,66 @@
+"""The Benchmark page's "Calibration" section: the ``ece`` rows of the results table (``experiment run
+calibration``, melo_core.calibration) as one table, crosswalk by pipeline, and the reliability
+diagram of the latest run of each pipeline."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+
+from melo_core.experiments import results
+
+ECE_METRICS = ("ece", "ece_first")
+BIN_METRICS = ("bin_probability", "bin_accuracy")
+RELIABILITY = "reliability:"  # the runner's dataset of a diagram bin (melo_core.experiments.runner)
+MEAN = "mean"
+
+
+def calibration_rows() -> list[dict[str, str]]:
+    return [r for r in results.read_results(results.RESULTS_FILE) if r["metric"] in ECE_METRICS + BIN_METRICS]
+
+
+def _latest(rows: Iterable[dict[str, str]]) -> dict[tuple[str, str, str], dict[str, str]]:
+    latest: dict[tuple[str, str, str], dict[str, str]] = {}
+    for row in rows:
+        key = (row["dataset"], row["pipeline"], row["metric"])
+        if key not in latest or (row["date"], row["run"]) >= (latest[key]["date"], latest[key]["run"]):
+            latest[key] = row
+    return latest
+
+
+def ece_table(rows: Iterable[dict[str, str]]) -> pd.DataFrame:
+    """One row per crosswalk, one column per pipeline (ECE of the top 10 candidates) and per
+    pipeline's first candidates, each cell the latest run's value; a last row, the mean over the
+    crosswalks shown (the runner's mean rows are left out: a partial run's would stand for the whole)."""
+    latest = _latest(
+        r for r in rows if r["metric"] in ECE_METRICS and not r["dataset"].startswith(("mean:", RELIABILITY))
+    )
+    if not latest:
+        return pd.DataFrame()
+    frame = pd.DataFrame([{"crosswalk": c, "column": p if m == "ece" else f"{p} (first candidate)",
+                           "value": float(r["value"])} for (c, p, m), r in latest.items()])  # fmt: skip
+    table = frame.pivot(index="crosswalk", columns="column", values="value").sort_index()
+    table = table[sorted(table.columns)]
+    table.loc[MEAN] = table.mean(axis=0)
+    return table.reset_index().rename_axis(columns=None)
+
+
+def reliability_frame(rows: Iterable[dict[str, str]]) -> pd.DataFrame:
+    """Per pipeline and bin of its latest run: mean probability, share right, candidates."""
+    by_run: dict[str, str] = {}  # pipeline -> its latest run with bins
+    kept = [r for r in rows if r["metric"] in BIN_METRICS and r["dataset"].startswith(RELIABILITY)]
+    for row in kept:
+        if row["pipeline"] not in by_run or row["run"] > by_run[row["pipeline"]]:
+            by_run[row["pipeline"]] = row["run"]
+    cells: dict[tuple[str, str], dict[str, object]] = {}
+    for row in kept:
+        if row["run"] == by_run[row["pipeline"]]:
+            cell = cells.setdefault((row["pipeline"], row["dataset"]), {"pipeline": row["pipeline"],
+                                                                         "candidates": int(row["queries"] or 0)})  # fmt: skip
+            cell[row["metric"]] = float(row["value"])
+    frame = pd.DataFrame([c for c in cells.values() if all(m in c for m in BIN_METRICS)])
+    if frame.empty:
+        return frame
+    frame = frame.rename(columns={"bin_probability": "mean probability", "bin_accuracy": "share accepted"})
+    return frame.sort_values(["pipeline", "mean probability"]).reset_index(drop=True)
