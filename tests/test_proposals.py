@@ -211,3 +211,22 @@ def test_the_propose_command_links_the_undecided_terms_with_a_pipeline(
         assert all(p.confidence >= 0.5 and p.pipeline == "lexical" and p.tool == "MELO Studio" for p in found)
         assert store.crosswalk("nor_no") == []
     assert "0 new proposal(s)" in run_cli_ok(*args)  # again: nothing new
+
+
+def test_the_proposals_experiment_writes_precision_and_coverage_per_crosswalk(melo_data: Path, tmp_path: Path) -> None:
+    from db.testing import run_cli_ok
+    from melo_core.experiments.results import read_results
+
+    experiment = tmp_path / "proposals-slice.toml"
+    experiment.write_text('description = "a slice"\n\n[proposals]\npipelines = ["lexical"]\n'
+                          'crosswalks = ["nor_no", "ita_it", "deu_de"]\nterms = 30\nprecision = 0.5\n',
+                          encoding="utf-8")  # fmt: skip
+    results = tmp_path / "results.csv"
+    run_cli_ok("experiment", "run", str(experiment), "--data", str(melo_data), "--results", str(results),
+               "--cache", str(tmp_path / "cache"), "--quiet")  # fmt: skip
+    rows = {(r["dataset"], r["metric"]): float(r["value"]) for r in read_results(results)}
+    for code in ("nor_no", "ita_it", "deu_de"):
+        assert 0.0 <= rows[(code, "proposal_coverage")] <= 1.0
+        if rows[(code, "proposal_coverage")] > 0:
+            assert 0.0 <= rows[(code, "proposal_precision")] <= 1.0
+    assert ("mean:crosswalks", "proposal_coverage") in rows
