@@ -20,7 +20,7 @@ import json
 import math
 import random
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -243,23 +243,41 @@ def precision_curve(probabilities: np.ndarray, correct: np.ndarray) -> tuple[lis
     return _round(p[last]), _round(hits[last] / counts[last]), [int(c) for c in counts[last]]
 
 
-def out_of_fold(rows: CandidateRows, pipeline: str = "") -> np.ndarray:
-    """Every row's probability from a calibrator fit without its country (leave one country out)."""
+Fits = dict[frozenset[str], Calibrator]  # fits by the countries left out, shared between calls
+
+
+def _fit_without(rows: CandidateRows, countries: frozenset[str], pipeline: str, fits: Fits) -> Calibrator:
+    """The bare fit on ``rows`` minus ``countries``: the fit without {C, D} serves both the
+    calibrator without C and the one without D (fit_all: 211 fits instead of 420 for 20 countries)."""
+    if countries not in fits:
+        fits[countries] = _bare(rows.of_countries(countries, keep=False), pipeline, None)
+    return fits[countries]
+
+
+def out_of_fold(rows: CandidateRows, pipeline: str = "", fits: Fits | None = None,
+                left_out: frozenset[str] = frozenset()) -> np.ndarray:  # fmt: skip
+    """Every row's probability from a calibrator fit without its country (leave one country out);
+    ``rows`` are the full rows minus ``left_out`` (each fit leaves those out too)."""
+    fits = {} if fits is None else fits
     out = np.zeros(len(rows))
     for country in sorted(set(rows.countries)):
         mine = np.array([c == country for c in rows.countries])
-        out[mine] = _bare(rows.where(~mine), pipeline, country).probabilities_of(rows.features[mine])
+        out[mine] = _fit_without(rows, left_out | {country}, pipeline, fits).probabilities_of(rows.features[mine])
     return out
 
 
-def fit_calibrator(rows: CandidateRows, pipeline: str, hold_out_country: str | None = None) -> Calibrator:
+def fit_calibrator(rows: CandidateRows, pipeline: str, hold_out_country: str | None = None,
+                   fits: Fits | None = None) -> Calibrator:  # fmt: skip
     """Fit on ``rows`` minus every row of ``hold_out_country``; the precision curve comes from the
-    remaining countries' first candidates, each predicted by a fit without its own country."""
-    training = rows.of_countries([hold_out_country], keep=False) if hold_out_country else rows
-    calibrator = _bare(training, pipeline, hold_out_country)
+    remaining countries' first candidates, each predicted by a fit without its own country (and
+    without ``hold_out_country``). ``fits``: the fits of earlier calls on the same rows, reused."""
+    fits = {} if fits is None else fits
+    left_out = frozenset([hold_out_country]) if hold_out_country else frozenset()
+    training = rows.of_countries(left_out, keep=False)
+    calibrator = replace(_fit_without(training, left_out, pipeline, fits), hold_out_country=hold_out_country)
     first = training.ranks == 1
     if len(set(training.countries)) > 1 and first.any():
-        predicted = out_of_fold(training, pipeline)
+        predicted = out_of_fold(training, pipeline, fits, left_out)
         curve = precision_curve(predicted[first], training.labels[first])
         calibrator.curve_thresholds, calibrator.curve_precision, calibrator.curve_counts = curve
     return calibrator
@@ -405,9 +423,10 @@ def load_calibrator(pipeline: str, hold_out_country: str | None = None,
 
 def fit_all(rows: CandidateRows, pipeline: str, models_dir: str | Path | None = None) -> list[Path]:
     """The calibrator on every country, and one without each country; written as JSON."""
-    written = [save_calibrator(fit_calibrator(rows, pipeline), models_dir)]
+    fits: Fits = {}
+    written = [save_calibrator(fit_calibrator(rows, pipeline, fits=fits), models_dir)]
     for country in sorted(set(rows.countries)):
-        written.append(save_calibrator(fit_calibrator(rows, pipeline, country), models_dir))
+        written.append(save_calibrator(fit_calibrator(rows, pipeline, country, fits), models_dir))
     return written
 
 
