@@ -25,10 +25,13 @@ from melo_core.taxonomy import cached_taxonomy_from_melo
 from melo_core.titles import is_titles_dataset, titles_dataset
 from ui import analysis as ui
 from ui import auth
+from ui.calibration import calibration_rows, ece_table, reliability_frame
 from ui.common import catalogue_markdown, ensure_built_models
 from ui.common import store as open_store
+from ui.effort import effort_rows, effort_table
 from ui.graded import graded_rows, graded_table
 from ui.navigation import app_navigation, keep_choice, restore_choice
+from ui.proposals import proposal_rows, proposal_table
 from ui.safe import md_code, md_text
 
 app_navigation()
@@ -102,6 +105,49 @@ if not graded.empty:
                "`best/domain`: the domain component of `best`, lifted by known mentions.")  # fmt: skip
     st.dataframe(graded, hide_index=True, key="bench_graded",
                  column_config={c: st.column_config.NumberColumn(format="%.4f") for c in graded.columns[1:]})  # fmt: skip
+
+# -- calibrated confidence (experiments/results.csv) -------------------------------------------------
+calibrated = calibration_rows()
+eces = ece_table(calibrated)
+if not eces.empty:
+    st.subheader("Calibration")
+    st.caption("Expected calibration error of the probability shown beside each candidate (15 equal-width bins), "
+               "per crosswalk, from a calibrator fit without the crosswalk's country: `python -m melo_core "
+               "experiment run calibration` (docs/experiments/calibration.md). The diagram pools every held-out "
+               "candidate: on the diagonal, a probability of 0.8 is right 8 times in 10.")  # fmt: skip
+    st.dataframe(eces, hide_index=True, key="bench_calibration",
+                 column_config={c: st.column_config.NumberColumn(format="%.4f") for c in eces.columns[1:]})  # fmt: skip
+    diagram = reliability_frame(calibrated)
+    if not diagram.empty:
+        figure = px.line(diagram, x="mean probability", y="share accepted", color="pipeline", markers=True,
+                         hover_data=["candidates"], range_x=[0, 1], range_y=[0, 1])  # fmt: skip
+        figure.add_shape(type="line", x0=0, y0=0, x1=1, y1=1, line={"dash": "dot", "color": "grey"})
+        st.plotly_chart(figure, key="bench_reliability")
+
+# -- batch proposals (experiments/results.csv) ---------------------------------------------------------
+proposal_results = proposal_table(proposal_rows())
+if not proposal_results.empty:
+    st.subheader("Batch proposals")
+    st.caption("Proposals at target precision 0.95, leave one country out: of each crosswalk's linked terms, the "
+               "share whose first candidate a calibrator fit without the crosswalk's country proposes (coverage), "
+               "and the share of those that are a crosswalk match (precision; none where nothing was proposed): "
+               "`python -m melo_core experiment run proposals` (docs/experiments/batch-proposals.md).")  # fmt: skip
+    st.dataframe(proposal_results, hide_index=True, key="bench_proposals",
+                 column_config={c: st.column_config.NumberColumn(format="%.3f")
+                                for c in proposal_results.columns[1:]})  # fmt: skip
+
+# -- curator effort (experiments/results.csv) --------------------------------------------------------
+effort = effort_table(effort_rows())
+if not effort.empty:
+    st.subheader("Curator effort")
+    st.caption("The simulated curator replays each crosswalk (seeds 0-2, mean): seconds per 100 terms by the cost "
+               "model (accept the first 4 s; pick rank r <= 10: 6 s + 1 s x r; search 30 s) and acc@1. `best`: "
+               "learning from each decision; `/static`: learning nothing; `/mentions-only`: known mentions only, as "
+               "before; `/most-confident` etc.: queue orders. `python -m melo_core experiment run curator-effort` "
+               "(docs/experiments/curator-effort.md).")  # fmt: skip
+    st.dataframe(effort, hide_index=True, key="bench_effort",
+                 column_config={c: st.column_config.NumberColumn(format="%.0f" if "s/100" in c else "%.3f")
+                                for c in effort.columns[1:]})  # fmt: skip
 
 runs = ui.run_table(store)
 if runs.empty:
