@@ -230,3 +230,39 @@ def test_the_proposals_experiment_writes_precision_and_coverage_per_crosswalk(me
         if rows[(code, "proposal_coverage")] > 0:
             assert 0.0 <= rows[(code, "proposal_precision")] <= 1.0
     assert ("mean:crosswalks", "proposal_coverage") in rows
+
+
+def test_the_crosswalk_page_proposes_at_95_and_confirms_in_bulk(
+    nor_data: Path, esco_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from db.quickstart import start_curation
+
+    url = f"sqlite:///{tmp_path / 'melo.db'}"
+    with Store(url, create=True) as store:
+        start_curation(store, nor_data, "nor_no")
+    for name, value in (("MELO_DATA", nor_data), ("MELO_ESCO", esco_csv), ("MELO_CACHE", tmp_path / "cache"),
+                        ("MELO_MODELS", tmp_path / "models"), ("MELO_DB_URL", url)):  # fmt: skip
+        monkeypatch.setenv(name, str(value))
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.chdir(root)
+    # best and fast are not prepared here: the command serves lexical, with the calibrator fit without Norway.
+    write_calibrator(tmp_path / "models", "lexical", "nor")
+    app = AppTest.from_file(str(root / "pages/3_Crosswalk.py"), default_timeout=300)
+    app.session_state["curator"] = "carla"
+    app.run()
+    assert not app.exception
+    app.button(key="cw_propose").click().run()
+    assert not app.exception
+    with Store(url) as store:
+        found = store.proposals("nor_no")
+    assert found and any(f"{len(found)} new proposal(s) at precision 0.95" in s.value for s in app.success)
+    assert app.button(key="cw_proposals_confirm").label == f"Confirm all {len(found)}"
+    app.button(key="cw_proposals_confirm").click().run()
+    assert not app.exception
+    with Store(url) as store:
+        assert store.proposals("nor_no") == []
+        decided = store.crosswalk("nor_no")
+    assert sorted(d.term_id for d in decided) == sorted(p.term_id for p in found)
+    assert {(d.curator, d.proposed_by) for d in decided} == {("carla", found[0].proposed_by)}
