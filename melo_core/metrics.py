@@ -34,12 +34,24 @@ def reciprocal_ranks(ranks: np.ndarray) -> np.ndarray:
     return reciprocal_rank(ranks[:, 0])
 
 
+def mean_reciprocal_rank(first_ranks: Sequence[float] | np.ndarray) -> float:
+    """MRR of the first relevant ranks (inf: not found); 0 for no query."""
+    first = np.asarray(first_ranks, dtype=np.float64)
+    return float(reciprocal_rank(first).mean()) if len(first) else 0.0
+
+
+def first_rank_accuracy(first_ranks: Sequence[float] | np.ndarray, k: int) -> float:
+    """acc@k: the share of queries whose first relevant element ranks k or better."""
+    first = np.asarray(first_ranks, dtype=np.float64)
+    return float((first <= k).mean()) if len(first) else 0.0
+
+
 def mrr(ranks: np.ndarray) -> float:
-    return float(reciprocal_ranks(ranks).mean()) if len(ranks) else 0.0
+    return mean_reciprocal_rank(ranks[:, 0]) if len(ranks) else 0.0
 
 
 def accuracy_at_k(ranks: np.ndarray, k: int) -> float:
-    return float((ranks[:, 0] <= k).mean()) if len(ranks) else 0.0
+    return first_rank_accuracy(ranks[:, 0], k) if len(ranks) else 0.0
 
 
 def precision_at_k(ranks: np.ndarray, k: int) -> float:

@@ -36,6 +36,7 @@ from melo_core.crosswalk import ALIAS_RELATIONS, Crosswalk
 from melo_core.effort import COSTS, CostModel, margin, queue_order
 from melo_core.errors import MeloInputError
 from melo_core.linker import Linker
+from melo_core.metrics import first_rank_accuracy, mean_reciprocal_rank
 from melo_core.pipeline import Pipeline, PipelineDefinition, crosswalk_mentions_of
 from melo_core.scheme_learning import Boilerplate, TargetKinds
 from melo_core.scorers.hybrid import POOL
@@ -159,10 +160,6 @@ def _margin(candidates: Sequence) -> float:
     return margin([c.score for c in candidates[:2]])
 
 
-def _mrr(ranks: Sequence[float]) -> float:
-    return sum(1.0 / r for r in ranks) / len(ranks) if ranks else 0.0
-
-
 def _ranks(linker: Linker, terms: Sequence[GoldTerm], depth: int, on_progress: Callable[[int], None],
            kinds: TargetKinds | None = None, margins: list[float] | None = None) -> list[float]:  # fmt: skip
     """The gold concepts' ranks; each term's ``margin`` appended to ``margins`` when given."""
@@ -179,17 +176,16 @@ def _ranks(linker: Linker, terms: Sequence[GoldTerm], depth: int, on_progress: C
 
 def _summary(name: str, ranks: list[float], remaining: dict[float, float], costs: CostModel) -> LinkerSummary:
     found = [r for r in ranks if math.isfinite(r)]
-    share = (lambda hits: hits / len(ranks)) if ranks else (lambda hits: 0.0)
     return LinkerSummary(
         linker=name,
         terms=len(ranks),
-        mrr=_mrr(ranks),
+        mrr=mean_reciprocal_rank(ranks),
         mean_rank=sum(found) / len(found) if found else math.nan,
         found=len(found),
         not_found=len(ranks) - len(found),
         remaining_mrr=remaining,
-        acc_at_1=share(sum(r <= 1 for r in ranks)),
-        acc_at_10=share(sum(r <= 10 for r in ranks)),
+        acc_at_1=first_rank_accuracy(ranks, 1),
+        acc_at_10=first_rank_accuracy(ranks, 10),
         effort_per_100=costs.per_100(ranks),
     )
 
@@ -293,11 +289,11 @@ def simulate(
     for i, term in enumerate(sequence):
         if i in positions:
             share = positions[i]
-            remaining["static"][share] = _mrr(static_ranks[i:])
+            remaining["static"][share] = mean_reciprocal_rank(static_ranks[i:])
             # With nothing learnt yet the learning linker is the static one: nothing to recompute.
             learned = len(linker.mentions) > known_before or (kinds is not None and kinds.decisions > 0)
             undecided = _ranks(linker, sequence[i:], depth, progress, kinds) if learned else static_ranks[i:]
-            remaining["learning"][share] = _mrr(undecided)
+            remaining["learning"][share] = mean_reciprocal_rank(undecided)
         [candidates] = linker.link([term.title], top_k=depth, pool=max(POOL, 5 * depth), kinds=kinds)
         learning_ranks.append(_rank(candidates, term.concept_uri))
         progress(1)
