@@ -146,23 +146,28 @@ def scheme_calibrator(pipeline: str, scheme: str) -> Calibrated:
 def pipeline_link(store: Store, scheme: str, pipeline: str | None, data_dir: str | Path,
                   say: Callable[[str], None] = lambda message: None) -> tuple[str, LinkBatch]:  # fmt: skip
     """(the pipeline's name, a ``LinkBatch`` through it) for linking ``scheme`` from the command line:
-    the pipeline named, else the default when it can serve (else its fallback); its known mentions
-    are the other countries' crosswalk titles and the store's current decisions, as on the Link page."""
+    the pipeline named, else the default when it can serve (else its fallback), over the labels in
+    the scheme's language and English (as `link` and the calibration's training rows rank them); its
+    known mentions are the other countries' crosswalk titles and the store's current decisions, as
+    on the Link page."""
     from db.aliases import accepted_aliases
     from melo_core.pipeline import Pipeline, choose_ready, crosswalk_mentions_of
-    from melo_core.taxonomy import cached_taxonomy_from_melo
+    from melo_core.taxonomy import cached_taxonomy_from_melo, reader_languages
 
     taxonomy = cached_taxonomy_from_melo(data_dir)
     country = held_out_country(scheme)
+    info = store.scheme(scheme)
+    languages = list(reader_languages(info.language if info and info.language else "en", taxonomy.languages)) or None
 
     def mentions_of(definition: PipelineDefinition) -> list[tuple[str, str, str | None]]:
         crosswalks = crosswalk_mentions_of(data_dir, definition.mention_relations, country)
         decided = accepted_aliases(store, relations=definition.mention_relations)
         return [m for m in [*crosswalks, *decided] if m[1] in taxonomy]
 
-    definition, notice = choose_ready(pipeline, taxonomy, None, lambda d: [t for t, _, _ in mentions_of(d)])
+    definition, notice = choose_ready(pipeline, taxonomy, languages, lambda d: [t for t, _, _ in mentions_of(d)])
     if notice:
         say(notice)
-    linker = Pipeline(definition, taxonomy, cache_dir=config.cache_dir(), show_progress=False, on_status=say)
+    linker = Pipeline(definition, taxonomy, languages, cache_dir=config.cache_dir(), show_progress=False,
+                      on_status=say)  # fmt: skip
     linker.set_mentions(mentions_of(definition))
     return definition.name, lambda labels, language: linker.link(labels, top_k=10, query_language=language)
