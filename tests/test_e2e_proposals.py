@@ -1,6 +1,7 @@
 """Machine proposals in a real browser (headless Chromium through Playwright): the proposals for a
-scheme appear on the Crosswalk page, a curator confirms them all with one key (Y), and the SKOS CSV
-and SSSOM downloads hold them as her mappings, with the tool that proposed them and its probability."""
+scheme appear on the Crosswalk page, a curator confirms them all with one key (Y) and rejects a later
+one with another (N); the SKOS CSV and SSSOM downloads hold the confirmed ones as her mappings, with
+the tool that proposed them and its probability."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def proposed_app(nor_data: Path, esco_csv: Path, tmp_path: Path) -> Iterator[tup
     url = f"sqlite:///{tmp_path / 'melo.db'}"
     with Store(url, create=True) as store:
         start_curation(store, nor_data, "nor_no")
-        terms = store.queue("nor_no", limit=3)
+        terms = store.queue("nor_no", limit=4)[:3]  # the fourth is proposed later in the test
         doctors = store.find_concepts("lege", limit=3)
         found = [NewProposal(t.id, c.uri, c.name or c.label, "closeMatch", 0.8, 0.97 - i / 100)
                  for i, (t, c) in enumerate(zip(terms, doctors, strict=True))]  # fmt: skip
@@ -55,6 +56,19 @@ def test_proposals_are_confirmed_with_the_keyboard_and_export_as_mappings(
         provenance = {(d.curator, d.outcome, d.proposed_by) for d in decided}
         assert provenance == {("Carla", "closeMatch", "MELO Studio e2e-1 (best)")}
         assert store.proposals("nor_no") == []
+        # A later proposal, rejected with the other key: no decision, and it does not come back.
+        fourth = store.queue("nor_no", limit=1)[0]
+        late = NewProposal(fourth.id, decided[0].concept_uri, None, "closeMatch", 0.7, 0.91)
+        store.add_proposals("nor_no", [late], tool_version="e2e-1", pipeline="best", target_precision=0.95,
+                            threshold=0.9)  # fmt: skip
+    page.reload()
+    page.get_by_role("button", name="Reject all 1").wait_for()
+    page.evaluate("document.activeElement && document.activeElement.blur()")
+    page.keyboard.press("n")
+    page.get_by_text("Rejected 1 proposal(s).").wait_for()
+    with Store(store_url) as store:
+        assert [p.status for p in store.proposals("nor_no", status=None) if p.term_id == fourth.id] == ["rejected"]
+        assert len(store.crosswalk("nor_no", outcomes=None)) == 3
 
     # The downloads hold them as Carla's mappings, with the tool that proposed them.
     page.get_by_text("The downloads hold 3 decisions.").wait_for()
