@@ -28,7 +28,7 @@ from melo_core.benchmarking import evaluate_one, protocol_for
 from melo_core.datasets import MeloDataset, load_dataset, resolve_dataset
 from melo_core.errors import MeloInputError
 from melo_core.evaluation import EvaluationResult
-from melo_core.metrics import TREC_NAMES
+from melo_core.metrics import TREC_NAMES, reciprocal_rank
 from melo_core.published import default_protocol, load_all_published
 from melo_core.scorers import is_scorer_spec, scorer_families, scorer_names
 from melo_core.version import code_version as current_code_version
@@ -280,7 +280,7 @@ def run_queries(store: Store, run_id: int) -> pd.DataFrame:
                 "query_id": query_id,
                 "query_text": query_text,
                 "first_rank": first,
-                "reciprocal_rank": 1.0 / first,
+                "reciprocal_rank": float(reciprocal_rank(first)),
                 "gold": [(cid, form) for cid, form in gold],
                 "top": [(cid, form) for cid, form in top],
             }

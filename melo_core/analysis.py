@@ -45,6 +45,7 @@ from melo_core.datasets import (
     resolve_dataset,
 )
 from melo_core.disk_cache import files_stamp, load_pickle, save_pickle
+from melo_core.metrics import reciprocal_rank
 from melo_core.published import published_model
 from melo_core.significance import Interval, paired_test
 from melo_core.taxonomy import isco_code_of
@@ -418,7 +419,7 @@ def query_results(dataset: MeloDataset, result: EvaluationResult, top_n: int = 5
                 "gold_concepts": gold,
                 "gold_forms": tuple(text_of[c] for c in relevant),
                 "first_rank": float(first[i]),
-                "reciprocal_rank": 1.0 / float(first[i]),
+                "reciprocal_rank": float(reciprocal_rank(first[i])),
                 "top_forms": tuple(text_of[c] for c in top),
                 "top_concepts": tuple(_concept(c, dataset.concept_of) for c in top),
                 "top_hits": tuple(c in relevant_set for c in top),
@@ -436,13 +437,6 @@ def query_results(dataset: MeloDataset, result: EvaluationResult, top_n: int = 5
         "top_hits",
     ]
     return pd.DataFrame(rows, columns=columns)
-
-
-def reciprocal_rank(first_ranks: pd.Series | np.ndarray) -> np.ndarray:
-    """1 / first rank, 0 where nothing relevant was retrieved (inf or NaN)."""
-    ranks = np.asarray(first_ranks, dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        return np.where(np.isfinite(ranks), 1.0 / ranks, 0.0)
 
 
 def failures(queries: pd.DataFrame, k: int = 1) -> pd.DataFrame:

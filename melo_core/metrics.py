@@ -25,9 +25,11 @@ def rank_matrix(ranks: Sequence[np.ndarray]) -> np.ndarray:
     return matrix
 
 
-def reciprocal_rank(first_ranks: np.ndarray) -> np.ndarray:
-    """1 / the rank of the first relevant element, elementwise; 0 where none was found (inf)."""
-    return 1.0 / np.asarray(first_ranks)
+def reciprocal_rank(first_ranks: np.ndarray | float) -> np.ndarray:
+    """1 / the rank of the first relevant element, elementwise; 0 where none was found (inf or NaN)."""
+    ranks = np.asarray(first_ranks, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(np.isfinite(ranks), 1.0 / ranks, 0.0)
 
 
 def reciprocal_ranks(ranks: np.ndarray) -> np.ndarray:
