@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 
-from db.models import DecisionRow, SchemeRow, TermRow
+from db.models import MATCH_OUTCOMES, DecisionRow, SchemeRow, TermRow
 from db.store import Store
 from melo_core.crosswalk import ALIAS_RELATIONS
 
@@ -31,3 +31,26 @@ def accepted_aliases(store: Store, scheme: str | None = None,
         query = query.where(SchemeRow.name == scheme)
     with store.read() as session:
         return [(label, uri, language) for label, uri, language in session.execute(query)]
+
+
+def scheme_matches(store: Store, scheme: str) -> list[tuple[str, str]]:
+    """(concept URI, relation) of every current match decision of ``scheme`` (exact, narrow, broad,
+    close, related), in decision order: what the scheme teaches about the kind of concept it maps
+    to (``melo_core.scheme_learning.scheme_kinds``)."""
+    latest = select(func.max(DecisionRow.id)).group_by(DecisionRow.term_id, DecisionRow.concept_uri)
+    query = (
+        select(DecisionRow.concept_uri, DecisionRow.outcome)
+        .join(TermRow, TermRow.id == DecisionRow.term_id)
+        .join(SchemeRow, SchemeRow.id == TermRow.scheme_id)
+        .where(DecisionRow.id.in_(latest), DecisionRow.outcome.in_(MATCH_OUTCOMES), SchemeRow.name == scheme)
+        .order_by(DecisionRow.id)
+    )
+    with store.read() as session:
+        return [(uri, outcome) for uri, outcome in session.execute(query)]
+
+
+def scheme_labels(store: Store, scheme: str) -> list[str]:
+    """The labels of every term of ``scheme``: where its boilerplate is read from."""
+    query = select(TermRow.label).join(SchemeRow, SchemeRow.id == TermRow.scheme_id).where(SchemeRow.name == scheme)
+    with store.read() as session:
+        return list(session.scalars(query))

@@ -11,8 +11,10 @@ from datetime import UTC, datetime, timedelta
 import pandas as pd
 import streamlit as st
 
-from db.models import MATCH_OUTCOMES
+from db.models import MATCH_OUTCOMES, REJECTED, UNSURE
 from db.store import AccessError, StoreBusy
+from melo_core.calibration import Calibrator, load_calibrator, percent
+from melo_core.effort import ORDER_LABELS, QUEUE_ORDERS
 from melo_core.errors import MeloInputError
 from melo_core.linker import Candidate
 from melo_core.pipeline import (
@@ -26,7 +28,7 @@ from melo_core.pipeline import (
     pipeline_names,
 )
 from melo_core.taxonomy import ISCO_GROUP, reader_languages
-from ui import auth
+from ui import auth, learning
 from ui import common as ui
 from ui.link_keys import number_keys
 from ui.navigation import app_navigation, keep_choice, linked_value, remembered_value, restore_choice
@@ -42,15 +44,13 @@ schemes = store.schemes()
 if not schemes:
     ui.first_run(store)
 
-# (label, outcome, key). Streamlit reserves C and R, hence cLose, relaTed and X for reject.
+# Keys of the relation buttons. Streamlit reserves C and R, hence cLose, relaTed and X for reject.
+RELATION_KEYS = {"exactMatch": "E", "narrowMatch": "N", "broadMatch": "B", "closeMatch": "L", "relatedMatch": "T"}
+# (label, outcome, key): one button per SKOS relation (MATCH_OUTCOMES, melo_core.crosswalk), then reject and unsure.
 BUTTONS = (
-    ("Exact", "exactMatch", "E"),
-    ("Narrow", "narrowMatch", "N"),
-    ("Broad", "broadMatch", "B"),
-    ("Close", "closeMatch", "L"),
-    ("Related", "relatedMatch", "T"),
-    ("Reject", "rejected", "X"),
-    ("Unsure", "unsure", "U"),
+    *((relation.removesuffix("Match").capitalize(), relation, RELATION_KEYS[relation]) for relation in MATCH_OUTCOMES),
+    ("Reject", REJECTED, "X"),
+    ("Unsure", UNSURE, "U"),
 )
 DESCRIPTION_START = 110  # characters: one caption line under a candidate at 1400 px
 PICK_KEYS = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "0")  # candidates 1..10
@@ -85,9 +85,13 @@ names = [s.name for s in schemes]
 # The URL and the session keep the scheme and queue: a link, a reload or the way back here shows them.
 restore_choice("link_scheme", "scheme", names)
 restore_choice("link_status", "queue", STATUS_FILTERS)
+restore_choice("link_order", "order", QUEUE_ORDERS)
 with st.sidebar:
     scheme_name = st.selectbox("Source scheme", names, key="link_scheme")
     status = st.radio("Queue", STATUS_FILTERS, horizontal=True, key="link_status")
+    order = st.selectbox("Order", QUEUE_ORDERS, format_func=ORDER_LABELS.__getitem__, key="link_order",
+                         help="Most confident first: quick confirmations; least confident first: the decisions that "
+                         "teach most (docs/experiments/curator-effort.md).")  # fmt: skip
     search = st.text_input("Search terms (code, label, description)", key="link_search")
     pipelines = pipeline_names()
     pipeline_name = st.selectbox(
@@ -112,6 +116,7 @@ with st.sidebar:
 scheme = next(s for s in schemes if s.name == scheme_name)
 keep_choice("scheme", scheme_name)
 keep_choice("queue", status)
+keep_choice("order", order)
 with st.sidebar:
     # The scheme's language and English by default: what a curator reads, and what is prepared first.
     label_languages = st.text_input(
@@ -178,6 +183,7 @@ def decide(term_id: int, outcome: str, choice_key: str, options: dict[str, dict[
             scorer=choice["scorer"],  # type: ignore[arg-type]
             score=choice["score"],  # type: ignore[arg-type]
             rank=choice["rank"],  # type: ignore[arg-type]
+            confidence=choice["confidence"],  # type: ignore[arg-type]
             concept_label=str(choice["label"]),
         )
     except AccessError as exc:
@@ -236,7 +242,11 @@ if counts["returned"] and status != "returned":  # a reviewer's rejection comes 
     show_column.button("Show returned", on_click=show_returned, key="link_show_returned", width="stretch")
 
 # -- the queue and the current term -------------------------------------------------------------
-queue = store.queue(scheme_name, status=None if status == "all" else status, search=search, limit=200)
+queue = store.queue(scheme_name, status=None if status == "all" else status, search=search,
+                    limit=200 if order == "file" else learning.ORDERED_TERMS)  # fmt: skip
+if order != "file" and queue:  # by the linker's confidence, of the first ORDERED_TERMS in import order
+    queue = learning.ordered_queue(queue, order, scheme_name, search_languages, lambda: ui.spec_linker(
+        learning.ORDER_SCORER, search_languages, languages, scheme.language))[:200]  # fmt: skip
 if not queue:
     st.success("Nothing in this queue. Choose another status or scheme in the sidebar.")
     st.button("Undo my last decision", on_click=undo_last, key="link_undo_empty")
@@ -248,7 +258,7 @@ in_queue = sum(found_counts.values()) if status == "all" else found_counts[statu
 linked = linked_value("term") or ([] if "link_term" in st.session_state else remembered_value("term") or [])
 wanted = int(linked[0]) if linked and linked[0].isdigit() else st.session_state.get("link_term") or 0
 if wanted not in by_id:  # decided away (or filtered out): the next one in import order
-    wanted = next((t.id for t in queue if t.id > (wanted or 0)), queue[0].id)
+    wanted = next((t.id for t in queue if t.id > (wanted or 0)), queue[0].id) if order == "file" else queue[0].id
 st.session_state["link_term"] = wanted
 term_id = st.sidebar.selectbox(  # in the sidebar: the term's name heads the page once
     f"Term ({in_queue:d} in this queue{', the first 200 listed' if in_queue > len(queue) else ''})",
@@ -318,11 +328,7 @@ def serving_pipeline(wanted: str) -> tuple[str, bool]:
                    f"Prepare it with {md_code(command)}.")  # fmt: skip
         return now_serving, False
     run = ui.preparation(wanted, search_languages, scheme.language, ui.scheme_country(scheme.name))
-    (st.info if serves else st.warning)(
-        f"Pipeline **{md_text(wanted)}** is not {'complete' if serves else 'ready'}: {md_text(describe_missing(waits_on))}. "
-        "It is being prepared in the "
-        f"background; {meanwhile}."
-    )
+    missing = "; ".join(f"{r.what}: {r.detail}" for r in waits_on if not r.ready)  # the time: from the progress file
 
     @st.fragment(run_every=3)
     def progress() -> None:
@@ -332,8 +338,14 @@ def serving_pipeline(wanted: str) -> tuple[str, bool]:
         elif status.done or (status.serving and not serves):
             ui.forget_readiness()
             st.rerun()  # the whole page: the chosen pipeline now serves (or serves more)
-        else:
-            st.progress(status.fraction, text=f"Preparing {md_text(wanted)}: {md_text(status.message)}")
+        else:  # banner and bar from one reading of the progress file: they give the same time
+            (st.info if serves else st.warning)(
+                f"Pipeline **{md_text(wanted)}** is not {'complete' if serves else 'ready'}: {md_text(missing)}. "
+                + (f"It is {md_text(status.message)}" if status.queued() else "It is being prepared in the background "
+                   f"({md_text(status.time_left or 'estimating the time')})")
+                + f"; {meanwhile}."
+            )  # fmt: skip
+            st.progress(status.fraction, text=f"Preparing {md_text(wanted)}: {md_text(status.said())}")
 
     progress()
     return now_serving, False
@@ -351,6 +363,7 @@ with notices:  # a pipeline's readiness, and an error that stops the page
             linker = ui.spec_linker(spec, search_languages, languages, scheme.language)
             produced_by, suggestion_source = f"scorer spec {md_code(spec)} (no known mentions)", spec
             candidates = linker.link([term.label], top_k=10)[0]
+            calibrator: Calibrator | None = None  # calibrators are fitted per pipeline
         else:
             serving, complete = serving_pipeline(pipeline_name)
             pipeline = ui.pipeline(serving, search_languages, languages)
@@ -359,11 +372,12 @@ with notices:  # a pipeline's readiness, and an error that stops the page
             # While `prepare` embeds the crosswalks' titles, those not embedded yet wait. Held while
             # linking: another session sharing the pipeline may be on another scheme.
             mentions = ui.known_mentions(store, pipeline.definition, scheme.name)
+            kinds = learning.scheme_kinds(store, scheme.name, ui.taxonomy())  # occupation or ISCO group, learnt
             with pipeline.holding_mentions(mentions, embedded_only=not complete):
                 linker = pipeline.linker(scheme.language)
                 waiting = pipeline.pending_mentions(scheme.language)
                 known = len(linker.mentions)
-                candidates = linker.link([term.label], top_k=10)[0]
+                candidates = linker.link([term.label], top_k=10, kinds=kinds)[0]
             fallback_note = (
                 "" if serving == pipeline_name else f" — serving while **{md_text(pipeline_name)}** is prepared"
             )
@@ -373,12 +387,17 @@ with notices:  # a pipeline's readiness, and an error that stops the page
                            f"variant, {known:,} known mentions{pending}{'; ' + md_text(left_out) if left_out else ''})"
                            f"{fallback_note}")  # fmt: skip
             suggestion_source = serving
+            calibrator = load_calibrator(serving)  # what `prepare` fitted; None: raw scores only
     except (MeloInputError, ValueError, KeyError, OSError) as exc:
         st.error(md_text(f"{spec or pipeline_name}: {exc}"))
         st.stop()
+# Each candidate's calibrated probability of being accepted, where the pipeline has a calibrator.
+confidence = dict(zip([c.concept_uri for c in candidates],
+                      calibrator.probabilities(candidates, scheme.language) if calibrator else [], strict=False))  # fmt: skip
 source_area.caption(f"Candidates by {produced_by}.")
 if candidates and not store.suggestions(term.id, suggestion_source):
-    store.save_suggestions(term.id, suggestion_source, [(c.concept_uri, c.score) for c in candidates])
+    store.save_suggestions(term.id, suggestion_source,
+                           [(c.concept_uri, c.score, confidence.get(c.concept_uri)) for c in candidates])  # fmt: skip
 
 descriptions = ui.concept_descriptions(store, [c.concept_uri for c in candidates])
 details = details_area.expander("Candidates in full: scores, components, descriptions, URIs")
@@ -392,6 +411,7 @@ details.dataframe(
                 # score and the decision were past the right edge, behind labels and components.
                 "score": round(c.score, 4),
                 "decision": current[c.concept_uri].outcome if c.concept_uri in current else "",
+                **({"probability": percent(confidence[c.concept_uri])} if confidence else {}),
                 "matched label": f"{c.matched_label} ({c.matched_language}{', known mention' if c.via_mention else ''})",
                 "ISCO group": f"{c.isco_code} {c.isco_label or ''}".strip() if c.isco_code else "",
                 "kind": c.kind,
@@ -441,6 +461,7 @@ for c in candidates:
         "label": c.label,
         "scorer": suggestion_source,
         "score": float(c.score),
+        "confidence": confidence.get(c.concept_uri),
         "rank": c.rank,
         # The matched label only where it is not the name already shown: one line per candidate.
         "text": f"{c.rank}. {shown(c)}"
@@ -450,7 +471,7 @@ for c in candidates:
             else f" — “{c.matched_label}” ({c.matched_language}{', mention' if c.via_mention else ''})"
         )
         + (f" · ISCO {c.isco_code}" if c.isco_code and c.kind != ISCO_GROUP else "")
-        + f" · {c.score:.3f}  [{PICK_KEYS[c.rank - 1]}]",
+        + f" · {percent(confidence[c.concept_uri]) if confidence else f'{c.score:.3f}'}  [{PICK_KEYS[c.rank - 1]}]",
     }
 for match in found:
     key = f"search|{match.uri}"
@@ -461,6 +482,7 @@ for match in found:
             "scorer": None,
             "score": None,
             "rank": None,
+            "confidence": None,
             # The name and ISCO code tell apart concepts found by the same label.
             "text": (f"🔎 ISCO {match.isco_code} {match.name}" if match.concept_kind == ISCO_GROUP and match.isco_code
                      else f"🔎 {match.name}" + (f" · ISCO {match.isco_code}" if match.isco_code else ""))
@@ -499,7 +521,7 @@ with decision_area, st.form(f"decide_{term.id}", enter_to_submit=False, border=T
             shortcut=key,
         )
 
-next_id = next((t.id for t in queue if t.id > term.id), queue[0].id)
+next_id = learning.following(queue, term.id)
 skip_column, undo_column, _ = skip_area.columns([1, 1, 4])
 skip_column.button("Skip ▶", on_click=skip, args=(next_id,), key="link_skip", width="stretch", shortcut="S")
 undo_column.button("Undo my last", on_click=undo_last, key="link_undo", width="stretch", shortcut="Z")

@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from melo_core.crosswalk import load_crosswalk
 from melo_core.effort import COSTS, CostModel, margin, queue_order
@@ -189,3 +190,145 @@ def test_a_bad_simulation_file_names_the_key(tmp_path: Path) -> None:
         (tmp_path / "bad.toml").write_text(f'description = "x"\n[simulation]\n{body}\n', encoding="utf-8")
         with pytest.raises(MeloInputError, match=key):
             load_experiment(tmp_path / "bad.toml")
+
+
+# -- the Benchmark page ------------------------------------------------------------------------------
+
+
+def test_the_benchmark_page_shows_curator_effort(tmp_path: Path, melo_data: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    from db.store import Store
+    from melo_core.experiments.results import Provenance, append_results
+    from ui.effort import effort_table
+
+    def origin(run: str) -> Provenance:
+        return Provenance(run=run, commit="abc", models="", data_stamp="", command="experiment run curator-effort",
+                          machine="test", date=f"2026-12-06T{run[-7:-5]}:00:00+00:00")  # fmt: skip
+
+    results = tmp_path / "results.csv"
+    row = {"queries": 96, "seconds": 1.0}
+    append_results(results, "curator-effort", [{**row, "dataset": "nor_no", "pipeline": "best",
+                                                "metric": "effort_per_100", "value": 2000.0}],
+                   origin("20261206T010000Z"))  # fmt: skip
+    append_results(results, "curator-effort", [
+        {**row, "dataset": "nor_no", "pipeline": "best", "metric": "effort_per_100", "value": 1300.0},
+        {**row, "dataset": "nor_no", "pipeline": "best", "metric": "acc_at_1", "value": 0.47},
+        {**row, "dataset": "nor_no", "pipeline": "best/static", "metric": "effort_per_100", "value": 1460.0},
+        {**row, "dataset": "nor_no", "pipeline": "best/static", "metric": "acc_at_1", "value": 0.26},
+        {**row, "dataset": "ita_it", "pipeline": "best", "metric": "effort_per_100", "value": 1100.0},
+        {**row, "dataset": "ita_it", "pipeline": "best", "metric": "acc_at_1", "value": 0.53},
+        {**row, "dataset": "ita_it", "pipeline": "best", "metric": "mrr", "value": 0.6},  # not shown
+        {**row, "dataset": "mean:crosswalks", "pipeline": "best", "metric": "acc_at_1", "value": 0.9},  # recomputed
+    ], origin("20261206T020000Z"))  # fmt: skip
+    other = {**row, "dataset": "nor_no", "pipeline": "best", "metric": "acc_at_1", "value": 0.1}
+    append_results(results, "calibration", [other], origin("20261206T030000Z"))  # another experiment's
+    monkeypatch.setattr("melo_core.experiments.results.RESULTS_FILE", results)
+    database = tmp_path / "melo.db"
+    Store(f"sqlite:///{database}", create=True).close()
+    monkeypatch.setenv("MELO_DB_URL", f"sqlite:///{database}")
+    monkeypatch.setenv("MELO_DATA", str(melo_data))
+    monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)
+    app = AppTest.from_file(str(root / "pages" / "5_Benchmark.py"), default_timeout=120).run()
+    assert not app.exception
+    assert "Curator effort" in [h.value for h in app.subheader]
+    [table] = [d.value for d in app.dataframe if "best s/100 terms" in d.value.columns]
+    assert list(table.columns) == ["crosswalk", "best acc@1", "best s/100 terms", "best/static acc@1",
+                                   "best/static s/100 terms"]  # fmt: skip
+    assert table.iloc[0].tolist()[:3] == ["ita_it", 0.53, 1100.0]
+    assert table.iloc[1].tolist() == ["nor_no", 0.47, 1300.0, 0.26, 1460.0]
+    assert table.iloc[2].tolist()[:3] == ["mean", pytest.approx(0.5), pytest.approx(1200.0)]
+    assert effort_table([]).empty
+
+
+# -- the Link page: the same learning, and the queue order -------------------------------------------
+
+
+@pytest.fixture
+def link_store(nor_data: Path, esco_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A store holding the nor_no terms over the ESCO union of the small data folder (its ISCO groups too)."""
+    from db.quickstart import start_curation
+    from db.store import Store
+
+    url = f"sqlite:///{tmp_path / 'melo.db'}"
+    for name, value in (("MELO_DATA", nor_data), ("MELO_ESCO", esco_csv), ("MELO_CACHE", tmp_path / "cache"),
+                        ("MELO_DB_URL", url)):  # fmt: skip
+        monkeypatch.setenv(name, str(value))
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)
+    with Store(url, create=True) as store:
+        start_curation(store, nor_data, "nor_no")
+    return url
+
+
+def link_page() -> AppTest:
+    app = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "pages" / "2_Link.py"), default_timeout=120)
+    app.session_state["curator"] = "alice"
+    app.session_state["link_pipeline"] = "lexical"  # ready at once
+    return app
+
+
+def test_the_link_page_learns_the_schemes_kind_of_concept(link_store: str) -> None:
+    from db.store import Store
+
+    with Store(link_store) as store:
+        terms = {t.label: t for t in store.queue("nor_no", status=None, limit=None)}
+    midwives = terms["Jordmødre"]
+    app = link_page()
+    app.query_params["term"] = str(midwives.id)
+    app.run()
+    assert not app.exception and app.subheader[0].value == "Jordmødre"
+    before = app.dataframe[0].value
+    assert before["kind"].iloc[0] == "isco_group"  # "Midwifery professionals" first
+    assert "occupation" in set(before["kind"])
+    # Three other terms decided as close matches to occupations: the scheme maps to occupations.
+    with Store(link_store) as store:
+        for label, uri in (("Bartendere", f"{OCCUPATION}2f5e38a0-6578-4665-bdbd-e2ab505be140"),
+                           ("Legespesialister", f"{OCCUPATION}9b889f07-c39c-464d-b9d9-b2daa650f9ac"),
+                           ("Bilvaskere", f"{OCCUPATION}7cb71c5f-c310-481c-b46b-d0044328758c")):  # fmt: skip
+            store.decide(terms[label].id, uri, "closeMatch", "alice")
+    again = link_page()
+    again.query_params["term"] = str(midwives.id)
+    again.run()
+    assert not again.exception
+    after = again.dataframe[0].value
+    # Each ISCO group is moved down by what three occupation decisions teach; occupations stay.
+    kinds = TargetKinds()
+    for _ in range(3):
+        kinds.observe(Concept(uri=f"{OCCUPATION}x", number=0, kind="occupation"), "closeMatch")
+    offset = kinds.offsets()["isco4"]
+    assert offset < -0.2
+    score_of = {label: score for label, score in zip(before["concept"], before["score"], strict=True)}
+    for label, score, kind in zip(after["concept"], after["score"], after["kind"], strict=True):
+        if label in score_of and kind == "occupation":
+            assert score == pytest.approx(score_of[label], abs=1e-4)
+    assert after["score"].iloc[0] == pytest.approx(before["score"].iloc[0] + offset, abs=1e-3)
+    # The ISCO 61 group, third before, falls behind the occupations that followed it.
+    assert list(after["kind"].iloc[1:3]) == ["occupation", "occupation"]
+
+
+def test_the_link_page_orders_its_queue_by_confidence_and_remembers_it(link_store: str) -> None:
+    from db.store import Store
+
+    with Store(link_store) as store:
+        first_in_file = store.queue("nor_no", limit=1)[0]
+    app = link_page()
+    app.query_params["order"] = "most-confident"
+    app.run()
+    assert not app.exception
+    assert app.selectbox(key="link_order").value == "most-confident" and app.query_params["order"] == "most-confident"
+    most = app.subheader[0].value
+    app.selectbox(key="link_order").set_value("least-confident").run()
+    assert not app.exception and app.query_params["order"] == "least-confident"
+    least = app.subheader[0].value
+    assert most != least
+    app.selectbox(key="link_order").set_value("file").run()
+    assert app.subheader[0].value == first_in_file.label
+    # Skip follows the order chosen.
+    ordered = link_page()
+    ordered.query_params["order"] = "least-confident"
+    ordered.run()
+    assert ordered.subheader[0].value == least
+    ordered.button(key="link_skip").click().run()
+    assert not ordered.exception and ordered.subheader[0].value not in (least, first_in_file.label)

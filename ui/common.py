@@ -38,6 +38,7 @@ from melo_core.pipeline import (
 from melo_core.preparing import stop_group, time_left_words, without_time_left
 from melo_core.taxonomy import Taxonomy, cached_taxonomy_from_melo
 from ui import auth
+from ui.learning import scheme_boilerplate
 from ui.safe import md_code, md_text
 
 DEFAULT_SCORER = "char-tfidf"  # the advanced box's starting spec
@@ -182,9 +183,12 @@ def _crosswalks_for(definition: PipelineDefinition, scheme: str) -> tuple[list[t
 def known_mentions(store: Store, definition: PipelineDefinition, scheme: str) -> list[tuple[str, str, str | None]]:
     """The pipeline's known mentions for linking ``scheme``: the crosswalks' and every current
     decision of the store by the pipeline's relations — each accepted term helps the next at once
-    (the few new ones are embedded when they come)."""
+    (the few new ones are embedded when they come) — but a term made mostly of the scheme's
+    boilerplate ("Chemistry Teachers, Postsecondary"), which would pull its look-alikes to its concept."""
     known = taxonomy()  # once: each call of a cached function hashes its arguments (7,557 calls took 1.7 s)
-    decided = [m for m in accepted_aliases(store, relations=definition.mention_relations) if m[1] in known]
+    boilerplate = scheme_boilerplate(store, scheme)
+    decided = [m for m in accepted_aliases(store, relations=definition.mention_relations)
+               if m[1] in known and boilerplate.teaches_mention(m[0])]  # fmt: skip
     return [*crosswalk_known_mentions(definition, scheme), *decided]
 
 
