@@ -357,6 +357,8 @@ source_area = st.container()  # which pipeline ranked them
 controls_area = st.container()  # skip, undo, the keys, the concept search
 notices = st.container()  # a pipeline being prepared: below the buttons, the caption above names the fallback
 details_area = st.container()  # every score and component, per candidate
+# What the scheme's decisions teach: the kind of concept it maps to, and the relation its curators use most.
+kinds = learning.scheme_kinds(store, scheme.name, ui.taxonomy())
 with notices:  # a pipeline's readiness, and an error that stops the page
     try:
         if spec:
@@ -372,7 +374,6 @@ with notices:  # a pipeline's readiness, and an error that stops the page
             # While `prepare` embeds the crosswalks' titles, those not embedded yet wait. Held while
             # linking: another session sharing the pipeline may be on another scheme.
             mentions = ui.known_mentions(store, pipeline.definition, scheme.name)
-            kinds = learning.scheme_kinds(store, scheme.name, ui.taxonomy())  # occupation or ISCO group, learnt
             with pipeline.holding_mentions(mentions, embedded_only=not complete):
                 linker = pipeline.linker(scheme.language)
                 waiting = pipeline.pending_mentions(scheme.language)
@@ -516,7 +517,7 @@ with decision_area, st.form(f"decide_{term.id}", enter_to_submit=False, border=T
             on_click=decide,
             args=(term.id, outcome, choice_key, options),
             key=decide_key(term.id, outcome),
-            type="primary" if outcome == "exactMatch" else "secondary",
+            type="primary" if outcome == (kinds.usual_relation() or "exactMatch") else "secondary",
             width="stretch",
             shortcut=key,
         )

@@ -306,6 +306,10 @@ def test_the_link_page_learns_the_schemes_kind_of_concept(link_store: str) -> No
     assert after["score"].iloc[0] == pytest.approx(before["score"].iloc[0] + offset, abs=1e-3)
     # The ISCO 61 group, third before, falls behind the occupations that followed it.
     assert list(after["kind"].iloc[1:3]) == ["occupation", "occupation"]
+    # The relation the scheme's curators use most is the highlighted button (Exact before any decision).
+    primary = {b.label for b in again.button if b.proto.type == "primary"}
+    assert "Close" in primary and "Exact" not in primary
+    assert "Exact" in {b.label for b in app.button if b.proto.type == "primary"}
 
 
 def test_the_link_page_orders_its_queue_by_confidence_and_remembers_it(link_store: str) -> None:
