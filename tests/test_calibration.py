@@ -1,0 +1,200 @@
+"""Calibrated confidence (melo_core.calibration): the expected calibration error on hand-made
+numbers, a fit leave one country out that never sees the held-out country, a deterministic JSON,
+training rows linked from real crosswalks with the lexical pipeline, the probability on the Link
+page and as SSSOM confidence."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from db.exports import sssom_text, validate_sssom
+from db.store import Store
+from melo_core import calibration
+from melo_core.calibration import (
+    ECE_BINS,
+    FEATURES,
+    Calibrator,
+    CandidateRows,
+    candidate_features,
+    expected_calibration_error,
+    fit_calibrator,
+    load_calibrator,
+    percent,
+    prepare_calibration,
+    reliability,
+)
+from melo_core.linker import Candidate
+from melo_core.pipeline import load_pipeline
+from melo_core.taxonomy import cached_taxonomy_from_melo
+from tests.conftest import linked_slice
+from tests.test_pages_curation import LINK, cache, env, page, started  # noqa: F401  (fixtures)
+
+
+def candidate(rank: int, score: float, **more: object) -> Candidate:
+    fields: dict = dict(rank=rank, concept_uri=f"http://example.org/c{rank}", label=f"c{rank}", score=score,
+                        matched_label=f"c{rank}", matched_language="no", kind="occupation", isco_code=None,
+                        isco_label=None)  # fmt: skip
+    return Candidate(**(fields | more))
+
+
+def synthetic_rows(seed: int = 0, countries: tuple[str, ...] = ("aut", "bel", "nor")) -> CandidateRows:
+    """Ten candidates per term; the first is right more often the higher its score: rows a
+    logistic fit can calibrate."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for country in countries:
+        for _ in range(60):
+            scores = np.sort(rng.uniform(0, 1, 10))[::-1]
+            right = rng.uniform() < scores[0]
+            lists = [candidate(r + 1, float(s)) for r, s in enumerate(scores)]
+            gold = [lists[0].concept_uri] if right else []
+            parts.append(calibration.rows_from_lists([lists], [gold], "no", f"{country}_xx", country))
+    return CandidateRows.concat(parts)
+
+
+def test_ece_on_a_hand_made_example() -> None:
+    # Bin 1 of 15 ([0.0667, 0.133)): two at 0.1, one right: |0.1 - 0.5|. Bin 13: two at 0.9, both
+    # right: |0.9 - 1|. Weighted by their shares: (2 * 0.4 + 2 * 0.1) / 4.
+    assert expected_calibration_error([0.1, 0.1, 0.9, 0.9], [0, 1, 1, 1]) == pytest.approx(0.25)
+    diagram = reliability([0.1, 0.1, 0.9, 0.9, 1.0], [0, 1, 1, 1, 1])
+    assert len(diagram.counts) == ECE_BINS and diagram.edges[0] == 0.0 and diagram.edges[-1] == 1.0
+    assert diagram.counts[1] == 2 and diagram.counts[13] == 2 and diagram.counts[14] == 1  # 1.0: the last bin
+    assert diagram.accuracy[1] == 0.5 and diagram.mean_probability[13] == pytest.approx(0.9)
+    assert expected_calibration_error([0.0, 1.0], [0, 1]) == 0.0  # perfectly calibrated
+
+
+def test_features_follow_the_ranked_list() -> None:
+    listed = [candidate(1, 0.9, via_mention=True, component_scores={"a": 0.8, "b": 0.6},
+                        component_ranks={"a": 1, "b": 2}),
+              candidate(2, 0.5, matched_language="en", kind="isco_group")]  # fmt: skip
+    rows = candidate_features(listed, "no")
+    named = [dict(zip(FEATURES, row, strict=True)) for row in rows]
+    assert named[0]["margin_next"] == pytest.approx(0.4) and named[1]["margin_next"] == 0.0
+    assert named[1]["gap_first"] == pytest.approx(0.4) and named[1]["first_score"] == 0.9
+    assert (named[0]["via_mention"], named[0]["language_match"], named[0]["isco_group"]) == (1.0, 1.0, 0.0)
+    assert (named[1]["language_match"], named[1]["isco_group"], named[1]["inverse_rank"]) == (0.0, 1.0, 0.5)
+    assert named[0]["component_mean"] == pytest.approx(0.7) and named[0]["component_first"] == 0.5
+
+
+def test_leave_one_country_out_never_sees_the_held_out_country() -> None:
+    rows = synthetic_rows()
+    held = fit_calibrator(rows, "lexical", "nor")
+    assert held.countries == ["aut", "bel"] and held.hold_out_country == "nor"
+    # Whatever Norway's rows say, the calibrator held out of Norway stays the same.
+    is_nor = np.array([c == "nor" for c in rows.countries])
+    flipped = CandidateRows(rows.features.copy(), np.where(is_nor, 1 - rows.labels, rows.labels), rows.ranks,
+                            rows.countries, rows.datasets)  # fmt: skip
+    flipped.features[is_nor] += 5.0
+    assert fit_calibrator(flipped, "lexical", "nor").to_json() == held.to_json()
+    assert fit_calibrator(flipped, "lexical").to_json() != fit_calibrator(rows, "lexical").to_json()
+    # Fits shared between calibrators (fit_all) give the same calibrators as fits of their own.
+    shared: calibration.Fits = {}
+    assert [fit_calibrator(rows, "lexical", c, shared).to_json() for c in (None, "aut", "nor")] == [
+        fit_calibrator(rows, "lexical", c).to_json() for c in (None, "aut", "nor")
+    ]
+
+
+def test_the_fit_is_deterministic_and_its_json_reads_back() -> None:
+    rows = synthetic_rows()
+    first, again = fit_calibrator(rows, "lexical"), fit_calibrator(synthetic_rows(), "lexical")
+    assert first.to_json() == again.to_json()
+    read = Calibrator.from_json(first.to_json())
+    listed = [candidate(1, 0.95), candidate(2, 0.3), candidate(3, 0.1)]
+    assert read.probabilities(listed, "no") == pytest.approx(first.probabilities(listed, "no"), abs=1e-9)
+    probabilities = first.probabilities(listed, "no")
+    assert probabilities[0] > probabilities[1] > probabilities[2] and all(0 < p < 1 for p in probabilities)
+    with pytest.raises(ValueError, match="another version"):
+        Calibrator.from_json(json.dumps(json.loads(first.to_json()) | {"features": ["score"]}))
+
+
+def test_the_threshold_comes_from_other_countries_precision_curve() -> None:
+    calibrator = fit_calibrator(synthetic_rows(), "lexical", "nor")
+    # The curve holds the out-of-fold first candidates of Austria and Belgium only (60 terms each).
+    assert calibrator.curve_counts[-1] == 120 and calibrator.curve_thresholds == sorted(calibrator.curve_thresholds,
+                                                                                        reverse=True)  # fmt: skip
+    threshold = calibrator.threshold_for(0.8)
+    assert threshold is not None
+    at = calibrator.curve_thresholds.index(threshold)
+    assert calibrator.curve_precision[at] >= 0.8 and calibrator.curve_counts[at] >= calibration.MIN_PROPOSALS
+    assert calibrator.threshold_for(1.01) is None  # no precision above 1
+
+
+def test_a_probability_reads_as_a_percentage() -> None:
+    assert [percent(p) for p in (0.874, 0.5, 0.001, 0.999)] == ["87 %", "50 %", "<1 %", ">99 %"]
+
+
+@pytest.fixture(scope="module")
+def three_countries(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Norway, Denmark and Sweden: each a monolingual dataset (the taxonomy's labels) and its crosswalk."""
+    parts = tuple(f"processed/melo/{c}_q_{lang}_c_{lang}" for c, lang in (("nor", "no"), ("dnk", "da"), ("swe", "sv")))
+    crosswalks = ("raw/crosswalks_standard/nor_no", "raw/crosswalks_standard/dnk_da", "raw/crosswalks_standard/swe_sv")
+    return linked_slice(tmp_path_factory.mktemp("three-countries"), melo_data, parts + crosswalks)
+
+
+def test_prepare_links_real_crosswalks_and_fits_one_calibrator_per_held_out_country(three_countries: Path,
+                                                                                   tmp_path: Path) -> None:  # fmt: skip
+    definition = load_pipeline("lexical")
+    taxonomy = cached_taxonomy_from_melo(three_countries, tmp_path / "cache")
+    models = tmp_path / "models"
+    said: list[str] = []
+    written = prepare_calibration(definition, taxonomy, three_countries, tmp_path / "cache", models,
+                                  on_message=said.append, terms_per_crosswalk=12)  # fmt: skip
+    assert sorted(p.name for p in written) == ["lexical-without-dnk.json", "lexical-without-nor.json",
+                                               "lexical-without-swe.json", "lexical.json"]  # fmt: skip
+    assert said[:3] == ["calibration: linking dnk_da", "calibration: linking nor_no", "calibration: linking swe_sv"]
+    rows = calibration.collect_rows(definition, taxonomy, three_countries, None, 12, cache_dir=tmp_path / "cache",
+                                    on_progress=said.append)  # fmt: skip
+    assert len(said) == 4  # the rows were kept: nothing linked again
+    assert len(rows) == 3 * 12 * calibration.TOP_K and set(rows.countries) == {"dnk", "nor", "swe"}
+    assert set(rows.ranks.tolist()) == set(range(1, calibration.TOP_K + 1)) and 0 < rows.labels.mean() < 0.5
+    without_nor = load_calibrator("lexical", "nor", models)
+    assert without_nor is not None and without_nor.countries == ["dnk", "swe"]
+    assert load_calibrator("lexical", models_dir=models).countries == ["dnk", "nor", "swe"]  # type: ignore[union-attr]
+    assert load_calibrator("best", models_dir=models) is None
+    # Fitted again from the same rows: the same files.
+    before = {p.name: p.read_text(encoding="utf-8") for p in written}
+    again = prepare_calibration(definition, taxonomy, three_countries, tmp_path / "cache", models,
+                                terms_per_crosswalk=12)  # fmt: skip
+    assert {p.name: p.read_text(encoding="utf-8") for p in again} == before
+
+
+def test_prepare_skips_a_data_folder_with_one_country(nor_data: Path, tmp_path: Path) -> None:
+    taxonomy = cached_taxonomy_from_melo(nor_data, tmp_path / "cache")
+    assert prepare_calibration(load_pipeline("lexical"), taxonomy, nor_data, tmp_path / "cache", tmp_path) == []
+
+
+def test_link_page_shows_the_probability_and_sssom_exports_it(started: str, tmp_path: Path,  # noqa: F811
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    models = tmp_path / "models"
+    monkeypatch.setenv("MELO_MODELS", str(models))
+    fitted = fit_calibrator(synthetic_rows(), "lexical")
+    calibration.save_calibrator(fitted, models)
+    with Store(started) as store:
+        term = store.queue("nor_no", limit=1)[0]
+    app = page(LINK).run()
+    assert not app.exception
+    table = app.dataframe[0].value
+    assert all(cell.endswith(" %") for cell in table["probability"])
+    choice = app.radio(key=f"link_choice_{term.id}")
+    assert all(" %" in option for option in choice.options[:10])  # "… · 87 %  [1]" instead of the raw score
+    next(b for b in app.button if b.label == "Exact").click().run()
+    assert not app.exception
+    with Store(started) as store:
+        [decision] = store.current(term.id)
+        [top] = [s for s in store.suggestions(term.id, "lexical") if s.rank == 1]
+        text = sssom_text(store, "nor_no", suggestions=True)
+    assert decision.confidence is not None and 0 < decision.confidence < 1
+    assert (
+        top.confidence == pytest.approx(decision.confidence) and percent(decision.confidence) == table["probability"][0]
+    )
+    assert validate_sssom(text) == []
+    body = "".join(line for line in text.splitlines(keepends=True) if not line.startswith("#"))
+    [row] = [r for r in csv.DictReader(io.StringIO(body), delimiter="\t") if r["author_label"] == "alice"]
+    assert float(row["confidence"]) == pytest.approx(decision.confidence, abs=1e-5)
+    assert float(row["similarity_score"]) == pytest.approx(decision.score, abs=1e-5)
