@@ -198,3 +198,41 @@ def test_link_page_shows_the_probability_and_sssom_exports_it(started: str, tmp_
     [row] = [r for r in csv.DictReader(io.StringIO(body), delimiter="\t") if r["author_label"] == "alice"]
     assert float(row["confidence"]) == pytest.approx(decision.confidence, abs=1e-5)
     assert float(row["similarity_score"]) == pytest.approx(decision.score, abs=1e-5)
+
+
+def test_the_calibration_experiment_writes_ece_rows_the_benchmark_page_shows(
+    three_countries: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from melo_core.experiments.config import load_experiment
+    from melo_core.experiments.runner import run_experiment
+
+    plan = tmp_path / "calibration-test.toml"
+    plan.write_text('description = "test"\n[calibration]\npipelines = ["lexical"]\nterms = 12\n', encoding="utf-8")
+    results = tmp_path / "results.csv"
+    rows = run_experiment(load_experiment(plan), three_countries, results=results, show_progress=False,
+                          say=lambda message: None)  # fmt: skip
+    ece = {r["dataset"]: r["value"] for r in rows if r["metric"] == "ece"}
+    assert sorted(map(str, ece)) == ["dnk_da", "mean:crosswalks", "nor_no", "swe_sv"]
+    assert all(0 <= float(str(v)) <= 1 for v in ece.values())
+    bins = [r for r in rows if str(r["dataset"]).startswith("reliability:")]
+    assert {r["metric"] for r in bins} == {"bin_probability", "bin_accuracy"}
+    assert sum(int(str(r["queries"])) for r in bins if r["metric"] == "bin_accuracy") == 3 * 12 * calibration.TOP_K
+
+    monkeypatch.setattr("melo_core.experiments.results.RESULTS_FILE", results)
+    database = tmp_path / "melo.db"
+    Store(f"sqlite:///{database}", create=True).close()
+    monkeypatch.setenv("MELO_DB_URL", f"sqlite:///{database}")
+    monkeypatch.setenv("MELO_DATA", str(three_countries))
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.chdir(root)
+    app = AppTest.from_file(str(root / "pages" / "5_Benchmark.py"), default_timeout=120).run()
+    assert not app.exception
+    assert "Calibration" in [h.value for h in app.subheader]
+    table = next(d.value for d in app.dataframe if "lexical" in d.value.columns)
+    assert list(table["crosswalk"]) == ["dnk_da", "nor_no", "swe_sv", "mean"]
+    assert table["lexical"].iloc[:3].tolist() == pytest.approx(
+        [float(str(ece[c])) for c in ("dnk_da", "nor_no", "swe_sv")]
+    )
+    assert len(app.get("plotly_chart")) >= 1  # the reliability diagram
