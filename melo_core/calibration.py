@@ -372,8 +372,10 @@ def collect_rows(definition: object, taxonomy: object, data_dir: str | Path, cod
         if kept is None:
             on_progress(f"calibration: linking {code}")
             terms = sample_terms([t for t in crosswalk.terms if t.title and t.matches], terms_per_crosswalk)
+            # persist=False: no vector snapshot per crosswalk's language pair (for `best`, some 100 MB
+            # each), no fitted lexical scorer kept; the rows themselves are kept.
             pipeline = Pipeline(definition, taxonomy, searched, cache_dir=cache_dir, index_kind=index_kind,
-                                show_progress=False)  # fmt: skip
+                                show_progress=False, persist=False)  # fmt: skip
             pipeline.set_mentions(crosswalk_mentions_of(data_dir, definition.mention_relations, crosswalk.country,
                                                         cache_dir))  # fmt: skip
             lists = pipeline.link([t.title for t in terms], top_k=TOP_K, query_language=crosswalk.language)
