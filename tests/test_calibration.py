@@ -125,6 +125,23 @@ def test_the_threshold_comes_from_other_countries_precision_curve() -> None:
     assert calibrator.threshold_for(1.01) is None  # no precision above 1
 
 
+def test_a_schemes_offset_recovers_the_shift_of_its_own_decisions() -> None:
+    # A scheme whose candidates are right more often than the calibrator says: logit(truth) = logit(p) + 1.
+    rng = np.random.default_rng(0)
+    probabilities = rng.uniform(0.02, 0.9, 20_000)
+    logits = np.log(probabilities / (1 - probabilities))
+    labels = (rng.uniform(size=len(probabilities)) < 1 / (1 + np.exp(-(logits + 1.0)))).astype(float)
+    offset = calibration.scheme_offset(probabilities, labels)
+    assert offset == pytest.approx(1.0, abs=0.05)
+    shifted = 1 / (1 + np.exp(-(logits + offset)))
+    assert expected_calibration_error(shifted, labels) < expected_calibration_error(probabilities, labels) / 3
+    assert calibration.scheme_offset([0.5, 0.7], [1, 1]) == 0.0  # one outcome only: nothing to fit
+    fitted = fit_calibrator(synthetic_rows(), "lexical")
+    listed = [candidate(1, 0.9), candidate(2, 0.2)]
+    moved = fitted.shifted(offset).probabilities(listed, "no")
+    assert all(m > p for m, p in zip(moved, fitted.probabilities(listed, "no"), strict=True))
+
+
 def test_a_probability_reads_as_a_percentage() -> None:
     assert [percent(p) for p in (0.874, 0.5, 0.001, 0.999)] == ["87 %", "50 %", "<1 %", ">99 %"]
 

@@ -10,7 +10,8 @@ import pandas as pd
 
 from melo_core.experiments import results
 
-ECE_METRICS = ("ece", "ece_first")
+ECE_METRICS = ("ece", "ece_first", "ece_adapted")
+COLUMN_SUFFIX = {"ece": "", "ece_first": " (first candidate)", "ece_adapted": " (after 25 decided terms)"}
 BIN_METRICS = ("bin_probability", "bin_accuracy")
 RELIABILITY = "reliability:"  # the runner's dataset of a diagram bin (melo_core.experiments.runner)
 MEAN = "mean"
@@ -30,15 +31,15 @@ def _latest(rows: Iterable[dict[str, str]]) -> dict[tuple[str, str, str], dict[s
 
 
 def ece_table(rows: Iterable[dict[str, str]]) -> pd.DataFrame:
-    """One row per crosswalk, one column per pipeline (ECE of the top 10 candidates) and per
-    pipeline's first candidates, each cell the latest run's value; a last row, the mean over the
+    """One row per crosswalk, one column per pipeline (ECE of the top 10 candidates), per pipeline's
+    first candidates and per pipeline after a scheme's first 25 decided terms (``scheme_offset``), each cell the latest run's value; a last row, the mean over the
     crosswalks shown (the runner's mean rows are left out: a partial run's would stand for the whole)."""
     latest = _latest(
         r for r in rows if r["metric"] in ECE_METRICS and not r["dataset"].startswith(("mean:", RELIABILITY))
     )
     if not latest:
         return pd.DataFrame()
-    frame = pd.DataFrame([{"crosswalk": c, "column": p if m == "ece" else f"{p} (first candidate)",
+    frame = pd.DataFrame([{"crosswalk": c, "column": p + COLUMN_SUFFIX[m],
                            "value": float(r["value"])} for (c, p, m), r in latest.items()])  # fmt: skip
     table = frame.pivot(index="crosswalk", columns="column", values="value").sort_index()
     table = table[sorted(table.columns)]

@@ -401,7 +401,15 @@ def _run_calibration(experiment: Experiment, plan: CalibrationPlan, data_dir: Pa
     crosswalk's country; their means; and the reliability diagram of all of them pooled (datasets
     ``reliability:NN``: ``bin_probability`` and ``bin_accuracy``, the bin's candidates as queries).
     ``limit`` (``--limit-queries``): terms linked per crosswalk instead of the file's ``terms``."""
-    from melo_core.calibration import ECE_BINS, collect_rows, expected_calibration_error, out_of_fold, reliability
+    from melo_core.calibration import (
+        ECE_BINS,
+        MIN_SCHEME_TERMS,
+        collect_rows,
+        expected_calibration_error,
+        out_of_fold,
+        reliability,
+        scheme_offset,
+    )
     from melo_core.crosswalk import crosswalk_country, crosswalk_path, list_crosswalks
     from melo_core.pipeline import is_pipeline, load_pipeline
     from melo_core.taxonomy import cached_taxonomy_from_melo
@@ -432,18 +440,28 @@ def _run_calibration(experiment: Experiment, plan: CalibrationPlan, data_dir: Pa
         predicted = out_of_fold(rows, name)
         seconds = round(time.perf_counter() - started, 1)
         done: list[dict[str, object]] = []
+        term_number = np.cumsum(rows.ranks == 1)  # a crosswalk's rows are its terms' lists, one after another
         for code in codes:
             mine = np.array([d == code for d in rows.datasets])
             first = mine & (rows.ranks == 1)
-            for metric, keep in (("ece", mine), ("ece_first", first)):
+            # ece_adapted: the terms after the scheme's first MIN_SCHEME_TERMS, shifted by its offset on those
+            decided = mine & (term_number - term_number[np.argmax(mine)] < MIN_SCHEME_TERMS)
+            later = mine & ~decided
+            offset = scheme_offset(predicted[decided], rows.labels[decided])
+            logits = np.log(np.clip(predicted[later], 1e-9, 1) / np.clip(1 - predicted[later], 1e-9, 1))
+            adapted = 1.0 / (1.0 + np.exp(-(logits + offset)))
+            for metric, probabilities, labels in (("ece", predicted[mine], rows.labels[mine]),
+                                                  ("ece_first", predicted[first], rows.labels[first]),
+                                                  ("ece_adapted", adapted, rows.labels[later])):  # fmt: skip
                 done.append({"dataset": code, "pipeline": name, "metric": metric,
-                             "value": round(expected_calibration_error(predicted[keep], rows.labels[keep]), 6),
+                             "value": round(expected_calibration_error(probabilities, labels), 6),
                              "queries": int(first.sum()), "seconds": seconds})  # fmt: skip
-            say(f"{code:<8} {name:<10} ECE {done[-2]['value']:.4f}  first candidates {done[-1]['value']:.4f}")
+            say(f"{code:<8} {name:<10} ECE {done[-3]['value']:.4f}  first candidates {done[-2]['value']:.4f}  "
+                f"after {MIN_SCHEME_TERMS} decided terms {done[-1]['value']:.4f}")  # fmt: skip
         append_results(results, experiment.name, done, origin)
         means: list[dict[str, object]] = [{"dataset": CALIBRATION_MEAN, "pipeline": name, "metric": metric,
                   "value": round(float(np.mean([float(str(r["value"])) for r in done if r["metric"] == metric])), 6),
-                  "queries": len(codes), "seconds": ""} for metric in ("ece", "ece_first")]  # fmt: skip
+                  "queries": len(codes), "seconds": ""} for metric in ("ece", "ece_first", "ece_adapted")]  # fmt: skip
         diagram = reliability(predicted, rows.labels)
         bins: list[dict[str, object]] = [{"dataset": f"{RELIABILITY_BIN}{b:02d}", "pipeline": name, "metric": metric, "value": round(value, 6),
                  "queries": diagram.counts[b], "seconds": ""}
