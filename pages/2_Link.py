@@ -30,6 +30,7 @@ from melo_core.pipeline import (
 from melo_core.taxonomy import ISCO_GROUP, reader_languages
 from ui import auth, learning
 from ui import common as ui
+from ui.calibration import scheme_offset_for
 from ui.link_keys import number_keys
 from ui.navigation import app_navigation, keep_choice, linked_value, remembered_value, restore_choice
 from ui.safe import md_code, md_link, md_text
@@ -389,6 +390,8 @@ with notices:  # a pipeline's readiness, and an error that stops the page
                            f"{fallback_note}")  # fmt: skip
             suggestion_source = serving
             calibrator = load_calibrator(serving)  # what `prepare` fitted; None: raw scores only
+            if calibrator is not None:  # shifted to the scheme's own decisions, once it has some
+                calibrator = calibrator.shifted(scheme_offset_for(store, scheme.name, serving))
     except (MeloInputError, ValueError, KeyError, OSError) as exc:
         st.error(md_text(f"{spec or pipeline_name}: {exc}"))
         st.stop()

@@ -253,3 +253,24 @@ def test_the_calibration_experiment_writes_ece_rows_the_benchmark_page_shows(
         [float(str(ece[c])) for c in ("dnk_da", "nor_no", "swe_sv")]
     )
     assert len(app.get("plotly_chart")) >= 1  # the reliability diagram
+
+
+def test_the_link_pages_offset_follows_the_schemes_decisions(store: Store, tmp_path: Path) -> None:
+    from db.imports import import_taxonomy, import_terms, read_terms_csv
+    from tests.test_store import BAKER, NURSE, tiny_taxonomy
+    from ui.calibration import scheme_offset_for
+
+    import_taxonomy(store, tiny_taxonomy(), "esco", "v1")
+    terms = tmp_path / "terms.csv"
+    terms.write_text("code,label\n" + "".join(f"T{i},Term {i}\n" for i in range(30)), encoding="utf-8")
+    import_terms(store, "tst", read_terms_csv(terms), language="no")
+    ids = [t.id for t in store.terms("tst")]
+    for i, term_id in enumerate(ids):  # the calibrator said 20 %, the curators took the first candidate 9 times in 10
+        store.save_suggestions(term_id, "lexical", [(BAKER, 0.7, 0.2), (NURSE, 0.3, 0.05)])
+        if i < 24:
+            store.decide(term_id, BAKER if i % 10 else NURSE, "exactMatch", "alice")
+    assert scheme_offset_for(store, "tst", "lexical") == 0.0  # 24 decided terms: too few yet
+    store.decide(ids[24], BAKER, "exactMatch", "alice")
+    offset = scheme_offset_for(store, "tst", "lexical")
+    assert offset > 2.0  # logit(0.2) = -1.39: the shift lifts the first candidate towards what curators did
+    assert scheme_offset_for(store, "tst", "best") == 0.0  # another pipeline's probabilities: none stored
