@@ -122,7 +122,7 @@ if not eces.empty:
         figure = px.line(diagram, x="mean probability", y="share accepted", color="pipeline", markers=True,
                          hover_data=["candidates"], range_x=[0, 1], range_y=[0, 1])  # fmt: skip
         figure.add_shape(type="line", x0=0, y0=0, x1=1, y1=1, line={"dash": "dot", "color": "grey"})
-        st.plotly_chart(figure, key="bench_reliability")
+        ui.show_chart(figure, diagram, "reliability_diagram")
 
 # -- batch proposals (experiments/results.csv) ---------------------------------------------------------
 proposal_results = proposal_table(proposal_rows())

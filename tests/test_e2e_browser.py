@@ -352,11 +352,11 @@ def test_sign_in_through_openid_connect(page: Any, oidc_app: tuple[str, str]) ->
 def test_a_benchmark_chart_downloads_as_png(page: Any, runs_app_url: str) -> None:
     """The charts' PNG comes from Plotly's camera button in the browser (no server-side renderer)."""
     page.goto(f"{runs_app_url}/Benchmark")
-    chart = page.locator(".js-plotly-plot").first
+    chart = page.locator(".st-key-chart_heatmap_mrr .js-plotly-plot").first  # not the reliability diagram above it
     chart.wait_for()
     chart.hover()
     with page.expect_download() as download_info:
-        page.locator("[data-title='Download plot as a PNG']").first.click()  # Streamlit's modebar
+        chart.locator("[data-title='Download plot as a PNG']").first.click()  # Streamlit's modebar
     download = download_info.value
     content = Path(download.path()).read_bytes()
     assert download.suggested_filename == "heatmap_mrr.png"
