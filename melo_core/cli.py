@@ -608,6 +608,8 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     """Build what a pipeline needs (the domain model, the labels' embeddings and indexes, then what
     the first `link` of --query-lang reads: its lexical scorers fitted, the known mentions read) so
     that its first suggestion is fast; resumable: an interrupted run keeps what it finished."""
+    from melo_core.calibration import prepare_calibration
+
     definition = load_pipeline(args.pipeline)
     taxonomy = cached_taxonomy_from_melo(args.data)
     languages = _link_languages(args.langs, args.query_lang, taxonomy)  # what `link` will then rank
@@ -646,7 +648,9 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         try:
             prepare(definition, taxonomy, languages, on_progress=progress, workers=args.workers,
                     query_language=args.query_lang, mentions=_mention_texts(args, definition, taxonomy),
-                    on_serving=on_serving, data_dir=args.data, on_estimate=estimated, calibrate=True)  # fmt: skip
+                    on_serving=on_serving, data_dir=args.data, on_estimate=estimated,
+                    last_step=lambda say: prepare_calibration(definition, taxonomy, args.data, languages=languages,
+                                                              on_message=say))  # fmt: skip
             last["time_left"] = None
             progress(1.0, "fitting the lexical scorers and reading the known mentions as `link` will")
             _first_link(args, definition, languages)

@@ -511,7 +511,8 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
             workers: int | None = None, query_language: str | None = None,
             mentions: Sequence[str] = (), on_serving: Callable[[], None] = lambda: None,
             data_dir: str | Path | None = None,
-            on_estimate: Callable[[TimeLeft], None] = lambda left: None, calibrate: bool = False) -> None:  # fmt: skip
+            on_estimate: Callable[[TimeLeft], None] = lambda left: None,
+            last_step: Callable[[Callable[[str], None]], object] | None = None) -> None:  # fmt: skip
     """Build what the pipeline needs over ``languages``, in the order a first suggestion needs
     it: the domain model, then per encoder the labels' vectors and index, and the descriptions
     (``on_serving()`` is called once these are there: the pipeline serves from then on; with
@@ -521,21 +522,22 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
     (``on_estimate``: the times left in seconds). Models are trained on ``data_dir`` (default
     ``config.data_dir()``), the folder ``taxonomy`` came from. One preparation per data folder at a
     time, across processes: another one (another scheme, another app, the command line) waits,
-    saying so through ``on_progress``, then builds only what is still missing. With ``calibrate``
-    (`prepare` on the command line and the app's), last the calibrated confidence from the data
-    folder's crosswalks (``melo_core.calibration.prepare_calibration``)."""
+    saying so through ``on_progress``, then builds only what is still missing. ``last_step(say)`` runs
+    last, the lock still held (`prepare` on the command line and the app's: the calibrated
+    confidence from the data folder's crosswalks, ``melo_core.calibration.prepare_calibration``)."""
     cache = Path(cache_dir or config.cache_dir())
     data = Path(data_dir or config.data_dir())
     holder = {"pipeline": definition.name, "languages": list(languages or ()), "query_language": query_language}
     with held(preparation_lock(cache, data), holder, on_wait=lambda message: on_progress(0.0, message)):
         _prepare_held(definition, taxonomy, languages, cache, data, on_progress, workers, query_language, mentions,
-                      on_serving, on_estimate, calibrate=calibrate)  # fmt: skip
+                      on_serving, on_estimate, last_step=last_step)  # fmt: skip
 
 
 def _prepare_held(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Sequence[str] | None, cache: Path,
                   data: Path, on_progress: Callable[[float, str], None], workers: int | None,
                   query_language: str | None, mentions: Sequence[str], on_serving: Callable[[], None],
-                  on_estimate: Callable[[TimeLeft], None], calibrate: bool = False) -> None:  # fmt: skip
+                  on_estimate: Callable[[TimeLeft], None],
+                  last_step: Callable[[Callable[[str], None]], object] | None = None) -> None:  # fmt: skip
     """`prepare` once it holds the data folder's lock: what is missing now, built in order."""
     needs = requirements(definition, taxonomy, languages, cache, mentions=mentions)
     stage_seconds = 1.0  # the estimate of the stage under way (report reads it)
@@ -579,11 +581,8 @@ def _prepare_held(definition: PipelineDefinition, taxonomy: Taxonomy, languages:
                 pace.record(need.what, need.seconds, estimate.stage_seconds(), units, unit)
         if i == last_serving:
             on_serving()
-    if calibrate:  # last: calibrated confidence from the crosswalks; the pipeline serves without it meanwhile
-        from melo_core.calibration import prepare_calibration
-
-        prepare_calibration(definition, taxonomy, data, cache, languages=languages,
-                            on_message=lambda message: on_progress(0.99, message))  # fmt: skip
+    if last_step is not None:  # e.g. the calibrated confidence: the pipeline serves without it meanwhile
+        last_step(lambda message: on_progress(0.99, message))
     on_progress(1.0, "ready")
 
 
