@@ -220,6 +220,7 @@ DATE_METHODS = ("strftime", "isoformat")
 NOT_USER_TEXT: dict[str, set[str]] = {
     "*": {"config.DATA_HELP", "catalogue_markdown()"},
     "pages/2_Link.py": {"produced_by", "meanwhile"},
+    "app.py": {"page.link"},  # the page list's own link texts (ui.navigation.PAGES)
     # Intervals of numbers ("0.4233 [0.4167, 0.4301]") and the page's own wording.
     "pages/7_Drill_down.py": {"mrr.describe()", "difference", "over", "pairs"},
 }
