@@ -44,9 +44,15 @@ def open_page(script: str) -> AppTest:
     return app
 
 
-def figure(app: AppTest, index: int) -> dict:
-    """A Plotly chart's figure as the browser gets it (typed arrays decoded)."""
-    spec = json.loads(app.get("plotly_chart")[index].proto.spec)
+def figure(app: AppTest, index: int | str) -> dict:
+    """A Plotly chart's figure as the browser gets it (typed arrays decoded): by position, or by the
+    name its PNG is saved under (``ui.analysis.show_chart``; the page may show other charts first)."""
+    charts = app.get("plotly_chart")
+    if isinstance(index, str):
+        [chart] = [c for c in charts if json.loads(c.proto.config)["toImageButtonOptions"]["filename"] == index]
+    else:
+        chart = charts[index]
+    spec = json.loads(chart.proto.spec)
 
     def decode(value: object) -> object:
         if isinstance(value, dict) and "bdata" in value:
@@ -77,7 +83,7 @@ def test_benchmark_heatmap_and_differences_come_from_the_stored_runs(url: str, m
     assert any("only the first queries" in w.value for w in app.warning)  # 60-query runs are flagged
     with Store(url) as store:
         stored = {(r.scorer, r.dataset): r.metrics["mrr"] for r in list_runs(store, "ours")}
-    heatmap = figure(app, 0)["data"][0]
+    heatmap = figure(app, "heatmap_mrr")["data"][0]
     assert list(heatmap["y"]) == ["char-tfidf", "edit-distance", "openai (published)"]
     assert list(heatmap["x"]) == list(RUN_SET_DATASETS)
     z = np.asarray(heatmap["z"], dtype=float)
@@ -86,7 +92,7 @@ def test_benchmark_heatmap_and_differences_come_from_the_stored_runs(url: str, m
         assert z[1, j] == pytest.approx(stored[("edit-distance", dataset)])
         assert z[2, j] == pytest.approx(published_mrr(melo_data, "openai", dataset))
 
-    diff = app.dataframe[0].value
+    [diff] = [d.value for d in app.dataframe if "published_model" in d.value.columns]  # the differences table
     row = diff[(diff["model"] == "char-tfidf") & (diff["dataset"] == "nor_q_no_c_no")].iloc[0]
     expected = published_mrr(melo_data, "char_tf_idf", "nor_q_no_c_no")
     assert (row["published_model"], row["queries"], row["of"]) == ("char_tf_idf", RUN_SET_QUERIES, 96)
@@ -94,7 +100,7 @@ def test_benchmark_heatmap_and_differences_come_from_the_stored_runs(url: str, m
     assert row["diff"] == pytest.approx(stored[("char-tfidf", "nor_q_no_c_no")] - expected)
 
     # Top-k curves: ours at every k, the mean over the datasets all chosen models ran on.
-    curves = figure(app, 2)["data"]
+    curves = figure(app, "topk_curves")["data"]
     ours = next(t for t in curves if t["name"] == "char-tfidf")
     with Store(url) as store:
         runs = [r for r in list_runs(store, "ours") if r.scorer == "char-tfidf"]
@@ -106,7 +112,7 @@ def test_benchmark_heatmap_and_differences_come_from_the_stored_runs(url: str, m
 
     # Fewer models than datasets: the datasets run down the page, one row each.
     app.multiselect(key="bench_models").set_value(["char-tfidf", "edit-distance"]).run()
-    heatmap = figure(app, 0)["data"][0]
+    heatmap = figure(app, "heatmap_mrr")["data"][0]
     assert (list(heatmap["y"]), list(heatmap["x"])) == (list(RUN_SET_DATASETS), ["char-tfidf", "edit-distance"])
     assert np.asarray(heatmap["z"], dtype=float)[0, 1] == pytest.approx(stored[("edit-distance", RUN_SET_DATASETS[0])])
 
