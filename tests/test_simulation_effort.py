@@ -336,3 +336,23 @@ def test_the_link_page_orders_its_queue_by_confidence_and_remembers_it(link_stor
     assert ordered.subheader[0].value == least
     ordered.button(key="link_skip").click().run()
     assert not ordered.exception and ordered.subheader[0].value not in (least, first_in_file.label)
+
+
+def test_a_schemes_current_matches_and_labels(store: object, tmp_path: Path) -> None:
+    from db.aliases import scheme_labels, scheme_matches
+    from db.imports import import_terms, read_terms_csv
+    from db.store import Store
+
+    assert isinstance(store, Store)
+    (tmp_path / "terms.csv").write_text("code,label\nT1,Term 1\nT2,Term 2\nT3,Term 3\n", encoding="utf-8")
+    import_terms(store, "tst", read_terms_csv(tmp_path / "terms.csv"), language="no")
+    (tmp_path / "other.csv").write_text("code,label\nX1,Other term\n", encoding="utf-8")
+    import_terms(store, "other", read_terms_csv(tmp_path / "other.csv"), language="de")
+    ids = {code: store.term("tst", code).id for code in ("T1", "T2", "T3")}  # type: ignore[union-attr]
+    store.decide(ids["T1"], f"{OCCUPATION}a", "closeMatch", "alice")
+    store.decide(ids["T2"], f"{GROUP}2222", "exactMatch", "alice")
+    store.decide(ids["T2"], f"{GROUP}2222", "broadMatch", "alice")  # changed: the latest counts
+    store.decide(ids["T3"], f"{OCCUPATION}b", "rejected", "alice")  # no match: teaches nothing
+    store.decide(store.term("other", "X1").id, f"{OCCUPATION}c", "exactMatch", "alice")  # type: ignore[union-attr]
+    assert scheme_matches(store, "tst") == [(f"{OCCUPATION}a", "closeMatch"), (f"{GROUP}2222", "broadMatch")]
+    assert sorted(scheme_labels(store, "tst")) == ["Term 1", "Term 2", "Term 3"]
