@@ -60,7 +60,8 @@ def test_the_package_exports_the_front_door_and_not_the_labels_only_loader() -> 
 
 def test_the_readme_snippet_runs_and_says_which_pipeline_serves(shared: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     snippet = readme_snippet()
-    assert len(snippet.strip().splitlines()) <= 5 and 'Pipeline.load("best"' in snippet
+    code = [line for line in snippet.strip().splitlines() if line.strip()]
+    assert len(code) <= 5 and 'Pipeline.load("best"' in snippet  # five lines, as the issue asks
     monkeypatch.chdir(shared / "work")  # its data="../shared/melo" is the slice
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
