@@ -14,10 +14,13 @@ until its decisions say otherwise). The linker adds it to a concept's score
 evenly moves nothing.
 
 ``Boilerplate``: words that many of a scheme's terms share ("Teachers", "Postsecondary" in the
-U.S. SOC). A decided term made of such words mostly ("Chemistry Teachers, Postsecondary") makes
-a bad known mention: it pulls every later "... Teachers, Postsecondary" to chemistry (the
-simulated curator lost MRR on usa_en by learning). Such a decision teaches the kind, not the
-mention (``teaches_mention``).
+U.S. SOC). A decided term of two or more such words around at most one of its own ("Chemistry
+Teachers, Postsecondary") makes a bad known mention: it pulls every later "... Teachers,
+Postsecondary" to chemistry (the simulated curator lost MRR on usa_en by learning). Such a
+decision teaches the kind, not the mention (``teaches_mention``). A first rule, "more than half
+of its words", also dropped Italian and Spanish titles whose function words ("della", "de") are
+frequent, and cost ita_it, esp_es and hrv_hr more than usa_en gained
+(docs/experiments/curator-effort.md).
 """
 
 from __future__ import annotations
@@ -37,7 +40,6 @@ KIND_WEIGHT = 0.1  # score offset per unit of log odds between a kind and the mo
 # A word in this share of a scheme's terms (and in at least BOILERPLATE_MIN_TERMS) is its boilerplate.
 BOILERPLATE_SHARE = 0.02
 BOILERPLATE_MIN_TERMS = 5
-MOSTLY = 0.5  # a decided term whose words are boilerplate more than this share teaches no mention
 _WORD = re.compile(r"\w+")
 
 
@@ -110,6 +112,8 @@ class Boilerplate:
         return sum(word in self.common for word in found) / len(found) if found else 0.0
 
     def teaches_mention(self, text: str) -> bool:
-        """Whether a decided term may become a known mention: not when it is mostly boilerplate."""
+        """Whether a decided term may become a known mention: not when it is two or more words of
+        boilerplate around at most one of its own."""
         found = words(text)
-        return len(found) < 2 or self.share(text) <= MOSTLY
+        common = sum(word in self.common for word in found)
+        return common < 2 or len(found) - common > 1

@@ -121,6 +121,10 @@ def test_boilerplate_terms_teach_no_mention() -> None:
     assert not boilerplate.teaches_mention("Chemistry Teachers, Postsecondary")  # 2 of 3 words
     assert boilerplate.teaches_mention("Registered Nurses") and boilerplate.teaches_mention("Teachers")
     assert boilerplate.share("Chefs and Head Cooks") == 0.0
+    # Frequent function words around two words of its own: still a mention (Italian titles lost by a share rule).
+    italian = Boilerplate(frozenset({"tecnici", "della", "e"}))
+    assert italian.teaches_mention("Tecnici della produzione alimentare")
+    assert not italian.teaches_mention("Tecnici della produzione")
 
 
 def write_crosswalk(folder: Path, terms: dict[str, tuple[str, str, str]]) -> Path:
