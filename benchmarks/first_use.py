@@ -198,9 +198,8 @@ def main() -> None:
                 break
             # `fast` needs the domain model and its labels, which prepare builds first: any later stage
             # (e5-esco's build, another encoder's labels) means it serves.
-            fast_serves = not stage.startswith(
-                ("building the domain", "embedding domain", "indexing the labels for domain")
-            )
+            domain = ("building the domain", "embedding domain", "indexing the labels for domain")
+            fast_serves = any(s.startswith(domain) for s in stages) and not stage.startswith(domain)
             for name, now in (("fast", fast_serves), ("best, mentions pending", progress.get("serving"))):
                 if now and name not in served:
                     served.append(name)
