@@ -50,7 +50,7 @@ from melo_core.coverage import COVERAGE_MODES, cover, reads
 from melo_core.crosswalk import RELATIONS
 from melo_core.descriptions import DEFAULT_ENCODER, description_encoders, missing_descriptions
 from melo_core.encoders import EncoderSpec, cached_encoder, encoder_kinds, is_encoder_spec
-from melo_core.encoders.registry import built_model
+from melo_core.encoders.registry import BuiltModel, built_model
 from melo_core.errors import MeloInputError
 from melo_core.linker import AGGREGATIONS, MENTION_LANGUAGES, Candidate, Linker, keeps_mention, mention_form
 from melo_core.preparing import (
@@ -571,19 +571,76 @@ def _prepare_held(definition: PipelineDefinition, taxonomy: Taxonomy, languages:
         report(0.0, "starting")
     if last_serving < 0:
         on_serving()
+    early = EarlyBuild.start(ordered[: last_serving + 1], data)
     for i, need in enumerate(ordered):
         if not need.ready:
             position = next(p for p, (j, _) in enumerate(pending) if j == i)
             stage_seconds = need.seconds
             estimate.start(position)
-            units, unit = _build(need, taxonomy, languages, mentions, cache, data, workers, report)
-            if units:  # not a model another process had just built (the time was a wait, not a build)
+            shared = early is not None and early.running()  # this stage shared the cores: its pace says little
+            if early is not None and need is early.need:
+                units, unit = early.join(report)
+            else:
+                units, unit = _build(need, taxonomy, languages, mentions, cache, data, workers, report)
+            if units and not shared:  # not a model another process had just built (the time was a wait)
                 pace.record(need.what, need.seconds, estimate.stage_seconds(), units, unit)
         if i == last_serving:
             on_serving()
     if last_step is not None:  # e.g. the calibrated confidence: the pipeline serves without it meanwhile
         last_step(lambda message: on_progress(0.99, message))
     on_progress(1.0, "ready")
+
+
+class EarlyBuild:
+    """The costliest model a first suggestion waits for after the first one (e5-esco, after the
+    domain model), built in a process of its own from the start, beside the first: e5-esco's
+    training keeps 1.6 of 2 cores busy, so the two together end sooner than one after the other
+    (docs/experiments/first-use.md). `fast` serves a little later; `best` sooner. Its progress is
+    reported when the stages reach it."""
+
+    def __init__(self, need: Requirement, model: BuiltModel, data: Path):
+        self.need, self.model = need, model
+        self.step = (0, 1)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(data,), name=f"build {model.what}", daemon=True)
+
+    @classmethod
+    def start(cls, serving: Sequence[Requirement], data: Path) -> EarlyBuild | None:
+        """The early build for the ``serving`` stages (in order), started; None with fewer than two
+        models to build."""
+        models = [(need, model) for need in serving if not need.ready and (model := _model_of(need)) is not None]
+        if len(models) < 2:
+            return None
+        need, model = max(models[1:], key=lambda pair: pair[0].seconds)
+        early = cls(need, model, data)
+        early.thread.start()
+        return early
+
+    def _run(self, data: Path) -> None:
+        try:
+            self.model.build_apart(data, on_progress=lambda step, steps, loss: setattr(self, "step", (step, steps)))
+        except BaseException as exc:  # raised where the stages reach it
+            self.error = exc
+
+    def running(self) -> bool:
+        return self.thread.is_alive()
+
+    def join(self, report: Callable[[float, str], None]) -> tuple[int, str]:
+        """Wait for the build, reporting its steps; (0, "steps"): it shared the cores, no pace to keep."""
+        while self.thread.is_alive():
+            step, steps = self.step
+            report(self.need.seconds * step / max(steps, 1), f"building the {self.model.what}: step {step} of {steps}")
+            self.thread.join(timeout=2.0)
+        if self.error is not None:
+            raise self.error
+        return 0, "steps"
+
+
+def _model_of(need: Requirement) -> BuiltModel | None:
+    """The model a requirement builds (None: labels, mentions or descriptions)."""
+    if need.encoder is not None:
+        return None
+    return next((m for m in map(built_model, encoder_kinds()) if m is not None and m.what == need.what), None)
 
 
 def seconds_left(estimate: float, done: float, elapsed: float, later: float) -> float:
@@ -605,7 +662,7 @@ def _build(need: Requirement, taxonomy: Taxonomy, languages: Sequence[str] | Non
     work it was: (steps, "steps") or (texts, "texts")."""
     from melo_core.encoders.prefill import fill_cache
 
-    model = next((m for m in map(built_model, encoder_kinds()) if m is not None and m.what == need.what), None)
+    model = _model_of(need)
     if model is not None:
         trained = {"steps": 0}
 

@@ -9,6 +9,7 @@ import os
 import queue
 import signal
 import sys
+import threading
 import traceback
 import types
 from collections.abc import Callable, Iterator
@@ -62,6 +63,9 @@ def build_apart(build: Callable[..., Path], data_dir: str | Path, on_progress: P
         return _build_apart(build, data_dir, on_progress)
 
 
+_starting = threading.Lock()  # bare_main swaps sys.modules["__main__"]: two threads at once would leave a fake one
+
+
 def _build_name(build: Callable[..., Path]) -> str:
     function = getattr(build, "func", build)  # a functools.partial: its function
     return f"{function.__module__}.{function.__qualname__}"
@@ -71,7 +75,7 @@ def _build_apart(build: Callable[..., Path], data_dir: str | Path, on_progress: 
     context = multiprocessing.get_context("spawn")  # torch's threads are not fork-safe
     messages = context.Queue()
     process = context.Process(target=_build_child, args=(build, str(data_dir), config.folders(), messages), daemon=True)
-    with bare_main():
+    with _starting, bare_main():  # one start at a time: builds may start from two threads (`prepare`'s early build)
         process.start()
     try:
         while True:
