@@ -161,6 +161,7 @@ def main() -> None:
         stages: dict[str, float] = {}
         served: list[str] = []
         served_at: dict[str, float] = {}  # minutes
+        suggested_at: dict[str, float] = {}  # minutes: the first suggestion, its `link` included
         memory, tree = MemoryLog(), psutil.Process(preparing.pid)
         stage, stopped = "starting", False
         second: subprocess.Popen | None = None
@@ -206,6 +207,7 @@ def main() -> None:
                     at = time.perf_counter() - started
                     served_at[name] = at / 60
                     seconds, said, peak = first_link(link, env)
+                    suggested_at[name] = (at + seconds) / 60
                     print(f"{name}: serves after {at / 60:.1f} min; first link (fresh process, loading included, "
                           f"while the preparation goes on) {seconds:.1f} s, peak RSS {peak:,.0f} MB -> "
                           f"suggestion at {(at + seconds) / 60:.1f} min; {said}")  # fmt: skip
@@ -223,6 +225,7 @@ def main() -> None:
         if second is not None:
             print(f"preparations working at once, at most: {concurrent_max}")
         moments = {"fast_serves_min": served_at.get("fast"), "best_serves_min": served_at.get("best, mentions pending"),
+                   "first_suggestion_min": suggested_at.get("best, mentions pending"),
                    "best_complete_min": done / 60, "load_mean": sum(loads) / max(len(loads), 1)}  # fmt: skip
         if second is not None:
             moments |= {"concurrent_max": concurrent_max,
