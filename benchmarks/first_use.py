@@ -135,6 +135,11 @@ def main() -> None:
     parser.add_argument("--second", metavar="SCHEME", help="open this scheme too, --second-after minutes in")
     parser.add_argument("--second-after", type=float, default=2.0, metavar="MIN", help="default 2")
     parser.add_argument("--models-out", metavar="DIR", help="with --train: build the models into DIR (new), kept")
+    parser.add_argument(
+        "--until-served",
+        action="store_true",
+        help="stop once best serves (and the --second scheme too): no `best complete` moment",
+    )
     parser.add_argument("--busy", action="store_true", help="the machine is shared with other work (recorded so)")
     parser.add_argument("--no-record", action="store_true", help="do not append to experiments/results.csv")
     args = parser.parse_args()
@@ -180,6 +185,13 @@ def main() -> None:
                 if second_served is None and serving(second_state):
                     second_served = elapsed
                     print(f"second scheme {args.second}: serves after {elapsed / 60:.1f} min")
+            if args.until_served and "best, mentions pending" in served and (not args.second or second_served):
+                for process in (preparing, second):
+                    if process is not None and process.poll() is None:
+                        process.send_signal(signal.SIGINT)  # prepare keeps what it finished
+                        process.wait()
+                first_done = -1.0  # not complete: stopped once served
+                break
             if preparing.poll() is not None:  # the first is done; the second goes on
                 first_done = first_done or elapsed
                 continue
@@ -215,18 +227,21 @@ def main() -> None:
         if stopped:
             print(f"{timeline}\n{memory.report()}")
             return
-        if preparing.returncode != 0:
+        complete = first_done >= 0
+        if complete and preparing.returncode != 0:
             raise SystemExit(f"prepare failed:\n{preparing.stderr.read()[-3000:]}")  # type: ignore[union-attr]
         done = first_done or time.perf_counter() - started
-        seconds, said, peak = first_link(link, env)
-        print(f"best, complete: prepared after {done / 60:.1f} min; first link {seconds:.1f} s, peak RSS "
-              f"{peak:,.0f} MB -> suggestion at {(done + seconds) / 60:.1f} min; {said}")  # fmt: skip
+        if complete:
+            seconds, said, peak = first_link(link, env)
+            print(f"best, complete: prepared after {done / 60:.1f} min; first link {seconds:.1f} s, peak RSS "
+                  f"{peak:,.0f} MB -> suggestion at {(done + seconds) / 60:.1f} min; {said}")  # fmt: skip
         print(f"{timeline}\n{memory.report()}")
         if second is not None:
             print(f"preparations working at once, at most: {concurrent_max}")
         moments = {"fast_serves_min": served_at.get("fast"), "best_serves_min": served_at.get("best, mentions pending"),
                    "first_suggestion_min": suggested_at.get("best, mentions pending"),
-                   "best_complete_min": done / 60, "load_mean": sum(loads) / max(len(loads), 1)}  # fmt: skip
+                   "best_complete_min": done / 60 if complete else None,
+                   "load_mean": sum(loads) / max(len(loads), 1)}  # fmt: skip
         if second is not None:
             moments |= {"concurrent_max": concurrent_max,
                         "second_serves_min": None if second_served is None else second_served / 60}  # fmt: skip
