@@ -548,6 +548,8 @@ def _run_proposals(experiment: Experiment, plan: ProposalsPlan, data_dir: Path, 
                       "value": reached, "queries": len(codes), "seconds": ""})  # fmt: skip
         append_results(results, experiment.name, means, origin)
         for row in means:
-            say(f"{PROPOSALS_MEAN} {name:<10} {row['metric']} {float(str(row['value'])):.4f} over {row['queries']} crosswalks")
+            say(
+                f"{PROPOSALS_MEAN} {name:<10} {row['metric']} {float(str(row['value'])):.4f} over {row['queries']} crosswalks"
+            )
         out += done + means
     return out
