@@ -274,17 +274,17 @@ def _others(report: Report, experiments: Sequence[str]) -> list[str]:
         means = [d for d in datasets if d.startswith("mean:")]
         # an experiment's own means stand for its datasets; else, past a screenful, the mean per pipeline
         body = _rows(report, experiment, means or datasets, metrics)
-        note = "per dataset: `experiments/results.csv`" if means else ""
         if len(body) > MAX_ROWS:
-            body, note = (
-                _means(report, experiment, datasets, metrics),
-                "means over the datasets; each in `experiments/results.csv`",
-            )
-        lines += [f"### `{experiment}`", "", *([note, ""] if note else []),
-                  *_table(["dataset", "pipeline", *metrics, "date", "commit"], body), ""]  # fmt: skip
+            body = _means(report, experiment, datasets, metrics)
+        lines += [*_table(["experiment", "dataset", "pipeline", *metrics, "date", "commit"],
+                          ([f"`{experiment}`", *row] for row in body)), ""]  # fmt: skip
     if not lines:
         return []
-    return ["## Other measurements", "", *lines]
+    note = (
+        "One table per experiment. A `mean:…` row (the experiment's own) or a `mean of N` row (past "
+        f"{MAX_ROWS} rows) stands for its datasets; each dataset's rows are in `experiments/results.csv`."
+    )
+    return ["## Other measurements", "", note, "", *lines]
 
 
 def _commands(report: Report, experiments: Sequence[str], descriptions: dict[str, str]) -> list[str]:
