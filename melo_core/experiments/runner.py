@@ -253,6 +253,18 @@ def _run_leave_one_out(experiment: Experiment, plan: LeaveOneOut, data_dir: Path
 GRADED_MEAN = "mean:crosswalks"  # a graded experiment's mean over the crosswalks run
 
 
+def _chosen_crosswalks(experiment: Experiment, crosswalks: str | tuple[str, ...], only: list[str] | None,
+                       data_dir: Path) -> tuple[list[str], list[Path]]:  # fmt: skip
+    """The crosswalk codes a crosswalk experiment runs (``only``: `--datasets`; else the file's, or
+    all of the data folder) and their files: an unknown code fails before any work."""
+    from melo_core.crosswalk import crosswalk_path, list_crosswalks
+
+    codes = only if only is not None else list(crosswalks) if crosswalks != "all" else list_crosswalks(data_dir)
+    if not codes:
+        raise MeloInputError(f"experiment {experiment.name!r}: no crosswalk to run")
+    return codes, [crosswalk_path(data_dir, code) for code in codes]
+
+
 def _run_graded(experiment: Experiment, plan: Graded, data_dir: Path, results: Path, command: str, limit: int,
                 only: list[str] | None, show_progress: bool, say: Say) -> list[dict[str, object]]:  # fmt: skip
     """Per crosswalk and scorer: metric ``spearman_grade`` of the fused score (pipeline column: the
@@ -260,16 +272,12 @@ def _run_graded(experiment: Experiment, plan: Graded, data_dir: Path, results: P
     draws that many terms per crosswalk instead of the file's ``terms``; ``only``: crosswalk codes."""
     import math
 
-    from melo_core.crosswalk import crosswalk_path, list_crosswalks, load_crosswalk
+    from melo_core.crosswalk import load_crosswalk
     from melo_core.graded import graded_similarity
     from melo_core.pipeline import is_pipeline, load_pipeline
     from melo_core.taxonomy import cached_taxonomy_from_melo
 
-    codes = only if only is not None else list(plan.crosswalks) if plan.crosswalks != "all" else None
-    codes = codes if codes is not None else list_crosswalks(data_dir)
-    if not codes:
-        raise MeloInputError(f"experiment {experiment.name!r}: no crosswalk to run")
-    files = [crosswalk_path(data_dir, code) for code in codes]  # an unknown code fails before any work
+    codes, files = _chosen_crosswalks(experiment, plan.crosswalks, only, data_dir)
     scorers = {spec: load_pipeline(spec) if is_pipeline(spec) else spec for spec in plan.scorers}
     taxonomy = cached_taxonomy_from_melo(data_dir)
     origin = provenance(plan.scorers, files, command)
@@ -321,16 +329,12 @@ def _run_simulation(experiment: Experiment, plan: SimulationPlan, data_dir: Path
     acc@1, acc@10, MRR and share not in the first 100, each the mean over the seeds (the random
     order; the others are run once). ``limit`` (``--limit-queries``): the first N terms of each
     order instead of the file's ``limit``; ``only``: crosswalk codes."""
-    from melo_core.crosswalk import crosswalk_path, list_crosswalks, load_crosswalk
+    from melo_core.crosswalk import load_crosswalk
     from melo_core.pipeline import is_pipeline, load_pipeline
     from melo_core.simulate import LinkerSummary, simulate
     from melo_core.taxonomy import cached_taxonomy_from_melo
 
-    codes = only if only is not None else list(plan.crosswalks) if plan.crosswalks != "all" else None
-    codes = codes if codes is not None else list_crosswalks(data_dir)
-    if not codes:
-        raise MeloInputError(f"experiment {experiment.name!r}: no crosswalk to run")
-    files = [crosswalk_path(data_dir, code) for code in codes]  # an unknown code fails before any work
+    codes, files = _chosen_crosswalks(experiment, plan.crosswalks, only, data_dir)
     scorers = {spec: load_pipeline(spec) if is_pipeline(spec) else spec for spec in plan.pipelines}
     taxonomy = cached_taxonomy_from_melo(data_dir)
     origin = provenance(plan.pipelines, files, command)
@@ -410,13 +414,11 @@ def _run_calibration(experiment: Experiment, plan: CalibrationPlan, data_dir: Pa
         reliability,
         scheme_offset,
     )
-    from melo_core.crosswalk import crosswalk_country, crosswalk_path, list_crosswalks
+    from melo_core.crosswalk import crosswalk_country
     from melo_core.pipeline import is_pipeline, load_pipeline
     from melo_core.taxonomy import cached_taxonomy_from_melo
 
-    codes = only if only is not None else list(plan.crosswalks) if plan.crosswalks != "all" else None
-    codes = codes if codes is not None else list_crosswalks(data_dir)
-    files = [crosswalk_path(data_dir, code) for code in codes]  # an unknown code fails before any work
+    codes, files = _chosen_crosswalks(experiment, plan.crosswalks, only, data_dir)
     if len({crosswalk_country(c) for c in codes}) < 2:
         raise MeloInputError(f"experiment {experiment.name!r}: leave one country out needs crosswalks of two "
                              "countries or more")  # fmt: skip
@@ -491,13 +493,11 @@ def _run_proposals(experiment: Experiment, plan: ProposalsPlan, data_dir: Path, 
     are those of the calibration experiment (``collect_rows``, kept on disk); ``limit``
     (``--limit-queries``): terms per crosswalk instead of the file's ``terms``."""
     from melo_core.calibration import collect_rows, fit_calibrator
-    from melo_core.crosswalk import crosswalk_country, crosswalk_path, list_crosswalks
+    from melo_core.crosswalk import crosswalk_country
     from melo_core.pipeline import is_pipeline, load_pipeline
     from melo_core.taxonomy import cached_taxonomy_from_melo
 
-    codes = only if only is not None else list(plan.crosswalks) if plan.crosswalks != "all" else None
-    codes = codes if codes is not None else list_crosswalks(data_dir)
-    files = [crosswalk_path(data_dir, code) for code in codes]  # an unknown code fails before any work
+    codes, files = _chosen_crosswalks(experiment, plan.crosswalks, only, data_dir)
     if len({crosswalk_country(c) for c in codes}) < 3:  # the threshold needs two countries besides the held-out one
         raise MeloInputError(f"experiment {experiment.name!r}: leave one country out needs crosswalks of three "
                              "countries or more")  # fmt: skip
