@@ -1,8 +1,9 @@
 """Query normalisation for titles as job ads write them: rules a pipeline names in its
 ``query_rules`` and the linker applies to every query before any scorer sees it.
 
-Each rule is measured on the job-ad validation titles and on MELO (``benchmarks/query_rules.py``;
-docs/experiments/query-rules.md) and a pipeline keeps only those that do not lower the MELO mean. A rule that
+Each rule is measured on the job-ad validation titles and on MELO (docs/experiments/query-rules.md;
+a pipeline TOML naming the rule, run by an experiment file such as ``titles-seniority``) and a
+pipeline keeps only those that do not lower the MELO mean. A rule that
 would leave nothing returns the text it was given, so no query is ever emptied.
 """
 

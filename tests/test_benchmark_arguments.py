@@ -35,7 +35,8 @@ def test_no_benchmark_option_takes_any_integer() -> None:
     ("script", "arguments", "message"),
     [
         ("prefill.py", ["--attention-budget", "-1"], "--attention-budget: must be 0 or more, got -1"),
-        ("learned_fusion.py", ["--limit", "-2"], "--limit: must be 0 or more, got -2"),
+        ("pipeline_speed.py", ["--bulk", "-2"], "--bulk: must be 0 or more, got -2"),
+        ("tfidf_transform.py", ["--texts", "0"], "--texts: must be 1 or more, got 0"),
         (
             "domain_country_folds.py",
             ["--folds", "3", "--only-fold", "3"],
