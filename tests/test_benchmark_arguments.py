@@ -37,11 +37,6 @@ def test_no_benchmark_option_takes_any_integer() -> None:
         ("prefill.py", ["--attention-budget", "-1"], "--attention-budget: must be 0 or more, got -1"),
         ("pipeline_speed.py", ["--bulk", "-2"], "--bulk: must be 0 or more, got -2"),
         ("tfidf_transform.py", ["--texts", "0"], "--texts: must be 1 or more, got 0"),
-        (
-            "domain_country_folds.py",
-            ["--folds", "3", "--only-fold", "3"],
-            "--only-fold must be below --folds (3), got 3",
-        ),
     ],
 )
 def test_a_count_out_of_range_stops_the_script(script: str, arguments: list[str], message: str) -> None:
