@@ -310,7 +310,7 @@ def _timings(files: Sequence[str]) -> list[str]:
         return []
     links = ", ".join(f"[{Path(f).stem}](../benchmarks/results/{f})" for f in files)
     return [
-        "## Timings and older scripts",
+        "## Timings",
         "",
         "Speed, memory, first use and bulk linking are timed by the scripts of `benchmarks/`; their tables",
         "are CSVs (or text) under `benchmarks/results/`, described on the pages of [experiments/](experiments/README.md):",
