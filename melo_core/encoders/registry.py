@@ -2,15 +2,18 @@
 
 A kind may declare the languages it reads (``register_encoder(kind, languages=...)``: a function
 of the spec, so that ``st:PATH`` can read its model's card without loading the model); an
-undeclared kind reads any language (``melo_core.coverage``)."""
+undeclared kind reads any language (``melo_core.coverage``), and the options it takes beyond
+``ENCODER_OPTIONS`` (``options=``; ``melo_core.spec`` checks them)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from melo_core.encoders.base import Encoder, EncoderSpec
+from melo_core import spec as specs
+from melo_core.encoders.base import ENCODER_OPTIONS, Encoder, EncoderSpec
+from melo_core.spec import ComponentSpec, OptionSpec
 
 EncoderFactory = Callable[[EncoderSpec], Encoder]
 LanguagesOf = Callable[[EncoderSpec], "frozenset[str] | None"]
@@ -18,9 +21,11 @@ _FACTORIES: dict[str, EncoderFactory] = {}
 _LANGUAGES: dict[str, LanguagesOf] = {}
 
 
-def register_encoder(kind: str, languages: LanguagesOf | None = None) -> Callable[[EncoderFactory], EncoderFactory]:
+def register_encoder(kind: str, languages: LanguagesOf | None = None,
+                     options: Sequence[OptionSpec] = ()) -> Callable[[EncoderFactory], EncoderFactory]:  # fmt: skip
     def decorate(factory: EncoderFactory) -> EncoderFactory:
         _FACTORIES[kind] = factory
+        specs.declare(kind, "encoder", (*ENCODER_OPTIONS, *options), argument=True)
         if languages is not None:
             _LANGUAGES[kind] = languages
         return factory
@@ -91,8 +96,13 @@ def encoder_kinds() -> list[str]:
     return sorted(_FACTORIES)
 
 
-def is_encoder_spec(spec: str) -> bool:
-    return EncoderSpec.parse(spec).kind in _FACTORIES
+def is_encoder_spec(spec: str | ComponentSpec) -> bool:
+    """Whether ``spec`` is one component whose family is an encoder kind."""
+    try:
+        parsed = specs.parse(spec)
+    except specs.SpecError:
+        return False
+    return isinstance(parsed, ComponentSpec) and parsed.family in _FACTORIES
 
 
 def encoder_languages(spec: str | EncoderSpec) -> frozenset[str] | None:
@@ -104,7 +114,9 @@ def encoder_languages(spec: str | EncoderSpec) -> frozenset[str] | None:
 
 
 def load_encoder(spec: str | EncoderSpec) -> Encoder:
+    """The encoder of ``spec``, its kind and options checked first (``melo_core.spec.check``)."""
     parsed = spec if isinstance(spec, EncoderSpec) else EncoderSpec.parse(spec)
+    specs.check(ComponentSpec(parsed.kind, parsed.argument, tuple(parsed.options.items())), kind="encoder")
     factory = _FACTORIES.get(parsed.kind)
     if factory is None:
         raise ValueError(f"unknown encoder {parsed.kind!r}; available: {', '.join(encoder_kinds())}")

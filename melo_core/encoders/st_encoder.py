@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from melo_core.encoders.base import Encoder, EncoderSpec, Role, normalise_rows
+from melo_core.encoders.base import PROMPT_OPTIONS, Encoder, EncoderSpec, Role, normalise_rows
 from melo_core.encoders.onnx_transformer import nvidia_gpu_present, onnx_encoder
 from melo_core.encoders.registry import register_encoder
 from melo_core.encoders.static_embedding import static_encoder
@@ -109,6 +109,6 @@ def _languages(spec: EncoderSpec) -> frozenset[str] | None:
     return card_languages(spec.path()) if spec.argument else None
 
 
-@register_encoder("st", languages=_languages)
+@register_encoder("st", languages=_languages, options=PROMPT_OPTIONS)
 def _create(spec: EncoderSpec) -> Encoder:
     return sentence_transformer_encoder(spec)

@@ -10,11 +10,19 @@ from melo_core.scorers import (  # noqa: F401  (registration)
     tfidf,
 )
 from melo_core.scorers.base import Scorer, ScorerContext
-from melo_core.scorers.registry import create_scorer, is_scorer_spec, register, scorer_families, scorer_names
+from melo_core.scorers.registry import (
+    check_scorer,
+    create_scorer,
+    is_scorer_spec,
+    register,
+    scorer_families,
+    scorer_names,
+)
 
 __all__ = [
     "Scorer",
     "ScorerContext",
+    "check_scorer",
     "create_scorer",
     "is_scorer_spec",
     "register",

@@ -17,6 +17,7 @@ import numpy as np
 from melo_core.scorers.base import Scorer, ScorerContext, check_concepts
 from melo_core.scorers.dense import concept_groups, concept_segments
 from melo_core.scorers.registry import create_scorer, register_family
+from melo_core.spec import Spec, WrappedSpec
 
 PREFIX = "concepts:"
 
@@ -61,13 +62,11 @@ class ConceptRankingScorer:
         return one_form_per_concept(self.inner.score(queries), self.groups)
 
 
-def _accepts(spec: str) -> bool:
-    return spec.startswith(PREFIX)
+def _accepts(spec: Spec) -> bool:
+    return isinstance(spec, WrappedSpec) and f"{spec.wrapper}:" == PREFIX
 
 
 @register_family(_accepts, "concepts:SPEC (SPEC's ranking with one form per concept at its head)")
-def _create(spec: str, context: ScorerContext) -> ConceptRankingScorer:
-    inner = spec.removeprefix(PREFIX)
-    if not inner:
-        raise ValueError("concepts:SPEC needs the scorer to wrap, e.g. concepts:char-tfidf")
-    return ConceptRankingScorer(create_scorer(inner, context), context.concepts)
+def _create(spec: Spec, context: ScorerContext) -> ConceptRankingScorer:
+    assert isinstance(spec, WrappedSpec)
+    return ConceptRankingScorer(create_scorer(spec.inner, context), context.concepts)

@@ -37,6 +37,7 @@ from melo_core.encoders import (
 )
 from melo_core.scorers.base import ScorerContext, check_concepts
 from melo_core.scorers.registry import register_family
+from melo_core.spec import ComponentSpec, OptionSpec, Spec, declare_for_kind
 from melo_core.text import calm_capitals, drop_gender_markers, title_variants
 from melo_core.vectors import concept_centroids
 
@@ -49,6 +50,13 @@ QUERY_FORMS = ("asis", "markers", "variants")
 # and one index serve every setting of them.
 SAME_VECTOR_OPTIONS = ("centroid", "pool", "forms")
 SCORER_OPTIONS = ("caps", *SAME_VECTOR_OPTIONS)
+# Every encoder kind, as a dense scorer, takes these (``melo_core.spec`` checks them).
+declare_for_kind("encoder", (
+    OptionSpec("caps", choices=CAPS_RULES, help="text in capitals: lowercased (calm), as the paper did, or kept"),
+    OptionSpec("centroid", float, 0.0, 1.0, below_high=True, help="weight of the concept's centroid"),
+    OptionSpec("pool", float, 0.0, 1.0, help="soft pooling temperature over a concept's forms (0: off)"),
+    OptionSpec("forms", choices=QUERY_FORMS, help="which forms of a query are scored"),
+))  # fmt: skip
 
 
 def query_forms(rule: str) -> Callable[[str], list[str]]:
@@ -62,25 +70,25 @@ def query_forms(rule: str) -> Callable[[str], list[str]]:
     raise ValueError(f"forms must be one of {', '.join(QUERY_FORMS)}")
 
 
-def centroid_weight(spec: str, options: dict[str, str]) -> float:
+def centroid_weight(spec: ComponentSpec) -> float:
     """The ``@centroid`` option: a weight in [0, 1)."""
     try:
-        weight = float(options.get("centroid", "0"))
+        weight = float(spec.option("centroid", "0"))
     except ValueError:
-        raise ValueError(f"{spec!r}: @centroid must be a number in [0, 1)") from None
+        raise ValueError(f"{str(spec)!r}: @centroid must be a number in [0, 1)") from None
     if not 0.0 <= weight < 1.0:
-        raise ValueError(f"{spec!r}: centroid must be in [0, 1), got {weight:g}")
+        raise ValueError(f"{str(spec)!r}: centroid must be in [0, 1), got {weight:g}")
     return weight
 
 
-def pool_temperature(spec: str, options: dict[str, str]) -> float:
+def pool_temperature(spec: ComponentSpec) -> float:
     """The ``@pool`` option: 0 (off) or a temperature in (0, 1]."""
     try:
-        tau = float(options.get("pool", "0"))
+        tau = float(spec.option("pool", "0"))
     except ValueError:
-        raise ValueError(f"{spec!r}: @pool must be a number in [0, 1]") from None
+        raise ValueError(f"{str(spec)!r}: @pool must be a number in [0, 1]") from None
     if not 0.0 <= tau <= 1.0:
-        raise ValueError(f"{spec!r}: @pool must be in [0, 1], got {tau:g}")
+        raise ValueError(f"{str(spec)!r}: @pool must be in [0, 1], got {tau:g}")
     return tau
 
 
@@ -203,24 +211,20 @@ class DenseScorer:
         return self._best_over_forms(queries, lambda q: q @ vectors.T)
 
 
-def _accepts(spec: str) -> bool:
-    try:
-        return is_encoder_spec(spec)
-    except ValueError:
-        return False
+def _accepts(spec: Spec) -> bool:
+    return isinstance(spec, ComponentSpec) and is_encoder_spec(spec)
 
 
-def split_scorer_options(spec: str) -> tuple[str, dict[str, str]]:
-    """(encoder spec without the scorer's own options, those options)."""
-    parsed = EncoderSpec.parse(spec)
-    encoder_options = {k: v for k, v in parsed.options.items() if k not in SCORER_OPTIONS}
-    scorer_options = {k: v for k, v in parsed.options.items() if k in SCORER_OPTIONS}
-    return str(EncoderSpec(parsed.kind, parsed.argument, encoder_options)), scorer_options
+def encoder_part(spec: ComponentSpec) -> EncoderSpec:
+    """The encoder of a dense scorer's spec: the spec less the scorer's own options."""
+    encoder = spec.without(SCORER_OPTIONS)
+    return EncoderSpec(encoder.family, encoder.argument, dict(encoder.options))
 
 
-def _languages(spec: str) -> frozenset[str] | None:
+def _languages(spec: Spec) -> frozenset[str] | None:
     """The languages its encoder kind declares (``register_encoder(kind, languages=...)``)."""
-    return encoder_languages(split_scorer_options(spec)[0])
+    assert isinstance(spec, ComponentSpec)
+    return encoder_languages(encoder_part(spec))
 
 
 def _help() -> str:
@@ -229,16 +233,15 @@ def _help() -> str:
 
 
 @register_family(_accepts, _help, languages=_languages)
-def _create(spec: str, context: ScorerContext) -> DenseScorer:
-    encoder_spec, options = split_scorer_options(spec)
-    prepare = caps_rule(options.get("caps", "calm"), context.query_language)
+def _create(spec: Spec, context: ScorerContext) -> DenseScorer:
+    assert isinstance(spec, ComponentSpec)
     return DenseScorer(
-        cached_encoder(encoder_spec, context.cache_dir),
+        cached_encoder(str(encoder_part(spec)), context.cache_dir),
         context.show_progress,
-        prepare,
-        name=spec,
-        centroid=centroid_weight(spec, options),
-        forms=options.get("forms", "asis"),
+        caps_rule(spec.option("caps", "calm"), context.query_language),
+        name=str(spec),
+        centroid=centroid_weight(spec),
+        forms=spec.option("forms", "asis"),
         concepts=context.concepts,
-        pool=pool_temperature(spec, options),
+        pool=pool_temperature(spec),
     )

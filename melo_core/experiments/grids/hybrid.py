@@ -25,7 +25,8 @@ from melo_core.datasets import MeloDataset
 from melo_core.evaluation import EvaluationResult, evaluate
 from melo_core.experiments.grids.pools import TREC_WHOLE_CORPUS, Options, lexical_applies
 from melo_core.scorers import Scorer, ScorerContext, create_scorer
-from melo_core.scorers.hybrid import HybridSpec, Pools, candidate_pools, fused_matrix, weight_grid
+from melo_core.scorers.hybrid import Pools, candidate_pools, fused_matrix, weight_grid
+from melo_core.spec import FusionSpec, parse
 
 
 class ScoreOnce:
@@ -52,7 +53,7 @@ class FusedFromPools:
     """A hybrid whose component scores and candidate pools were computed once per dataset; each
     fusion in the grid only re-weights the candidates (same arithmetic as HybridScorer)."""
 
-    def __init__(self, spec: HybridSpec, pools_of: dict[tuple[str, ...], Pools], components: list[ScoreOnce]):
+    def __init__(self, spec: FusionSpec, pools_of: dict[tuple[str, ...], Pools], components: list[ScoreOnce]):
         self.name, self.spec, self.pools_of, self.components = str(spec), spec, pools_of, components
         self.n_corpus = 0
 
@@ -100,8 +101,9 @@ class HybridGrid:
             if spec in scorers:  # one scorer alone
                 scorer: Scorer | FusedFromPools = scorers[spec]
             else:
-                parsed = HybridSpec.parse(spec)
-                scorer = FusedFromPools(parsed, pools_of, [scorers[c] for c in parsed.components])
+                parsed = parse(spec)
+                assert isinstance(parsed, FusionSpec), spec
+                scorer = FusedFromPools(parsed, pools_of, [scorers[str(c)] for c in parsed.components])
             out[spec] = evaluate(dataset, scorer, TREC_WHOLE_CORPUS, batch_size=512).metrics["mrr"]
         return out
 
