@@ -30,7 +30,7 @@ from melo_core.errors import MeloInputError
 from melo_core.evaluation import EvaluationResult
 from melo_core.metrics import TREC_NAMES, reciprocal_rank
 from melo_core.published import default_protocol, load_all_published
-from melo_core.scorers import is_scorer_spec, scorer_families, scorer_names
+from melo_core.scorers import check_scorer
 from melo_core.version import code_version as current_code_version
 
 OURS = "ours"
@@ -302,10 +302,7 @@ def delete_run(store: Store, run_id: int) -> None:
 
 def _check_scorer_specs(specs: Sequence[str]) -> None:
     for spec in specs:
-        if not is_scorer_spec(spec):
-            raise MeloInputError(
-                f"unknown scorer {spec!r}; available: {', '.join(scorer_names())}; or {'; or '.join(scorer_families())}"
-            )
+        check_scorer(spec)  # a SpecError (a MeloInputError) with a suggestion and what there is
 
 
 def evaluate_and_store(

@@ -72,10 +72,11 @@ from melo_core.published import (
     published_model,
     published_protocol,
 )
-from melo_core.scorers import is_scorer_spec, scorer_families, scorer_names
+from melo_core.scorers import check_scorer, scorer_families
 from melo_core.scorers.hybrid import POOL
 from melo_core.scorers.known_mentions import MENTION_RELATIONS
 from melo_core.significance import CONFIDENCE, Interval, PairedTest, mean_interval, paired_test
+from melo_core.spec import check as check_spec
 from melo_core.taxonomy import (
     Taxonomy,
     cached_taxonomy_from_melo,
@@ -124,10 +125,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     names = list_datasets(args.data) if args.datasets == "all" else _split(args.datasets)
     scorers = _split(args.scorers or DEFAULT_PIPELINE)
     for scorer in scorers:
-        if not is_scorer_spec(scorer):
-            raise MeloInputError(
-                f"unknown scorer {scorer!r}; available: {', '.join(scorer_names())}; or {'; or '.join(scorer_families())}"
-            )
+        check_scorer(scorer)  # an unknown scorer or option: exit 2 with a suggestion and what there is
     for scorer in scorers:
         if is_pipeline(scorer):
             load_pipeline(scorer)  # a bad definition fails before any work
@@ -361,8 +359,8 @@ def cmd_list_datasets(args: argparse.Namespace) -> int:
 def _pipeline_or_spec(args: argparse.Namespace) -> None:
     if args.pipeline and args.scorer:
         raise MeloInputError("give --pipeline NAME or --scorer SPEC, not both")
-    if args.scorer and not is_scorer_spec(args.scorer):
-        raise MeloInputError(f"unknown scorer {args.scorer!r}; see `python -m melo_core scorers`")
+    if args.scorer:
+        check_scorer(args.scorer)  # an unknown scorer or option: exit 2 with a suggestion
     if args.pipeline:
         load_pipeline(args.pipeline)  # a bad name or definition fails before any work
 
@@ -680,6 +678,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
     """Embed the corpora and queries of MELO datasets into the cache ahead of evaluation."""
     if not is_encoder_spec(args.encoder):
         raise MeloInputError(f"{args.encoder!r} is not an encoder spec ({_encoder_names()})")
+    check_spec(args.encoder, kind="encoder")  # its options, with a suggestion
     names = list_datasets(args.data) if args.datasets == "all" else _split(args.datasets)
     datasets = [load_dataset(resolve_dataset(args.data, name)) for name in names]
     corpus = [calm_capitals(t) for d in datasets for t in d.corpus]  # as the dense scorer will see them

@@ -27,6 +27,8 @@ from melo_core.pipeline import (
     load_pipeline,
     pipeline_names,
 )
+from melo_core.scorers import check_scorer
+from melo_core.spec import SpecError
 from melo_core.taxonomy import ISCO_GROUP, reader_languages
 from ui import auth, learning
 from ui import common as ui
@@ -114,6 +116,12 @@ with st.sidebar:
             "Dense options: @centroid=0.2 (judge a concept by all its labels), @forms=variants (drop '(h/f/x)', "
             "split 'Monteur / Monteuse'). No known mentions.",
         ).strip()
+        try:  # a typo stops here, with a suggestion, before anything is built
+            if spec:
+                check_scorer(spec)
+        except SpecError as exc:
+            st.error(md_text(str(exc)))
+            st.stop()
 scheme = next(s for s in schemes if s.name == scheme_name)
 keep_choice("scheme", scheme_name)
 keep_choice("queue", status)

@@ -332,6 +332,15 @@ def test_a_hybrid_scorer_shows_each_scorers_score_and_rank(started: str) -> None
     assert table["char-tfidf rank"].min() >= 1 and table["muse rank"].min() >= 1
 
 
+def test_a_mistyped_scorer_spec_stops_with_a_suggestion(started: str) -> None:
+    app = page(LINK)
+    app.session_state["link_advanced"] = True
+    app.session_state["link_scorer"] = "muse@centriod=0.2"
+    app.run()
+    assert not app.exception and not app.dataframe
+    assert [e.value for e in app.error] == ["unknown option 'centriod' for muse; did you mean 'centroid'?"]
+
+
 # -- a shared app: sign-in, review, descriptions ------------------------------------------------
 
 

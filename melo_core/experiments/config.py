@@ -210,13 +210,16 @@ def load_experiment(name_or_path: str | Path, folder: Path = EXPERIMENTS_DIR) ->
 
 def scorer_specs(value: object, key: str, fail: Fail) -> list[str]:
     """``value`` as a list of known scorer specs or pipeline names; else ``fail`` names ``key``."""
-    from melo_core.scorers import is_scorer_spec
+    from melo_core.scorers import check_scorer
+    from melo_core.spec import SpecError
 
     if not value or not isinstance(value, list) or not all(isinstance(s, str) for s in value):
         raise fail(f"{key}: a list of pipeline names or scorer specs")
-    unknown = [spec for spec in value if not is_scorer_spec(spec)]
-    if unknown:
-        raise fail(f"{key}: unknown scorer {unknown[0]!r} (see `python -m melo_core scorers`)")
+    for spec in value:
+        try:
+            check_scorer(spec)
+        except SpecError as exc:
+            raise fail(f"{key}: {exc}") from None
     return list(value)
 
 
