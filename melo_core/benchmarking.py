@@ -23,6 +23,7 @@ from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.base import KnownMentions
 from melo_core.scorers.concept_ranking import PREFIX as CONCEPTS_PREFIX
 from melo_core.scorers.known_mentions import ALIAS_RELATIONS, dataset_mentions
+from melo_core.spec import WrappedSpec, parse
 from melo_core.titles import is_titles_dataset
 
 TITLES_DEPTH = 100
@@ -39,7 +40,7 @@ def protocol_for(spec: str, dataset: MeloDataset, mode: str | None = None, depth
 
 def ranked_spec(spec: str, dataset: MeloDataset) -> str:
     """The spec that ranks ``dataset``: one form per concept on a titles set."""
-    if is_titles_dataset(dataset.name) and not (is_pipeline(spec) or spec.startswith(CONCEPTS_PREFIX)):
+    if is_titles_dataset(dataset.name) and not (is_pipeline(spec) or isinstance(parse(spec), WrappedSpec)):
         return CONCEPTS_PREFIX + spec
     return spec
 

@@ -29,6 +29,7 @@ from melo_core.crosswalk import Crosswalk
 from melo_core.errors import MeloInputError
 from melo_core.linker import Linker
 from melo_core.pipeline import Pipeline, PipelineDefinition, crosswalk_mentions_of
+from melo_core.spec import parse_component
 from melo_core.taxonomy import Taxonomy
 
 GRADES = {"exactMatch": 3, "closeMatch": 2, "narrowMatch": 1, "broadMatch": 1}
@@ -116,7 +117,7 @@ def score_pairs(linker: Linker, pairs: Sequence[GradedPair], label: str,
             out[label].append(fused)
             for spec, value in components.items():
                 if spec != label:  # a linker of one scorer spec: its score is the fused one
-                    out.setdefault(f"{label}/{spec.split('@')[0]}", []).append(value)
+                    out.setdefault(f"{label}/{parse_component(spec).head}", []).append(value)
         on_progress(len(batch))
     return out
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from melo_core.errors import MeloInputError
 from melo_core.evaluation import Protocol
 from melo_core.metrics import TREC_NAMES
+from melo_core.spec import ComponentSpec, SpecError, parse
 from melo_core.tsv import read_tsv
 
 # Our scorer name -> the published model folder of the same method.
@@ -37,7 +38,13 @@ DEPTH_100_MODELS = frozenset(
 
 def published_model(scorer: str) -> str | None:
     """The published run of the same method: ``muse@caps=paper`` compares with ``muse_cnn``."""
-    return PUBLISHED_NAME.get(scorer) or PUBLISHED_NAME.get(scorer.split("@", 1)[0])
+    if scorer in PUBLISHED_NAME:
+        return PUBLISHED_NAME[scorer]
+    try:
+        parsed = parse(scorer)
+    except SpecError:
+        return None
+    return PUBLISHED_NAME.get(parsed.head) if isinstance(parsed, ComponentSpec) else None
 
 
 def published_protocol(model: str) -> Protocol:

@@ -36,6 +36,7 @@ from melo_core.pipeline import (
     requirements,
 )
 from melo_core.preparing import stop_group, time_left_words, without_time_left
+from melo_core.spec import SpecError, components_of, parse
 from melo_core.taxonomy import Taxonomy, cached_taxonomy_from_melo
 from ui import auth
 from ui.learning import scheme_boilerplate
@@ -93,12 +94,16 @@ def _spec_linker(data_dir: str, cache_dir: str, scorer: str, languages: tuple[st
 def built_models_of(spec: str) -> list[BuiltModel]:
     """The models MELO Studio builds itself that a scorer spec (maybe a hybrid, or pipeline names) uses."""
     kinds: list[str] = []
-    for part in re.split(r"[:+*,]", spec):
-        name = part.split("@")[0].strip()
-        if is_pipeline(name):
-            kinds += [EncoderSpec.parse(e).kind for e in load_pipeline(name).encoders()]
-        else:
-            kinds.append(name)
+    for name in spec.split(","):  # a list of scorers, as `eval --scorers` takes them
+        try:
+            parsed = parse(name)
+        except SpecError:
+            continue  # the linker says what is wrong with it
+        for component in components_of(parsed):
+            if is_pipeline(component.head):
+                kinds += [EncoderSpec.parse(e).kind for e in load_pipeline(component.head).encoders()]
+            else:
+                kinds.append(component.family)
     return [m for m in map(built_model, dict.fromkeys(kinds)) if m is not None]
 
 

