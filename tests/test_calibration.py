@@ -80,6 +80,24 @@ def test_features_follow_the_ranked_list() -> None:
     assert (named[0]["via_mention"], named[0]["language_match"], named[0]["isco_group"]) == (1.0, 1.0, 0.0)
     assert (named[1]["language_match"], named[1]["isco_group"], named[1]["inverse_rank"]) == (0.0, 1.0, 0.5)
     assert named[0]["component_mean"] == pytest.approx(0.7) and named[0]["component_first"] == 0.5
+    assert [(n["under_group"], n["group_led"]) for n in named] == [(0.0, 0.0), (0.0, 0.0)]  # an occupation leads
+    group_first = [candidate(1, 0.9, kind="isco_group"), candidate(2, 0.8), candidate(3, 0.7, kind="isco_group")]
+    led = candidate_features(group_first, "no")
+    assert led[:, FEATURES.index("under_group")].tolist() == [0.0, 1.0, 0.0]
+    assert led[:, FEATURES.index("group_led")].tolist() == [1.0, 0.0, 1.0]
+
+
+def test_rows_kept_before_the_list_features_read_back_with_them() -> None:
+    # Rows linked with the first twelve features (an hour of linking for best) need no linking again.
+    group_first = [candidate(1, 0.9, kind="isco_group"), candidate(2, 0.8), candidate(3, 0.7, kind="isco_group")]
+    lists = [group_first, [candidate(1, 0.6), candidate(2, 0.5, kind="isco_group")],
+             [candidate(1, 0.4, kind="isco_group")]]  # fmt: skip
+    rows = calibration.rows_from_lists(lists, [["http://example.org/c2"], [], []], "no", "nor_no", "nor")
+    raw = json.loads(rows.to_json())
+    kept = raw | {"features": list(calibration.KEPT_BEFORE), "rows": [r[:12] for r in raw["rows"]]}
+    read = CandidateRows.from_json(json.dumps(kept))
+    assert read is not None and read.features.tolist() == rows.features.round(9).tolist()
+    assert CandidateRows.from_json(json.dumps(raw | {"features": ["score"]})) is None  # another set: link again
 
 
 def test_leave_one_country_out_never_sees_the_held_out_country() -> None:
