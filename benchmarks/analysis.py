@@ -24,7 +24,7 @@ from db.store import Store
 from melo_core import config
 from melo_core.esco.datasets import load_dataset, resolve_dataset
 from melo_core.evaluation.analysis import gain_vs_overlap, metrics_frame, mrr_vs_overlap, overlap_table, rho_by_model
-from melo_core.evaluation.evaluate import Protocol, evaluate
+from melo_core.evaluation.protocol import Protocol, evaluate
 from melo_core.evaluation.published import load_all_published
 from melo_core.scorers import ScorerContext, create_scorer
 

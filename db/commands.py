@@ -46,7 +46,7 @@ from melo_core.files.output import check_output, message_stream, store_inputs
 if TYPE_CHECKING:
     from db.store import MigrationItem
     from melo_core.esco.datasets import MeloDataset
-    from melo_core.evaluation.evaluate import EvaluationResult
+    from melo_core.evaluation.protocol import EvaluationResult
 
 DB_HELP = "store URL (SQLAlchemy); default: $MELO_DB_URL, else the SQLite file melo.db in the project root"
 CREATE_HELP = "create the store if there is none yet (without it, a store that does not exist is refused)"

@@ -49,7 +49,7 @@ SCHEME_KINDS = ("terminology", "job-titles")
 RUN_SOURCES = ("ours", "published")
 # What ``migrate`` found for a current match whose concept changed between taxonomy versions.
 MIGRATION_CHANGES = ("relabelled", "replaced", "gone")
-RUN_MODES = ("trec", "exact")  # melo_core.evaluation.evaluate.MODES
+RUN_MODES = ("trec", "exact")  # melo_core.evaluation.protocol.MODES
 # Accounts of a shared app: curators decide; reviewers decide and confirm or reject others' decisions.
 ROLES = ("curator", "reviewer")
 VERDICTS = ("confirmed", "rejected")

@@ -27,7 +27,7 @@ from db.store import Store
 from melo_core.errors import MeloInputError
 from melo_core.esco.datasets import MeloDataset, load_dataset, resolve_dataset
 from melo_core.evaluation.benchmarking import evaluate_one, protocol_for
-from melo_core.evaluation.evaluate import EvaluationResult
+from melo_core.evaluation.protocol import EvaluationResult
 from melo_core.evaluation.published import default_protocol, load_all_published
 from melo_core.metrics import TREC_NAMES, reciprocal_rank
 from melo_core.scorers import check_scorer

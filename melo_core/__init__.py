@@ -22,7 +22,7 @@ from melo_core.esco.builder import build_dataset
 from melo_core.esco.crosswalk import load_crosswalk
 from melo_core.esco.datasets import MeloDataset, list_datasets, load_dataset, write_dataset
 from melo_core.esco.taxonomy import Taxonomy, taxonomy_from_datasets, taxonomy_from_esco_csv
-from melo_core.evaluation.evaluate import EvaluationResult, Protocol, evaluate
+from melo_core.evaluation.protocol import EvaluationResult, Protocol, evaluate
 from melo_core.front_door import Pipeline
 from melo_core.linking.linker import Candidate
 from melo_core.linking.pipeline import load_pipeline, pipeline_names

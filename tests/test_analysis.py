@@ -16,7 +16,7 @@ from scipy import stats
 
 from melo_core.esco.datasets import load_dataset
 from melo_core.evaluation import analysis
-from melo_core.evaluation.evaluate import EvaluationResult, Protocol, evaluate
+from melo_core.evaluation.protocol import EvaluationResult, Protocol, evaluate
 from melo_core.evaluation.published import load_all_published
 from melo_core.runtime.disk_cache import save_pickle
 from melo_core.scorers import ScorerContext, create_scorer

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from melo_core.cli.cache_admin import DAY, cache_entries, human_size, summary, unused_for
-from melo_core.cli.main import main
+from melo_core.cli.commands import main
 from melo_core.errors import MeloInputError
 from tests.conftest import ROOT, linked_slice
 

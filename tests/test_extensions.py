@@ -12,7 +12,7 @@ import pytest
 
 from db.testing import run_cli
 from melo_core.cli import extensions
-from melo_core.cli.main import main
+from melo_core.cli.commands import main
 
 
 def stopped(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -21,8 +21,8 @@ from melo_core.esco.crosswalk import (
     load_crosswalk,
 )
 from melo_core.esco.datasets import load_dataset
-from melo_core.evaluation.evaluate import Protocol, evaluate
 from melo_core.evaluation.experiments.grids import fusion as fusion_grid
+from melo_core.evaluation.protocol import Protocol, evaluate
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.hybrid import HybridScorer
 from melo_core.scorers.known_mentions import (

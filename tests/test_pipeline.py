@@ -25,7 +25,7 @@ from melo_core.encoders.training import TrainConfig, ensure_default_model
 from melo_core.errors import MeloInputError
 from melo_core.esco.datasets import load_dataset
 from melo_core.esco.taxonomy import cached_taxonomy_from_melo
-from melo_core.evaluation.evaluate import Protocol, evaluate
+from melo_core.evaluation.protocol import Protocol, evaluate
 from melo_core.linking.bulk import LinkSettings, build_linker
 from melo_core.linking.pipeline import (
     CROSS_LINGUAL,

@@ -14,9 +14,9 @@ import pytest
 
 from melo_core.esco.datasets import load_dataset
 from melo_core.esco.taxonomy import taxonomy_from_melo
-from melo_core.evaluation.evaluate import Protocol, evaluate
 from melo_core.evaluation.experiments.grids import fusion as fusion_grid
 from melo_core.evaluation.experiments.grids.pools import first_occurrences
+from melo_core.evaluation.protocol import Protocol, evaluate
 from melo_core.linking.linker import Linker
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.dense import DenseScorer

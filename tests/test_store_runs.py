@@ -26,7 +26,7 @@ from db.store import Store, current_revisions, head_revisions
 from db.testing import run_cli
 from melo_core import MeloDataset, Protocol, ScorerContext, create_scorer, evaluate, load_dataset
 from melo_core.errors import MeloInputError
-from melo_core.evaluation.evaluate import EvaluationResult
+from melo_core.evaluation.protocol import EvaluationResult
 from melo_core.evaluation.published import load_all_published, load_published
 from melo_core.metrics import TREC_NAMES
 from melo_core.version import code_version

@@ -25,7 +25,7 @@ from melo_core.errors import MeloInputError
 
 if TYPE_CHECKING:
     from melo_core.esco.datasets import MeloDataset
-    from melo_core.evaluation.evaluate import EvaluationResult
+    from melo_core.evaluation.protocol import EvaluationResult
 
 ENTRY_POINT_GROUP = "melo_studio.cli"
 INSTALL_HINT = "install the project to get them: `make install`, or `.venv/bin/pip install --no-deps .`"

@@ -1,5 +1,5 @@
-"""Measuring: a scorer or pipeline evaluated on a dataset (``evaluate``: protocol and ranks;
-``benchmarking.evaluate_one``: the one engine every door calls), how sure a figure is
+"""Measuring: how a scorer is ranked on a dataset and evaluated under that protocol (``protocol``),
+the one engine every door evaluates through (``benchmarking.evaluate_one``), how sure a figure is
 (``significance``), the MELO paper's published results (``published``), the dashboards'
 computations (``analysis``), graded similarity (``graded``), the simulated curator and the
 curator's effort (``simulate``, ``effort``), calibrated confidence (``calibration``), and

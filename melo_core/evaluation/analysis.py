@@ -52,7 +52,7 @@ from melo_core.runtime.disk_cache import files_stamp, load_pickle, save_pickle
 from melo_core.scorers.text import ascii_fold, folding_applies
 
 if TYPE_CHECKING:
-    from melo_core.evaluation.evaluate import EvaluationResult
+    from melo_core.evaluation.protocol import EvaluationResult
 
 Kind = Literal["monolingual", "cross-lingual", "multilingual"]
 Distance = Literal["indel", "levenshtein"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from melo_core.esco.datasets import MeloDataset
 from melo_core.esco.titles import is_titles_dataset
-from melo_core.evaluation.evaluate import EvaluationResult, Protocol, evaluate
+from melo_core.evaluation.protocol import EvaluationResult, Protocol, evaluate
 from melo_core.evaluation.published import default_protocol
 from melo_core.linking.descriptions import esco_description_language, esco_descriptions
 from melo_core.linking.pipeline import is_pipeline, load_pipeline

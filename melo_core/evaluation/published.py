@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from melo_core.errors import MeloInputError
-from melo_core.evaluation.evaluate import Protocol
+from melo_core.evaluation.protocol import Protocol
 from melo_core.files.tsv import read_tsv
 from melo_core.metrics import TREC_NAMES
 from melo_core.spec import ComponentSpec, SpecError, parse

@@ -23,7 +23,6 @@ from melo_core.errors import MeloInputError
 from melo_core.esco.datasets import MeloDataset, list_datasets, load_dataset, parse_dataset_name, resolve_dataset
 from melo_core.esco.titles import is_titles_dataset, titles_dataset
 from melo_core.evaluation.benchmarking import evaluate_one, protocol_for
-from melo_core.evaluation.evaluate import EvaluationResult
 from melo_core.evaluation.experiments.config import (
     CalibrationPlan,
     Evaluate,
@@ -35,6 +34,7 @@ from melo_core.evaluation.experiments.config import (
 )
 from melo_core.evaluation.experiments.grids import create_grid
 from melo_core.evaluation.experiments.results import RESULTS_FILE, append_results, provenance
+from melo_core.evaluation.protocol import EvaluationResult
 from melo_core.evaluation.significance import mean_interval
 
 REPORTED = ("mrr", "acc@1", "acc@5", "acc@10", "acc@100", "pool_mrr")  # pool_mrr: a grid's pool-only score

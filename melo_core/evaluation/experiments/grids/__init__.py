@@ -17,8 +17,8 @@ from typing import Protocol
 
 from melo_core.errors import MeloInputError
 from melo_core.esco.datasets import MeloDataset
-from melo_core.evaluation.evaluate import EvaluationResult
 from melo_core.evaluation.experiments.grids import fusion, hybrid, mention_variants, specs
+from melo_core.evaluation.protocol import EvaluationResult
 
 
 class Grid(Protocol):

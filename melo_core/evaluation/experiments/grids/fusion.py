@@ -37,7 +37,6 @@ import numpy as np
 
 from melo_core.esco.datasets import MeloDataset
 from melo_core.evaluation.benchmarking import evaluate_one
-from melo_core.evaluation.evaluate import EvaluationResult, tie_keys
 from melo_core.evaluation.experiments.grids.pools import (
     BATCH,
     TREC_WHOLE_CORPUS,
@@ -46,6 +45,7 @@ from melo_core.evaluation.experiments.grids.pools import (
     lexical_applies,
     pool_reciprocal_ranks,
 )
+from melo_core.evaluation.protocol import EvaluationResult, tie_keys
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.hybrid import candidate_pools, weight_grid
 from melo_core.scorers.known_mentions import (

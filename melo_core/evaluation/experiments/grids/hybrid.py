@@ -22,8 +22,8 @@ import numpy as np
 
 from melo_core.esco.datasets import MeloDataset
 from melo_core.evaluation.benchmarking import evaluate_one
-from melo_core.evaluation.evaluate import EvaluationResult, evaluate
 from melo_core.evaluation.experiments.grids.pools import TREC_WHOLE_CORPUS, Options, lexical_applies
+from melo_core.evaluation.protocol import EvaluationResult, evaluate
 from melo_core.scorers import Scorer, ScorerContext, create_scorer
 from melo_core.scorers.hybrid import Pools, candidate_pools, fused_matrix, weight_grid
 from melo_core.spec import FusionSpec, parse

@@ -38,7 +38,6 @@ import numpy as np
 from melo_core.errors import MeloInputError
 from melo_core.esco.crosswalk import ALIAS_RELATIONS, RELATIONS, crosswalk_country, crosswalk_decisions, list_crosswalks
 from melo_core.esco.datasets import MeloDataset, parse_dataset_name
-from melo_core.evaluation.evaluate import EvaluationResult, tie_keys
 from melo_core.evaluation.experiments.grids.pools import (
     BATCH,
     Options,
@@ -47,6 +46,7 @@ from melo_core.evaluation.experiments.grids.pools import (
     pool_reciprocal_ranks,
     pool_result,
 )
+from melo_core.evaluation.protocol import EvaluationResult, tie_keys
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.hybrid import candidate_pools, weight_grid
 from melo_core.scorers.known_mentions import KnownMentions, KnownMentionScorer, lift

@@ -16,7 +16,7 @@ import numpy as np
 
 from melo_core.errors import MeloInputError
 from melo_core.esco.datasets import MeloDataset
-from melo_core.evaluation.evaluate import EvaluationResult, Protocol
+from melo_core.evaluation.protocol import EvaluationResult, Protocol
 from melo_core.metrics import reciprocal_rank
 from melo_core.scorers.hybrid import Pools, fuse
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from melo_core.errors import MeloInputError
 from melo_core.esco.datasets import MeloDataset
 from melo_core.evaluation.benchmarking import evaluate_one
-from melo_core.evaluation.evaluate import EvaluationResult
 from melo_core.evaluation.experiments.config import scorer_specs
+from melo_core.evaluation.protocol import EvaluationResult
 
 
 class SpecsGrid:

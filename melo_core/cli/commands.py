@@ -43,8 +43,8 @@ from melo_core.esco.taxonomy import (
 from melo_core.esco.titles import DEFAULT_TITLE_COLUMN, DEFAULT_URI_COLUMN, is_titles_dataset, titles_dataset
 from melo_core.evaluation.benchmarking import evaluate_one, protocol_for
 from melo_core.evaluation.effort import SIMULATION_ORDERS
-from melo_core.evaluation.evaluate import MODES, Protocol
 from melo_core.evaluation.experiments.results import RESULTS_FILE
+from melo_core.evaluation.protocol import MODES, Protocol
 from melo_core.evaluation.published import (
     default_protocol,
     load_published,
