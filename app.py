@@ -7,8 +7,8 @@ import streamlit as st
 
 from db.store import PROPOSED, Actor, Store
 from melo_core import config
-from melo_core.datasets import dataset_overview
 from melo_core.errors import MeloInputError
+from melo_core.esco.datasets import dataset_overview
 from ui import auth
 from ui.common import store as open_store
 from ui.navigation import PAGES

@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from db.runs import import_published, save_run
 from db.store import Store
 from melo_core import config
-from melo_core.analysis import gain_vs_overlap, metrics_frame, mrr_vs_overlap, overlap_table, rho_by_model
-from melo_core.datasets import load_dataset, resolve_dataset
-from melo_core.evaluation import Protocol, evaluate
-from melo_core.published import load_all_published
+from melo_core.esco.datasets import load_dataset, resolve_dataset
+from melo_core.evaluation.analysis import gain_vs_overlap, metrics_frame, mrr_vs_overlap, overlap_table, rho_by_model
+from melo_core.evaluation.protocol import Protocol, evaluate
+from melo_core.evaluation.published import load_all_published
 from melo_core.scorers import ScorerContext, create_scorer
 
 MODELS = ("edit_distance", "char_tf_idf", "bm25", "muse_cnn", "me5", "openai")

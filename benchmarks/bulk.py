@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from melo_core.arguments import at_least  # noqa: E402
-from melo_core.tsv import write_csv  # noqa: E402
+from melo_core.cli.arguments import at_least  # noqa: E402
+from melo_core.files.tsv import write_csv  # noqa: E402
 
 TITLES = ROOT.parent / "shared" / "jobbert" / "titles.csv"
 NOISE = 0.15

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from db.store import Store, _alembic_config  # noqa: E402
 from db.testing import empty_store_url, run_cli_ok  # noqa: E402
-from melo_core.arguments import at_least  # noqa: E402
+from melo_core.cli.arguments import at_least  # noqa: E402
 
 QUERIES = ("nurse care", "nurse", "nurs car", "market research manager", "Bäcker", "lege", "e", "ma")
 

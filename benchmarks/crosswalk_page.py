@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from melo_core.arguments import at_least
+from melo_core.cli.arguments import at_least
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 

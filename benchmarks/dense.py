@@ -23,12 +23,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from melo_core.arguments import at_least
-from melo_core.datasets import datasets_root, list_datasets, load_dataset
+from melo_core.cli.arguments import at_least
 from melo_core.encoders import load_encoder
-from melo_core.index import DEFAULT_EF_SEARCH, VectorIndex, recall_at_k
-from melo_core.linker import Linker
-from melo_core.taxonomy import Taxonomy, cached_taxonomy_from_melo
+from melo_core.esco.datasets import datasets_root, list_datasets, load_dataset
+from melo_core.esco.taxonomy import Taxonomy, cached_taxonomy_from_melo
+from melo_core.linking.index import DEFAULT_EF_SEARCH, VectorIndex, recall_at_k
+from melo_core.linking.linker import Linker
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -137,8 +137,8 @@ def latency(taxonomy: Taxonomy, specs: list[str], queries: list[str], n: int, li
 def cold_start(data: str, specs: list[str]) -> None:
     print("\n## Cold start of the linker from the caches (new process: imports, taxonomy, scorers, index)")
     code = (
-        "import time; t=time.perf_counter(); from melo_core.taxonomy import Taxonomy, cached_taxonomy_from_melo; "
-        "from melo_core.linker import Linker; tax=cached_taxonomy_from_melo(%r); l=Linker(tax, %r); "
+        "import time; t=time.perf_counter(); from melo_core.esco.taxonomy import Taxonomy, cached_taxonomy_from_melo; "
+        "from melo_core.linking.linker import Linker; tax=cached_taxonomy_from_melo(%r); l=Linker(tax, %r); "
         "l.link(['nurse']); print(time.perf_counter()-t)"
     )
     for spec in specs:

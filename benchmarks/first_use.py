@@ -44,8 +44,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from melo_core.crosswalk import crosswalk_path, load_crosswalk
-from melo_core.experiments.results import RESULTS_FILE, append_results, provenance
+from melo_core.esco.crosswalk import crosswalk_path, load_crosswalk
+from melo_core.evaluation.experiments.results import RESULTS_FILE, append_results, provenance
 
 ROOT = Path(__file__).resolve().parent.parent
 

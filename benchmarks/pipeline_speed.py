@@ -33,9 +33,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from melo_core.arguments import at_least
-from melo_core.datasets import datasets_root, list_datasets, load_dataset, parse_dataset_name
-from melo_core.pipeline import (
+from melo_core.cli.arguments import at_least
+from melo_core.esco.datasets import datasets_root, list_datasets, load_dataset, parse_dataset_name
+from melo_core.esco.taxonomy import cached_taxonomy_from_melo
+from melo_core.linking.pipeline import (
     Pipeline,
     crosswalk_mentions_of,
     describe_missing,
@@ -43,7 +44,6 @@ from melo_core.pipeline import (
     load_pipeline,
     requirements,
 )
-from melo_core.taxonomy import cached_taxonomy_from_melo
 
 ROOT = Path(__file__).resolve().parent.parent
 COUNTRY_OF_LANGUAGE = {"no": "nor", "de": "deu", "fr": "fra", "en": "usa"}  # whose crosswalks are held out

@@ -29,11 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from melo_core.arguments import at_least
-from melo_core.descriptions import description_encoders, esco_descriptions, passage_text
+from melo_core.cli.arguments import at_least
 from melo_core.encoders import onnx_transformer, prefill
-from melo_core.taxonomy import cached_taxonomy_from_melo
-from melo_core.text import calm_capitals
+from melo_core.esco.taxonomy import cached_taxonomy_from_melo
+from melo_core.linking.descriptions import description_encoders, esco_descriptions, passage_text
+from melo_core.scorers.text import calm_capitals
 
 
 def main() -> None:

@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 from db.store import Store, StoreBusy  # noqa: E402
 from db.testing import empty_store_url, pg_url  # noqa: E402
-from melo_core.arguments import at_least  # noqa: E402
-from melo_core.experiments.results import RESULTS_FILE, append_results, provenance  # noqa: E402
+from melo_core.cli.arguments import at_least  # noqa: E402
+from melo_core.evaluation.experiments.results import RESULTS_FILE, append_results, provenance  # noqa: E402
 
 SCHEME = "synthetic"
 CONCEPT = "http://data.europa.eu/esco/occupation/"

@@ -18,10 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from melo_core.arguments import at_least
+from melo_core.cli.arguments import at_least
+from melo_core.esco.taxonomy import cached_taxonomy_from_melo
+from melo_core.scorers.text import TextPrep
 from melo_core.scorers.tfidf import TfidfScorer
-from melo_core.taxonomy import cached_taxonomy_from_melo
-from melo_core.text import TextPrep
 
 
 def main() -> None:

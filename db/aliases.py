@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 
 from db.models import MATCH_OUTCOMES, DecisionRow, SchemeRow, TermRow
 from db.store import Store
-from melo_core.crosswalk import ALIAS_RELATIONS
+from melo_core.esco.crosswalk import ALIAS_RELATIONS
 
 
 def accepted_aliases(store: Store, scheme: str | None = None,
@@ -36,7 +36,7 @@ def accepted_aliases(store: Store, scheme: str | None = None,
 def scheme_matches(store: Store, scheme: str) -> list[tuple[str, str]]:
     """(concept URI, relation) of every current match decision of ``scheme`` (exact, narrow, broad,
     close, related), in decision order: what the scheme teaches about the kind of concept it maps
-    to (``melo_core.scheme_learning.scheme_kinds``)."""
+    to (``melo_core.linking.scheme_learning.scheme_kinds``)."""
     latest = select(func.max(DecisionRow.id)).group_by(DecisionRow.term_id, DecisionRow.concept_uri)
     query = (
         select(DecisionRow.concept_uri, DecisionRow.outcome)

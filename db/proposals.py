@@ -1,7 +1,7 @@
 """Batch proposals at a stated precision (``propose``, the Crosswalk page's "Propose at 95 %").
 
 Every undecided term of a scheme is linked; its first candidate's calibrated probability
-(``melo_core.calibration``) is compared with the threshold at which the calibrator's first
+(``melo_core.evaluation.calibration``) is compared with the threshold at which the calibrator's first
 candidates reached the target precision on other countries' crosswalks (``threshold_for``); those
 above it become proposals in the store (``Store.add_proposals``), which a person confirms or
 rejects in bulk. A rejected pair is never proposed again; proposing twice adds nothing.
@@ -20,17 +20,17 @@ from db.models import MATCH_OUTCOMES
 from db.store import NewProposal, Store
 from melo_core import config
 from melo_core.errors import MeloInputError
-from melo_core.linker import Candidate
+from melo_core.linking.linker import Candidate
 
 if TYPE_CHECKING:
-    from melo_core.pipeline import PipelineDefinition
+    from melo_core.linking.pipeline import PipelineDefinition
 
 DEFAULT_PRECISION = 0.95
 BATCH = 128  # terms linked at once
 
 
 class Calibrated(Protocol):
-    """What proposing needs of a calibrator (``melo_core.calibration.Calibrator``)."""
+    """What proposing needs of a calibrator (``melo_core.evaluation.calibration.Calibrator``)."""
 
     def probabilities(self, candidates: Sequence[Candidate], query_language: str | None) -> list[float]: ...
 
@@ -122,7 +122,7 @@ def propose(
 def held_out_country(scheme: str) -> str | None:
     """The country of a scheme named like a national crosswalk (``nor_no``): its own crosswalks are
     neither known mentions nor training rows of the calibrator while it is proposed for."""
-    from melo_core.crosswalk import crosswalk_country
+    from melo_core.esco.crosswalk import crosswalk_country
 
     return crosswalk_country(scheme) if re.fullmatch(r"[a-z]{3}_[a-z]{2}", scheme) else None
 
@@ -130,7 +130,7 @@ def held_out_country(scheme: str) -> str | None:
 def scheme_calibrator(pipeline: str, scheme: str) -> Calibrated:
     """What `prepare` fitted for ``pipeline`` without the scheme's country (any other scheme: on
     every country); ``MeloInputError`` when there is none yet."""
-    from melo_core.calibration import load_calibrator
+    from melo_core.evaluation.calibration import load_calibrator
 
     country = held_out_country(scheme)
     calibrator = load_calibrator(pipeline, country)
@@ -151,8 +151,8 @@ def pipeline_link(store: Store, scheme: str, pipeline: str | None, data_dir: str
     known mentions are the other countries' crosswalk titles and the store's current decisions, as
     on the Link page."""
     from db.aliases import accepted_aliases
-    from melo_core.pipeline import Pipeline, choose_ready, crosswalk_mentions_of
-    from melo_core.taxonomy import cached_taxonomy_from_melo, reader_languages
+    from melo_core.esco.taxonomy import cached_taxonomy_from_melo, reader_languages
+    from melo_core.linking.pipeline import Pipeline, choose_ready, crosswalk_mentions_of
 
     taxonomy = cached_taxonomy_from_melo(data_dir)
     country = held_out_country(scheme)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from db.imports import ImportReport, count_labels, import_taxonomy, import_terms, read_crosswalk
 from db.store import Store
-from melo_core.crosswalk import crosswalk_path
-from melo_core.taxonomy import cached_taxonomy_from_melo
+from melo_core.esco.crosswalk import crosswalk_path
+from melo_core.esco.taxonomy import cached_taxonomy_from_melo
 
 TAXONOMY_NAME = "esco"
 TAXONOMY_VERSION = "melo-union"

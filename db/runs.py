@@ -4,7 +4,7 @@ A run of ours keeps the scorer spec, the dataset name, the protocol, every metri
 took, the code version, and per evaluated query the rank of its first relevant element and its
 top 10 predictions. The published baselines of ``results/`` are imported as read-only runs with
 metrics only. Both use our metric names (``mrr``, ``acc@1``, ``map``, ``rprec``, ``p@5``,
-``r@10``, ``ndcg@10``...; ``melo_core.metrics.summarize``); ``melo_core.published`` already reads
+``r@10``, ``ndcg@10``...; ``melo_core.metrics.summarize``); ``melo_core.evaluation.published`` already reads
 the trec_eval names of the published files (``recip_rank``, ``success_1``...) under those names.
 
 ``evaluate_and_store`` is what ``eval --store`` and the analyst pages call.
@@ -24,12 +24,12 @@ from sqlalchemy import delete, func, insert, select, text
 
 from db.models import RunQueryRow, RunRow, utcnow
 from db.store import Store
-from melo_core.benchmarking import evaluate_one, protocol_for
-from melo_core.datasets import MeloDataset, load_dataset, resolve_dataset
 from melo_core.errors import MeloInputError
-from melo_core.evaluation import EvaluationResult
+from melo_core.esco.datasets import MeloDataset, load_dataset, resolve_dataset
+from melo_core.evaluation.benchmarking import evaluate_one, protocol_for
+from melo_core.evaluation.protocol import EvaluationResult
+from melo_core.evaluation.published import default_protocol, load_all_published
 from melo_core.metrics import TREC_NAMES, reciprocal_rank
-from melo_core.published import default_protocol, load_all_published
 from melo_core.scorers import check_scorer
 from melo_core.version import code_version as current_code_version
 
@@ -322,7 +322,7 @@ def evaluate_and_store(
     ``extra_datasets`` already loaded, such as a job-titles set) and store each result as soon as
     it is done; returns the run ids in (dataset, scorer) order.
 
-    Evaluated as ``eval`` does (``melo_core.benchmarking.evaluate_one``: a pipeline's known
+    Evaluated as ``eval`` does (``melo_core.evaluation.benchmarking.evaluate_one``: a pipeline's known
     mentions, concept-level ranking of titles); ``mode`` default trec, ``depth`` None/'auto' = the
     published depth of the same method, else 0 (100 on titles). ``limit_queries`` keeps the first N
     queries of each dataset. ``on_progress(done, total, "dataset / scorer")`` is called as queries

@@ -66,7 +66,7 @@ def run_cli(*args: str) -> tuple[int, str, str]:
     import contextlib
     import io
 
-    from melo_core.cli import main
+    from melo_core.cli.commands import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -4,6 +4,10 @@ The front door: ``Pipeline.load("best", data=...)``, then ``.link([...], top=10)
 ``.evaluate(dataset)`` (docs/python.md). Parts: load_dataset, create_scorer, ScorerContext,
 evaluate, Protocol. Not taxonomy_from_melo: it reads the MELO labels only, and `best` weighs the
 ESCO export's groups and descriptions too (Pipeline.load reads both, as `link` does).
+
+Rooms, lowest first (docs/architecture.md; tests/test_layers.py keeps the order): the top level's
+kernel (config, errors, spec, metrics, version), runtime, files, esco, encoders, scorers, linking,
+evaluation, cli; then this front door. Each room's ``__init__`` says what it owns.
 """
 
 import os
@@ -13,16 +17,16 @@ import os
 # instead of 63 ms (p50) on 2 busy cores. Passive threads sleep when idle. Set before any of them loads.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from melo_core.builder import build_dataset
-from melo_core.crosswalk import load_crosswalk
-from melo_core.datasets import MeloDataset, list_datasets, load_dataset, write_dataset
 from melo_core.errors import MeloInputError
-from melo_core.evaluation import EvaluationResult, Protocol, evaluate
+from melo_core.esco.builder import build_dataset
+from melo_core.esco.crosswalk import load_crosswalk
+from melo_core.esco.datasets import MeloDataset, list_datasets, load_dataset, write_dataset
+from melo_core.esco.taxonomy import Taxonomy, taxonomy_from_datasets, taxonomy_from_esco_csv
+from melo_core.evaluation.protocol import EvaluationResult, Protocol, evaluate
 from melo_core.front_door import Pipeline
-from melo_core.linker import Candidate
-from melo_core.pipeline import load_pipeline, pipeline_names
+from melo_core.linking.linker import Candidate
+from melo_core.linking.pipeline import load_pipeline, pipeline_names
 from melo_core.scorers import Scorer, ScorerContext, create_scorer, scorer_names
-from melo_core.taxonomy import Taxonomy, taxonomy_from_datasets, taxonomy_from_esco_csv
 
 __all__ = [
     "Candidate",

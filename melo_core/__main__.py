@@ -1,5 +1,5 @@
 import sys
 
-from melo_core.cli import main
+from melo_core.cli.commands import main
 
 sys.exit(main())

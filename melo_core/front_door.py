@@ -3,7 +3,7 @@
 ``Pipeline.load("best", data=...)`` builds what `link` ranks with (the taxonomy as `link` reads
 it, the known mentions of the data folder's crosswalks, the fallback while ``best`` is not
 ready); ``.link([...], top=10)`` ranks; ``.evaluate(dataset)`` gives the metrics `eval` gives,
-through the same engine (``benchmarking.evaluate_one``). It is ``melo_core.pipeline.Pipeline``
+through the same engine (``benchmarking.evaluate_one``). It is ``melo_core.linking.pipeline.Pipeline``
 with these added: a subclass here, because evaluating imports the module that imports the pipeline.
 """
 
@@ -14,11 +14,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from melo_core import config
-from melo_core.benchmarking import evaluate_one
-from melo_core.datasets import MeloDataset, load_dataset, resolve_dataset
 from melo_core.errors import MeloInputError
-from melo_core.linker import Candidate
-from melo_core.pipeline import (
+from melo_core.esco.datasets import MeloDataset, load_dataset, resolve_dataset
+from melo_core.esco.taxonomy import cached_taxonomy_from_melo, language_codes, reader_languages
+from melo_core.evaluation.benchmarking import evaluate_one
+from melo_core.linking.linker import Candidate
+from melo_core.linking.pipeline import (
     DEFAULT_PIPELINE,
     PIPELINES_DIR,
     PipelineDefinition,
@@ -26,9 +27,8 @@ from melo_core.pipeline import (
     crosswalk_mentions_of,
     load_pipeline,
 )
-from melo_core.pipeline import Pipeline as LinkingPipeline
+from melo_core.linking.pipeline import Pipeline as LinkingPipeline
 from melo_core.scorers.hybrid import POOL
-from melo_core.taxonomy import cached_taxonomy_from_melo, language_codes, reader_languages
 
 
 def _to_stderr(message: str) -> None:

@@ -6,8 +6,8 @@ import pandas as pd
 import streamlit as st
 
 from melo_core import config
-from melo_core.datasets import dataset_overview, load_dataset, resolve_dataset
 from melo_core.errors import MeloInputError
+from melo_core.esco.datasets import dataset_overview, load_dataset, resolve_dataset
 from ui.navigation import app_navigation
 from ui.safe import md_text
 

@@ -13,11 +13,12 @@ import streamlit as st
 
 from db.models import MATCH_OUTCOMES, REJECTED, UNSURE
 from db.store import AccessError, StoreBusy
-from melo_core.calibration import Calibrator, load_calibrator, percent
-from melo_core.effort import ORDER_LABELS, QUEUE_ORDERS
 from melo_core.errors import MeloInputError
-from melo_core.linker import Candidate
-from melo_core.pipeline import (
+from melo_core.esco.taxonomy import ISCO_GROUP, reader_languages
+from melo_core.evaluation.calibration import Calibrator, load_calibrator, percent
+from melo_core.evaluation.effort import ORDER_LABELS, QUEUE_ORDERS
+from melo_core.linking.linker import Candidate
+from melo_core.linking.pipeline import (
     DEFAULT_PIPELINE,
     FALLBACK_PIPELINE,
     can_serve,
@@ -29,7 +30,6 @@ from melo_core.pipeline import (
 )
 from melo_core.scorers import check_scorer
 from melo_core.spec import SpecError
-from melo_core.taxonomy import ISCO_GROUP, reader_languages
 from ui import auth, learning
 from ui import common as ui
 from ui.calibration import scheme_offset_for
@@ -49,7 +49,7 @@ if not schemes:
 
 # Keys of the relation buttons. Streamlit reserves C and R, hence cLose, relaTed and X for reject.
 RELATION_KEYS = {"exactMatch": "E", "narrowMatch": "N", "broadMatch": "B", "closeMatch": "L", "relatedMatch": "T"}
-# (label, outcome, key): one button per SKOS relation (MATCH_OUTCOMES, melo_core.crosswalk), then reject and unsure.
+# (label, outcome, key): one button per SKOS relation (MATCH_OUTCOMES, melo_core.esco.crosswalk), then reject and unsure.
 BUTTONS = (
     *((relation.removesuffix("Match").capitalize(), relation, RELATION_KEYS[relation]) for relation in MATCH_OUTCOMES),
     ("Reject", REJECTED, "X"),

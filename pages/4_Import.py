@@ -14,9 +14,9 @@ from db.imports import TERM_FORMATS, check_accounted, count_labels, import_taxon
 from db.quickstart import TAXONOMY_NAME, TAXONOMY_VERSION
 from db.store import AccessError
 from melo_core import config
-from melo_core.crosswalk import crosswalk_path, list_crosswalks
 from melo_core.errors import MeloInputError
-from melo_core.taxonomy import Taxonomy, cached_taxonomy_from_melo, taxonomy_from_esco_csv
+from melo_core.esco.crosswalk import crosswalk_path, list_crosswalks
+from melo_core.esco.taxonomy import Taxonomy, cached_taxonomy_from_melo, taxonomy_from_esco_csv
 from ui import auth
 from ui import common as ui
 from ui.navigation import app_navigation

@@ -11,7 +11,11 @@ import streamlit as st
 
 from db.runs import OURS, PUBLISHED, evaluate_and_store, import_published, run_queries
 from melo_core import config
-from melo_core.analysis import (
+from melo_core.errors import MeloInputError
+from melo_core.esco.datasets import MeloDataset
+from melo_core.esco.taxonomy import cached_taxonomy_from_melo
+from melo_core.esco.titles import is_titles_dataset, titles_dataset
+from melo_core.evaluation.analysis import (
     diff_to_published,
     filter_datasets,
     mean_curves,
@@ -19,10 +23,6 @@ from melo_core.analysis import (
     published_topk_frame,
     topk_curves_frame,
 )
-from melo_core.datasets import MeloDataset
-from melo_core.errors import MeloInputError
-from melo_core.taxonomy import cached_taxonomy_from_melo
-from melo_core.titles import is_titles_dataset, titles_dataset
 from ui import analysis as ui
 from ui import auth
 from ui.calibration import calibration_rows, ece_table, reliability_frame

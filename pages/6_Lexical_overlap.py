@@ -13,9 +13,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from db.runs import OURS
-from melo_core import analysis, config
-from melo_core.analysis import Distance
+from melo_core import config
 from melo_core.errors import MeloInputError
+from melo_core.evaluation import analysis
+from melo_core.evaluation.analysis import Distance
 from ui import analysis as ui
 from ui.common import store as open_store
 from ui.navigation import app_navigation

@@ -11,9 +11,9 @@ import streamlit as st
 
 from db.runs import OURS, run_queries
 from melo_core import config
-from melo_core.analysis import PairedComparison, compare_queries, drilldown_table, failures, gold_clusters
-from melo_core.datasets import load_dataset, resolve_dataset
 from melo_core.errors import MeloInputError
+from melo_core.esco.datasets import load_dataset, resolve_dataset
+from melo_core.evaluation.analysis import PairedComparison, compare_queries, drilldown_table, failures, gold_clusters
 from ui import analysis as ui
 from ui.common import store as open_store
 from ui.navigation import app_navigation, keep_choice, restore_choice

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 
-from melo_core.builder import build_dataset
-from melo_core.crosswalk import crosswalk_path, load_crosswalk
-from melo_core.datasets import datasets_root, list_datasets, load_dataset, parse_dataset_name
-from melo_core.taxonomy import taxonomy_from_datasets
+from melo_core.esco.builder import build_dataset
+from melo_core.esco.crosswalk import crosswalk_path, load_crosswalk
+from melo_core.esco.datasets import datasets_root, list_datasets, load_dataset, parse_dataset_name
+from melo_core.esco.taxonomy import taxonomy_from_datasets
 
 
 def main() -> None:

@@ -15,8 +15,8 @@ from db.store import Store
 from db.testing import BACKENDS, empty_store_url, pg_url
 
 if TYPE_CHECKING:
-    from melo_core.pipeline import PipelineDefinition
-    from melo_core.taxonomy import Taxonomy
+    from melo_core.esco.taxonomy import Taxonomy
+    from melo_core.linking.pipeline import PipelineDefinition
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -113,8 +113,8 @@ def nor_data(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def described_pipeline(esco_csv: Path, folder: Path, variant: str) -> tuple[Taxonomy, PipelineDefinition]:
     """(ESCO's cooks, ISCO 512, as a taxonomy; a pipeline whose two variants are ``variant``, TOML
     lines, written to ``folder``): where the description tests link."""
-    from melo_core.pipeline import load_pipeline
-    from melo_core.taxonomy import Taxonomy, taxonomy_from_esco_csv
+    from melo_core.esco.taxonomy import Taxonomy, taxonomy_from_esco_csv
+    from melo_core.linking.pipeline import load_pipeline
 
     esco = taxonomy_from_esco_csv(esco_csv)
     taxonomy = Taxonomy(c for c in esco.concepts if (c.isco_code or "").startswith("512"))

@@ -16,14 +16,14 @@ from db.aliases import accepted_aliases
 from db.imports import import_terms, read_terms_csv
 from db.store import Store
 from db.testing import run_cli
-from melo_core.crosswalk import crosswalk_decisions, crosswalk_path, load_crosswalk
-from melo_core.linker import Linker, mention_form
-from melo_core.mention_index import MentionIndex
-from melo_core.scheme_learning import Boilerplate
+from melo_core.esco.crosswalk import crosswalk_decisions, crosswalk_path, load_crosswalk
+from melo_core.esco.taxonomy import Taxonomy, taxonomy_from_melo
+from melo_core.evaluation.simulate import simulate
+from melo_core.linking.linker import Linker, mention_form
+from melo_core.linking.scheme_learning import Boilerplate
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.base import ExtendableScorer
-from melo_core.simulate import simulate
-from melo_core.taxonomy import Taxonomy, taxonomy_from_melo
+from melo_core.scorers.mention_index import MentionIndex
 
 
 @pytest.fixture(scope="module")
@@ -350,7 +350,7 @@ def test_simulate_command_on_a_crosswalk_slice(nor_data: Path, tmp_path: Path, s
     assert len(rows) == 40 and [r["step"] for r in rows] == [str(i) for i in range(1, 41)]
     assert {r["relation"] for r in rows} <= {"exactMatch", "narrowMatch", "broadMatch", "closeMatch"}
     # The pipeline's mention relations teach (lexical: all four, as on the Link page), but not a
-    # term that is mostly the scheme's boilerplate (melo_core.scheme_learning).
+    # term that is mostly the scheme's boilerplate (melo_core.linking.scheme_learning).
     boilerplate = Boilerplate.of([t.title for t in load_crosswalk(crosswalk_path(nor_data, "nor_no")).terms])
     assert all(r["taught"] == str(int(boilerplate.teaches_mention(r["title"]))) for r in rows)
     assert sum(r["taught"] == "1" for r in rows) > 30
@@ -469,7 +469,7 @@ def test_a_new_linker_reads_the_known_mentions_vectors_a_process_built_before(
     """`link` and the Link page start with the same crosswalk titles as mentions each time: their
     vectors are kept whole per set of mentions, and a new linker reads them instead of looking up
     each in the embedding cache. Another set gets its own file; the newest two stay."""
-    from melo_core.linker import _Component
+    from melo_core.linking.linker import _Component
 
     spec = "wsum:0.5*char-tfidf+0.5*muse"
     relations = ("exactMatch", "narrowMatch", "broadMatch", "closeMatch")

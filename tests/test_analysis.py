@@ -1,4 +1,4 @@
-"""Dashboard computations (melo_core.analysis) checked against direct computations on real MELO data."""
+"""Dashboard computations (melo_core.evaluation.analysis) checked against direct computations on real MELO data."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from rapidfuzz import fuzz
 from rapidfuzz.distance import Levenshtein
 from scipy import stats
 
-from melo_core import analysis
-from melo_core.datasets import load_dataset
-from melo_core.disk_cache import save_pickle
-from melo_core.evaluation import EvaluationResult, Protocol, evaluate
-from melo_core.published import load_all_published
+from melo_core.esco.datasets import load_dataset
+from melo_core.evaluation import analysis
+from melo_core.evaluation.protocol import EvaluationResult, Protocol, evaluate
+from melo_core.evaluation.published import load_all_published
+from melo_core.runtime.disk_cache import save_pickle
 from melo_core.scorers import ScorerContext, create_scorer
 from tests.paper_reference import paper_min_distances, read_pairs
 

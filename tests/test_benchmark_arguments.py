@@ -28,7 +28,7 @@ def test_no_benchmark_option_takes_any_integer() -> None:
     scripts = sorted(BENCHMARKS.glob("*.py"))
     assert len(scripts) > 10
     plain = {script.name: options for script in scripts if (options := _plain_int_options(script))}
-    assert plain == {}, f"use melo_core.arguments.at_least for these counts: {plain}"
+    assert plain == {}, f"use melo_core.cli.arguments.at_least for these counts: {plain}"
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from melo_core import build_dataset, load_crosswalk, load_dataset, taxonomy_from_datasets
-from melo_core.builder import select_target
-from melo_core.crosswalk import crosswalk_path
+from melo_core.esco.builder import select_target
+from melo_core.esco.crosswalk import crosswalk_path
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Bulk linking (``melo_core.bulk``, `link --input ... --out FOLDER`): streaming in batches smaller
+"""Bulk linking (``melo_core.linking.bulk``, `link --input ... --out FOLDER`): streaming in batches smaller
 than the input, resume after a run killed with SIGKILL (every row exactly once), the Ray Data engine
 in local mode against the local engine on the same Parquet file, and bad input (missing column,
 unreadable file, empty and 10 MB titles).
@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from db.testing import run_cli
-from melo_core.bulk import (
+from melo_core.linking.bulk import (
     MAX_TITLE_CHARS,
     BatchLinker,
     InputBatches,

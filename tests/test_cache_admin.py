@@ -1,4 +1,4 @@
-"""The ``cache`` command (melo_core.cache_admin): the cache folder's areas and pruning what has not
+"""The ``cache`` command (melo_core.cli.cache_admin): the cache folder's areas and pruning what has not
 been used, on states that real ``link`` runs write and read."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from melo_core.cache_admin import DAY, cache_entries, human_size, summary, unused_for
-from melo_core.cli import main
+from melo_core.cli.cache_admin import DAY, cache_entries, human_size, summary, unused_for
+from melo_core.cli.commands import main
 from melo_core.errors import MeloInputError
 from tests.conftest import ROOT, linked_slice
 

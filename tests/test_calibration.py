@@ -1,4 +1,4 @@
-"""Calibrated confidence (melo_core.calibration): the expected calibration error on hand-made
+"""Calibrated confidence (melo_core.evaluation.calibration): the expected calibration error on hand-made
 numbers, a fit leave one country out that never sees the held-out country, a deterministic JSON,
 training rows linked from real crosswalks with the lexical pipeline, the probability on the Link
 page and as SSSOM confidence."""
@@ -15,8 +15,9 @@ import pytest
 
 from db.exports import sssom_text, validate_sssom
 from db.store import Store
-from melo_core import calibration
-from melo_core.calibration import (
+from melo_core.esco.taxonomy import cached_taxonomy_from_melo
+from melo_core.evaluation import calibration
+from melo_core.evaluation.calibration import (
     ECE_BINS,
     FEATURES,
     Calibrator,
@@ -29,9 +30,8 @@ from melo_core.calibration import (
     prepare_calibration,
     reliability,
 )
-from melo_core.linker import Candidate
-from melo_core.pipeline import load_pipeline
-from melo_core.taxonomy import cached_taxonomy_from_melo
+from melo_core.linking.linker import Candidate
+from melo_core.linking.pipeline import load_pipeline
 from tests.conftest import linked_slice
 from tests.test_pages_curation import LINK, cache, env, page, started  # noqa: F401  (fixtures)
 
@@ -240,8 +240,8 @@ def test_the_calibration_experiment_writes_ece_rows_the_benchmark_page_shows(
 ) -> None:
     from streamlit.testing.v1 import AppTest
 
-    from melo_core.experiments.config import load_experiment
-    from melo_core.experiments.runner import run_experiment
+    from melo_core.evaluation.experiments.config import load_experiment
+    from melo_core.evaluation.experiments.runner import run_experiment
 
     plan = tmp_path / "calibration-test.toml"
     plan.write_text('description = "test"\n[calibration]\npipelines = ["lexical"]\nterms = 12\n', encoding="utf-8")
@@ -255,7 +255,7 @@ def test_the_calibration_experiment_writes_ece_rows_the_benchmark_page_shows(
     assert {r["metric"] for r in bins} == {"bin_probability", "bin_accuracy"}
     assert sum(int(str(r["queries"])) for r in bins if r["metric"] == "bin_accuracy") == 3 * 12 * calibration.TOP_K
 
-    monkeypatch.setattr("melo_core.experiments.results.RESULTS_FILE", results)
+    monkeypatch.setattr("melo_core.evaluation.experiments.results.RESULTS_FILE", results)
     database = tmp_path / "melo.db"
     Store(f"sqlite:///{database}", create=True).close()
     monkeypatch.setenv("MELO_DB_URL", f"sqlite:///{database}")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from melo_core import load_dataset
-from melo_core.cli import build_parser
+from melo_core.cli.commands import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 

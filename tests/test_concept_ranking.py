@@ -5,8 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from melo_core.datasets import load_dataset
-from melo_core.evaluation import Protocol, evaluate
+from melo_core.esco.datasets import load_dataset
+from melo_core.evaluation.protocol import Protocol, evaluate
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.concept_ranking import ConceptRankingScorer, one_form_per_concept
 from melo_core.scorers.known_mentions import KnownMentions, KnownMentionScorer

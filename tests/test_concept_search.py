@@ -17,7 +17,7 @@ from db.quickstart import start_curation
 from db.search import label_search_text, search_words
 from db.store import LabelMatch, Store, _alembic_config
 from db.testing import empty_store_url, run_cli_ok
-from melo_core.taxonomy import Concept, LanguageLabels, Taxonomy
+from melo_core.esco.taxonomy import Concept, LanguageLabels, Taxonomy
 from tests.conftest import BACKENDS_UNDER_TEST
 from tests.test_pages_curation import LINK, ROOT, page
 from ui.safe import md_text

@@ -1,4 +1,4 @@
-"""Coverage-aware fusion (melo_core.coverage, ``coverage = "declared"`` in a pipeline): what each
+"""Coverage-aware fusion (melo_core.encoders.coverage, ``coverage = "declared"`` in a pipeline): what each
 component declares it reads, how a fusion's weights follow, and a language the domain model never
 saw: a tiny model trained on English, German and French ESCO labels, asked Norwegian queries."""
 
@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from melo_core.benchmarking import evaluate_one
-from melo_core.coverage import card_languages, cover, covers, reads
-from melo_core.datasets import load_dataset
 from melo_core.encoders import encoder_languages
+from melo_core.encoders.coverage import card_languages, cover, covers, reads
 from melo_core.encoders.e5_esco_encoder import ensure_base_model, ensure_e5_esco_model
 from melo_core.encoders.e5_esco_encoder import settings as e5_esco_settings
+from melo_core.encoders.training import CONFIG, DEFAULT_MODEL, TrainConfig, train
 from melo_core.errors import MeloInputError
-from melo_core.pipeline import CROSS_LINGUAL, MONOLINGUAL, Component, Pipeline, load_pipeline
+from melo_core.esco.datasets import load_dataset
+from melo_core.esco.taxonomy import Concept, LanguageLabels, Taxonomy, taxonomy_from_melo
+from melo_core.evaluation.benchmarking import evaluate_one
+from melo_core.linking.pipeline import CROSS_LINGUAL, MONOLINGUAL, Component, Pipeline, load_pipeline
 from melo_core.scorers.registry import scorer_languages
-from melo_core.taxonomy import Concept, LanguageLabels, Taxonomy, taxonomy_from_melo
-from melo_core.training import CONFIG, DEFAULT_MODEL, TrainConfig, train
 from tests.conftest import linked_slice, slice_dataset
 from tests.test_pipeline import DISTRACTORS
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from melo_core import MeloInputError, list_datasets, load_dataset
-from melo_core.datasets import DatasetName, parse_dataset_name, write_dataset
-from melo_core.evaluation import Protocol, evaluate
+from melo_core.esco.datasets import DatasetName, parse_dataset_name, write_dataset
+from melo_core.evaluation.protocol import Protocol, evaluate
 from melo_core.scorers import create_scorer
 
 

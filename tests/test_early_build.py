@@ -1,5 +1,5 @@
 """`prepare` builds the costliest later model a first suggestion waits for (e5-esco) beside the first
-(the domain model), each in a process of its own (melo_core.pipeline.EarlyBuild)."""
+(the domain model), each in a process of its own (melo_core.linking.pipeline.EarlyBuild)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from melo_core import config
 from melo_core.encoders import registry
 from melo_core.encoders.registry import BuiltModel
 from melo_core.errors import MeloInputError
-from melo_core.pipeline import EarlyBuild, Requirement, _build
+from melo_core.linking.pipeline import EarlyBuild, Requirement, _build
 
 
 def _folder(name: str) -> Path:
@@ -52,7 +52,7 @@ def models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("MELO_MODELS", str(tmp_path / "models"))
     for model in (FIRST, SECOND, FAILING):  # registered for this test only
         monkeypatch.setitem(registry._BUILT, model.kind, model)
-    monkeypatch.setattr("melo_core.pipeline.encoder_kinds", lambda: ["toy-first", "toy-second", "toy-failing"])
+    monkeypatch.setattr("melo_core.linking.pipeline.encoder_kinds", lambda: ["toy-first", "toy-second", "toy-failing"])
     return tmp_path
 
 

@@ -6,8 +6,14 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from melo_core.experiments.report import REPORT_FILE, render, write_report
-from melo_core.experiments.results import RESULT_COLUMNS, RESULTS_FILE, Provenance, append_results, read_results
+from melo_core.evaluation.experiments.report import REPORT_FILE, render, write_report
+from melo_core.evaluation.experiments.results import (
+    RESULT_COLUMNS,
+    RESULTS_FILE,
+    Provenance,
+    append_results,
+    read_results,
+)
 from tests.test_cli import cli
 
 ROOT = Path(__file__).resolve().parent.parent

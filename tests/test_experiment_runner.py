@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from melo_core.experiments import RESULT_COLUMNS, load_experiment, read_results
-from melo_core.taxonomy import cached_taxonomy_from_melo
+from melo_core.esco.taxonomy import cached_taxonomy_from_melo
+from melo_core.evaluation.experiments import RESULT_COLUMNS, load_experiment, read_results
 from tests.test_cli import cli
 from tests.test_titles import english_labels, write_titles
 

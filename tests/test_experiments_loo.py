@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from melo_core.benchmarking import evaluate_one
-from melo_core.datasets import load_dataset
 from melo_core.errors import MeloInputError
-from melo_core.evaluation import Protocol, evaluate
-from melo_core.experiments import load_experiment, run_experiment
-from melo_core.experiments.grids import create_grid
-from melo_core.experiments.runner import choose_left_out
+from melo_core.esco.datasets import load_dataset
+from melo_core.evaluation.benchmarking import evaluate_one
+from melo_core.evaluation.experiments import load_experiment, run_experiment
+from melo_core.evaluation.experiments.grids import create_grid
+from melo_core.evaluation.experiments.runner import choose_left_out
+from melo_core.evaluation.protocol import Protocol, evaluate
 from melo_core.scorers import ScorerContext, create_scorer
 from tests.conftest import linked_slice
 

@@ -22,8 +22,8 @@ from db.imports import import_taxonomy
 from db.quickstart import start_curation
 from db.store import Store
 from db.testing import run_cli_ok, snapshot
-from melo_core.datasets import load_dataset
-from melo_core.taxonomy import Taxonomy, taxonomy_from_datasets
+from melo_core.esco.datasets import load_dataset
+from melo_core.esco.taxonomy import Taxonomy, taxonomy_from_datasets
 from tests.conftest import ROOT
 
 SSSOM = Namespace("https://w3id.org/sssom/")

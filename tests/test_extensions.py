@@ -1,4 +1,4 @@
-"""The store joins ``python -m melo_core`` from above (melo_core.extensions): through the installed
+"""The store joins ``python -m melo_core`` from above (melo_core.cli.extensions): through the installed
 entry point it brings its commands and the store that ``eval --store`` and ``train --with-decisions``
 use; without it the core commands still work and the others say how to get them."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from db.testing import run_cli
-from melo_core import extensions
-from melo_core.cli import main
+from melo_core.cli import extensions
+from melo_core.cli.commands import main
 
 
 def stopped(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

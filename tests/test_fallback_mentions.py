@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from melo_core.benchmarking import scorer_context
-from melo_core.datasets import load_dataset
 from melo_core.errors import MeloInputError
-from melo_core.linker import Candidate
-from melo_core.pipeline import Pipeline, PipelineScorer, crosswalk_mentions_of, load_pipeline
-from melo_core.taxonomy import Taxonomy, taxonomy_from_datasets
+from melo_core.esco.datasets import load_dataset
+from melo_core.esco.taxonomy import Taxonomy, taxonomy_from_datasets
+from melo_core.evaluation.benchmarking import scorer_context
+from melo_core.linking.linker import Candidate
+from melo_core.linking.pipeline import Pipeline, PipelineScorer, crosswalk_mentions_of, load_pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,7 +16,7 @@ import pytest
 import melo_core
 from db.testing import run_cli, run_cli_ok
 from melo_core import Candidate, MeloInputError, Pipeline, config
-from melo_core.pipeline import PIPELINES_DIR
+from melo_core.linking.pipeline import PIPELINES_DIR
 from tests.conftest import ROOT, linked_slice
 
 DATASET = "aut_q_de_c_de"  # the dataset the README evaluates; 1,120 German queries
@@ -53,7 +53,7 @@ def readme_snippet() -> str:
 def test_the_package_exports_the_front_door_and_not_the_labels_only_loader() -> None:
     assert melo_core.Pipeline is Pipeline and "Pipeline" in melo_core.__all__
     assert "taxonomy_from_melo" not in melo_core.__all__ and not hasattr(melo_core, "taxonomy_from_melo")
-    from melo_core.taxonomy import taxonomy_from_melo  # still there for what needs the labels only
+    from melo_core.esco.taxonomy import taxonomy_from_melo  # still there for what needs the labels only
 
     assert callable(taxonomy_from_melo)
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from melo_core.crosswalk import Crosswalk, SourceTerm
 from melo_core.errors import MeloInputError
-from melo_core.experiments import load_experiment, run_experiment
-from melo_core.experiments.results import Provenance, append_results, read_results
-from melo_core.graded import UNRELATED, graded_pairs, graded_similarity, related_pairs, spearman
-from melo_core.taxonomy import Concept, LanguageLabels, Taxonomy
+from melo_core.esco.crosswalk import Crosswalk, SourceTerm
+from melo_core.esco.taxonomy import Concept, LanguageLabels, Taxonomy
+from melo_core.evaluation.experiments import load_experiment, run_experiment
+from melo_core.evaluation.experiments.results import Provenance, append_results, read_results
+from melo_core.evaluation.graded import UNRELATED, graded_pairs, graded_similarity, related_pairs, spearman
 from ui.graded import graded_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -171,7 +171,7 @@ def test_the_benchmark_page_shows_the_latest_spearman_per_crosswalk(tmp_path: Pa
         {**row, "dataset": "mean:crosswalks", "pipeline": "best", "value": 0.9},  # the runner's: recomputed
         {**row, "dataset": "ita_it", "pipeline": "best", "metric": "mrr", "value": 0.8},  # another measure
     ], _provenance("20261206T020000Z"))  # fmt: skip
-    monkeypatch.setattr("melo_core.experiments.results.RESULTS_FILE", results)
+    monkeypatch.setattr("melo_core.evaluation.experiments.results.RESULTS_FILE", results)
     database = tmp_path / "melo.db"
     Store(f"sqlite:///{database}", create=True).close()
     monkeypatch.setenv("MELO_DB_URL", f"sqlite:///{database}")

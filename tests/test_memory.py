@@ -11,7 +11,7 @@ import sys
 import psutil
 import pytest
 
-from melo_core.memory import kept_until_exit, release_freed_memory, thawed_afterwards
+from melo_core.runtime.memory import kept_until_exit, release_freed_memory, thawed_afterwards
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from melo_core.evaluation import Protocol, rank_batch, tie_keys
+from melo_core.evaluation.protocol import Protocol, rank_batch, tie_keys
 from melo_core.metrics import rank_matrix, summarize
 
 

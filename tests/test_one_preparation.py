@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from melo_core import preparing
-from melo_core.pipeline import _prepare_held, prepare, requirements
-from melo_core.preparing import Estimate, MeasuredPace, Stage, held, preparation_lock, time_left_words
+from melo_core.linking.pipeline import _prepare_held, prepare, requirements
+from melo_core.runtime import preparing
+from melo_core.runtime.preparing import Estimate, MeasuredPace, Stage, held, preparation_lock, time_left_words
 from tests.conftest import described_pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,7 +65,7 @@ def folders(nor_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 HOLDER = """
 import sys, time
 from pathlib import Path
-from melo_core.preparing import held
+from melo_core.runtime.preparing import held
 with held(Path(sys.argv[1]), {"pipeline": "best", "languages": ["de", "en"]}):
     print("held", flush=True)
     time.sleep(600)
@@ -145,7 +145,7 @@ def test_a_queued_preparation_builds_only_what_the_one_before_left_missing(
 def test_a_model_is_never_built_twice_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two builds of the same model (two processes' first uses) one after the other: the second
     finds the first's model; a temporary folder a killed build left is cleared."""
-    from melo_core import training
+    from melo_core.encoders import training
 
     folder = tmp_path / "models" / "esco-static"
     stale = folder.with_name(f".tmp-999999-{folder.name}")
@@ -160,7 +160,7 @@ def test_a_model_is_never_built_twice_at_once(tmp_path: Path, monkeypatch: pytes
         spans.append((started, time.monotonic()))
 
     monkeypatch.setattr(training, "train", slow_train)
-    monkeypatch.setattr("melo_core.taxonomy.cached_taxonomy_from_melo", lambda data_dir: None)
+    monkeypatch.setattr("melo_core.esco.taxonomy.cached_taxonomy_from_melo", lambda data_dir: None)
     builds = [threading.Thread(target=training.ensure_model, args=(folder, tmp_path, training.TrainConfig()))
               for _ in range(3)]  # fmt: skip
     for build in builds:
@@ -188,7 +188,7 @@ if sys.argv[1] == "parent":
                      start_new_session=True)
     time.sleep(600)
 else:
-    from melo_core.preparing import stop_with_parent
+    from melo_core.runtime.preparing import stop_with_parent
     stop_with_parent(int(sys.argv[3]), poll_seconds=0.2)
     worker = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(600,))
     worker.start()
@@ -249,8 +249,8 @@ def test_the_link_page_shows_a_second_scheme_queued_and_one_time_in_banner_and_b
     import ui.common as ui
     from db.quickstart import start_curation
     from db.store import Store
-    from melo_core.pipeline import write_progress
-    from melo_core.preparing import TimeLeft
+    from melo_core.linking.pipeline import write_progress
+    from melo_core.runtime.preparing import TimeLeft
 
     url = f"sqlite:///{tmp_path / 'melo.db'}"
     monkeypatch.setenv("MELO_DB_URL", url)

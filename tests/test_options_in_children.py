@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from melo_core import config
-from melo_core.processes import build_apart
+from melo_core.runtime.processes import build_apart
 from tests.conftest import slice_dataset
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""Output files (``melo_core.output``) on ``export`` and ``link --out``: a symbolic link stays and its
+"""Output files (``melo_core.files.output``) on ``export`` and ``link --out``: a symbolic link stays and its
 target gets the content, a FIFO stays a FIFO and its reader gets the content, ``-`` is stdout with
 the messages on stderr, and a write error (no space, a closed pipe) is exit code 2 and one line,
 with the old file untouched and no temporary file left. Also ``eval --out -`` and dataset folders.
@@ -23,10 +23,10 @@ from db.formats import SKOS_COLUMNS
 from db.imports import import_taxonomy
 from db.store import Store
 from db.testing import empty_store_url, run_cli, run_cli_ok
-from melo_core import output
-from melo_core.datasets import load_dataset, write_dataset
 from melo_core.errors import MeloInputError
-from melo_core.taxonomy import taxonomy_from_datasets
+from melo_core.esco.datasets import load_dataset, write_dataset
+from melo_core.esco.taxonomy import taxonomy_from_datasets
+from melo_core.files import output
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD = "old content\n"

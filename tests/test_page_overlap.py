@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 from streamlit.testing.v1 import AppTest
 
-from melo_core.text import NON_LATIN_LANGUAGES
+from melo_core.scorers.text import NON_LATIN_LANGUAGES
 from tests.paper_reference import paper_min_distances, read_pairs
 
 ROOT = Path(__file__).resolve().parent.parent

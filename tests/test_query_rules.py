@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from melo_core.errors import MeloInputError
-from melo_core.pipeline import Pipeline, load_pipeline
-from melo_core.query_rules import RULES, normalise_query
-from melo_core.taxonomy import cached_taxonomy_from_melo
+from melo_core.esco.taxonomy import cached_taxonomy_from_melo
+from melo_core.linking.pipeline import Pipeline, load_pipeline
+from melo_core.linking.query_rules import RULES, normalise_query
 
 
 @pytest.mark.parametrize(

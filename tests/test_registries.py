@@ -1,7 +1,7 @@
 """Registries where things are added (issue 88, item 5): a new export format is one writer plus
 one entry of ``db.exports.EXPORT_FORMATS``, and the CLI's ``export --format`` and the Crosswalk
 page's downloads offer it with nothing else changed; one SKOS relation list
-(``melo_core.crosswalk.SKOS_RELATIONS``) serves the core, the store, imports and the Link page's
+(``melo_core.esco.crosswalk.SKOS_RELATIONS``) serves the core, the store, imports and the Link page's
 buttons. Real data: the Norwegian crosswalk."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from db.models import MATCH_OUTCOMES, REJECTED, UNSURE
 from db.quickstart import start_curation
 from db.store import Store
 from db.testing import run_cli, run_cli_ok
-from melo_core.crosswalk import RELATIONS, SKOS_RELATIONS
 from melo_core.errors import MeloInputError
+from melo_core.esco.crosswalk import RELATIONS, SKOS_RELATIONS
 from tests.conftest import ROOT
 from tests.test_pages_curation import LINK, cache, env, page, started  # noqa: F401 (fixtures)
 from ui import navigation

@@ -10,8 +10,8 @@ import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from melo_core import Protocol, Scorer, ScorerContext, create_scorer, evaluate, load_dataset, scorer_names
+from melo_core.scorers.text import TextPrep
 from melo_core.scorers.tfidf import TfidfScorer
-from melo_core.text import TextPrep
 
 LEXICAL = ["edit-distance", "word-tfidf", "char-tfidf", "bm25", "word-tfidf-lemmas", "char-tfidf-lemmas", "bm25-lemmas"]
 

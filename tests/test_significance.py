@@ -1,4 +1,4 @@
-"""Bootstrap intervals of MRR (melo_core.significance) and how `eval` reports them."""
+"""Bootstrap intervals of MRR (melo_core.evaluation.significance) and how `eval` reports them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from melo_core.significance import mean_interval, paired_test
+from melo_core.evaluation.significance import mean_interval, paired_test
 
 ROOT = Path(__file__).resolve().parents[1]
 # Reciprocal ranks as a ranker gives them: rank 1 half the time, then a long tail and misses.

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from melo_core.crosswalk import load_crosswalk
-from melo_core.effort import COSTS, CostModel, margin, queue_order
-from melo_core.experiments.config import load_experiment
-from melo_core.experiments.results import read_results
-from melo_core.experiments.runner import run_experiment
-from melo_core.linker import Linker
-from melo_core.scheme_learning import Boilerplate, TargetKinds, scheme_kinds, target_kind
-from melo_core.simulate import simulate
-from melo_core.taxonomy import Concept, LanguageLabels, Taxonomy
+from melo_core.esco.crosswalk import load_crosswalk
+from melo_core.esco.taxonomy import Concept, LanguageLabels, Taxonomy
+from melo_core.evaluation.effort import COSTS, CostModel, margin, queue_order
+from melo_core.evaluation.experiments.config import load_experiment
+from melo_core.evaluation.experiments.results import read_results
+from melo_core.evaluation.experiments.runner import run_experiment
+from melo_core.evaluation.simulate import simulate
+from melo_core.linking.linker import Linker
+from melo_core.linking.scheme_learning import Boilerplate, TargetKinds, scheme_kinds, target_kind
 
 OCCUPATION = "http://data.europa.eu/esco/occupation/"
 GROUP = "http://data.europa.eu/esco/isco/C"
@@ -202,7 +202,7 @@ def test_a_bad_simulation_file_names_the_key(tmp_path: Path) -> None:
 def test_the_benchmark_page_shows_curator_effort(tmp_path: Path, melo_data: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     from db.store import Store
-    from melo_core.experiments.results import Provenance, append_results
+    from melo_core.evaluation.experiments.results import Provenance, append_results
     from ui.effort import effort_table
 
     def origin(run: str) -> Provenance:
@@ -226,7 +226,7 @@ def test_the_benchmark_page_shows_curator_effort(tmp_path: Path, melo_data: Path
     ], origin("20261206T020000Z"))  # fmt: skip
     other = {**row, "dataset": "nor_no", "pipeline": "best", "metric": "acc_at_1", "value": 0.1}
     append_results(results, "calibration", [other], origin("20261206T030000Z"))  # another experiment's
-    monkeypatch.setattr("melo_core.experiments.results.RESULTS_FILE", results)
+    monkeypatch.setattr("melo_core.evaluation.experiments.results.RESULTS_FILE", results)
     database = tmp_path / "melo.db"
     Store(f"sqlite:///{database}", create=True).close()
     monkeypatch.setenv("MELO_DB_URL", f"sqlite:///{database}")

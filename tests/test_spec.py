@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-import melo_core.pipeline  # noqa: F401  (a pipeline's name is a spec too)
+import melo_core.linking.pipeline  # noqa: F401  (a pipeline's name is a spec too)
 from melo_core.errors import MeloInputError
-from melo_core.pipeline import load_pipeline
+from melo_core.linking.pipeline import load_pipeline
 from melo_core.scorers import check_scorer, create_scorer, scorer_names
 from melo_core.spec import (
     ComponentSpec,

@@ -20,7 +20,7 @@ from db.search import label_search_text
 from db.store import Store, current_revisions, head_revisions, search_text
 from db.testing import pg_url
 from melo_core.errors import MeloInputError
-from melo_core.taxonomy import Concept, LanguageLabels, Taxonomy
+from melo_core.esco.taxonomy import Concept, LanguageLabels, Taxonomy
 
 BAKER = "http://data.europa.eu/esco/occupation/baker"
 PASTRY = "http://data.europa.eu/esco/occupation/pastry-baker"

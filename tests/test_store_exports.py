@@ -20,9 +20,9 @@ from db.formats import neutralise, unneutralise
 from db.imports import import_taxonomy
 from db.store import Store
 from db.testing import empty_store_url, run_cli, run_cli_ok, snapshot
-from melo_core.datasets import load_dataset
 from melo_core.errors import MeloInputError
-from melo_core.taxonomy import taxonomy_from_datasets
+from melo_core.esco.datasets import load_dataset
+from melo_core.esco.taxonomy import taxonomy_from_datasets
 from tests.conftest import BACKENDS_UNDER_TEST
 
 SKOS_HEADER = [

@@ -15,7 +15,7 @@ import pytest
 from db.store import Store
 from db.testing import run_cli, run_cli_ok, snapshot
 from db.testing import run_cli_refused as rejected
-from melo_core.taxonomy import taxonomy_from_esco_csv, taxonomy_from_melo
+from melo_core.esco.taxonomy import taxonomy_from_esco_csv, taxonomy_from_melo
 from tests.conftest import write_workbook
 
 cli, ok = run_cli, run_cli_ok

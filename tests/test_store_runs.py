@@ -26,9 +26,9 @@ from db.store import Store, current_revisions, head_revisions
 from db.testing import run_cli
 from melo_core import MeloDataset, Protocol, ScorerContext, create_scorer, evaluate, load_dataset
 from melo_core.errors import MeloInputError
-from melo_core.evaluation import EvaluationResult
+from melo_core.evaluation.protocol import EvaluationResult
+from melo_core.evaluation.published import load_all_published, load_published
 from melo_core.metrics import TREC_NAMES
-from melo_core.published import load_all_published, load_published
 from melo_core.version import code_version
 
 DATASET = "nor_q_no_c_no"  # monolingual, 96 queries, 7.8k surface forms

@@ -9,9 +9,9 @@ from typing import cast
 
 import pytest
 
-import melo_core.taxonomy as taxonomy_module
+import melo_core.esco.taxonomy as taxonomy_module
 from melo_core import MeloInputError, Taxonomy, load_dataset, taxonomy_from_esco_csv
-from melo_core.taxonomy import (
+from melo_core.esco.taxonomy import (
     ISCO_GROUP,
     OCCUPATION,
     Concept,

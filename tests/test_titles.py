@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from melo_core.errors import MeloInputError
+from melo_core.esco.taxonomy import Taxonomy, cached_taxonomy_from_melo
+from melo_core.esco.titles import titles_dataset
 from melo_core.scorers.known_mentions import crosswalk_mentions, dataset_mentions
-from melo_core.taxonomy import Taxonomy, cached_taxonomy_from_melo
-from melo_core.titles import titles_dataset
 from tests.conftest import write_workbook
 from tests.test_cli import cli
 

@@ -1,4 +1,4 @@
-"""Training an encoder on ESCO labels (melo_core.training, `train`): a tiny static model on the
+"""Training an encoder on ESCO labels (melo_core.encoders.training, `train`): a tiny static model on the
 ESCO labels of two small datasets (Norwegian and English), loaded back as an `st:` encoder."""
 
 from __future__ import annotations
@@ -12,11 +12,8 @@ import pytest
 
 from db.store import Store
 from db.testing import run_cli
-from melo_core.crosswalk import crosswalk_decisions
 from melo_core.encoders import load_encoder
-from melo_core.errors import MeloInputError
-from melo_core.taxonomy import Taxonomy, taxonomy_from_melo
-from melo_core.training import (
+from melo_core.encoders.training import (
     CARD,
     CONFIG,
     TrainConfig,
@@ -27,6 +24,9 @@ from melo_core.training import (
     train_tokenizer,
     training_device,
 )
+from melo_core.errors import MeloInputError
+from melo_core.esco.crosswalk import crosswalk_decisions
+from melo_core.esco.taxonomy import Taxonomy, taxonomy_from_melo
 from tests.conftest import linked_slice
 
 TINY = TrainConfig(dim=32, vocab_size=3000, rounds=3, batch_size=64, mine_every=20, seed=7)
@@ -223,9 +223,9 @@ import dataclasses, json, sys
 from functools import partial
 from melo_core.encoders.domain_encoder import DOMAIN_MODEL
 from melo_core.encoders.registry import register_built_model
-from melo_core.pipeline import load_pipeline, prepare
-from melo_core.taxonomy import cached_taxonomy_from_melo
-from melo_core.training import TrainConfig, ensure_default_model
+from melo_core.linking.pipeline import load_pipeline, prepare
+from melo_core.esco.taxonomy import cached_taxonomy_from_melo
+from melo_core.encoders.training import TrainConfig, ensure_default_model
 
 data, definition, settings, cache = sys.argv[1], sys.argv[2], TrainConfig(**json.loads(sys.argv[3])), sys.argv[4]
 register_built_model(dataclasses.replace(DOMAIN_MODEL, build=partial(ensure_default_model, settings=settings)))
@@ -248,7 +248,7 @@ def test_prepare_builds_a_model_in_a_process_of_its_own(
     import sys
     from functools import partial
 
-    from melo_core.processes import build_apart
+    from melo_core.runtime.processes import build_apart
 
     models = tmp_path / "models"
     definition = tmp_path / "domain.toml"
@@ -372,8 +372,8 @@ def test_train_on_crosswalks_holds_out_a_country(melo_data: Path, tmp_path: Path
 def test_job_ad_dressing_keeps_the_label_and_adds_job_ad_words() -> None:
     import random
 
-    from melo_core.job_ad_noise import dress
-    from melo_core.query_rules import normalise_query
+    from melo_core.encoders.job_ad_noise import dress
+    from melo_core.linking.query_rules import normalise_query
 
     rng = random.Random(3)
     dressed = [dress("kitchen porter", rng) for _ in range(200)]
@@ -389,7 +389,7 @@ def test_job_ad_dressing_keeps_the_label_and_adds_job_ad_words() -> None:
 def test_dressed_anchors_and_descriptions_train_without_entering_the_validation_corpus(
     two_languages: Taxonomy,
 ) -> None:
-    from melo_core.training import describe_positives, dress_anchors
+    from melo_core.encoders.training import describe_positives, dress_anchors
 
     descriptions = [f"{c.preferred_label()} performs the duties of the occupation" for c in two_languages.concepts]
     labels = collect_labels(two_languages, held_out=0.05, seed=1)
@@ -412,7 +412,7 @@ def test_a_model_trained_on_dressed_anchors_reads_job_ad_titles_better(
 ) -> None:
     import random
 
-    from melo_core.job_ad_noise import dress
+    from melo_core.encoders.job_ad_noise import dress
 
     assert TINY.job_ad_noise > 0  # the default recipe dresses anchors
     plain = tmp_path / "plain"

@@ -19,12 +19,12 @@ import pytest
 from db.imports import ImportReport, check_accounted, read_term_file
 from db.testing import run_cli, run_cli_ok, snapshot
 from db.testing import run_cli_refused as rejected
-from melo_core.bulk import InputBatches
-from melo_core.crosswalk import load_crosswalk
 from melo_core.errors import MeloInputError
-from melo_core.taxonomy import taxonomy_from_esco_csv
-from melo_core.text_limits import MAX_LABEL
-from melo_core.tsv import read_csv_records
+from melo_core.esco.crosswalk import load_crosswalk
+from melo_core.esco.taxonomy import taxonomy_from_esco_csv
+from melo_core.files.text_limits import MAX_LABEL
+from melo_core.files.tsv import read_csv_records
+from melo_core.linking.bulk import InputBatches
 from tests.conftest import write_workbook
 
 cli, ok = run_cli, run_cli_ok

@@ -27,9 +27,9 @@ from db.imports import import_taxonomy
 from db.store import Store
 from db.testing import empty_store_url, run_cli, run_cli_ok
 from db.testing import run_cli_refused as refused
-from melo_core.datasets import load_dataset
-from melo_core.output import remove_orphans
-from melo_core.taxonomy import taxonomy_from_datasets
+from melo_core.esco.datasets import load_dataset
+from melo_core.esco.taxonomy import taxonomy_from_datasets
+from melo_core.files.output import remove_orphans
 from tests.conftest import linked_slice
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -228,7 +228,7 @@ def test_eval_and_link_outputs_onto_their_inputs_are_refused(tiny_dataset: Path,
 
 WRITER = """
 import sys
-from melo_core.output import open_output
+from melo_core.files.output import open_output
 with open_output(sys.argv[1]) as handle:
     handle.write("half of a file")
     handle.flush()

@@ -1,6 +1,6 @@
 """What the analysis pages share: the stored runs as one table with a model name per run, the
 dataset table, and one way to show a chart (Plotly, PNG from the chart's camera button, its data
-as CSV). Streamlit glue only: the numbers come from ``db.runs`` and ``melo_core.analysis``."""
+as CSV). Streamlit glue only: the numbers come from ``db.runs`` and ``melo_core.evaluation.analysis``."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from db.formats import neutralise
 from db.runs import OURS, run_metrics_frame, run_queries
 from db.store import Store
 from melo_core import config
-from melo_core.analysis import dataset_table, gold_clusters
 from melo_core.errors import MeloInputError
-from melo_core.significance import Interval, mean_interval
+from melo_core.evaluation.analysis import dataset_table, gold_clusters
+from melo_core.evaluation.significance import Interval, mean_interval
 from ui.safe import md_code
 
 PUBLISHED_SUFFIX = " (published)"

@@ -17,7 +17,7 @@ import streamlit as st
 
 from db.store import AccessError, Actor, Decision, SignInFailed, SignInRequired, Store, actor_name
 from db.store.accounts import DEFAULT_SESSION_HOURS
-from melo_core.text_limits import check_name
+from melo_core.files.text_limits import check_name
 from ui.safe import md_text
 
 SESSION_KEY = "melo_actor"

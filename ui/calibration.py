@@ -1,5 +1,5 @@
 """The Benchmark page's "Calibration" section: the ``ece`` rows of the results table (``experiment run
-calibration``, melo_core.calibration) as one table, crosswalk by pipeline, and the reliability
+calibration``, melo_core.evaluation.calibration) as one table, crosswalk by pipeline, and the reliability
 diagram of the latest run of each pipeline."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import pandas as pd
 import streamlit as st
 
 from db.store import Store
-from melo_core.calibration import MIN_SCHEME_TERMS, TOP_K, scheme_offset
-from melo_core.experiments import results
+from melo_core.evaluation.calibration import MIN_SCHEME_TERMS, TOP_K, scheme_offset
+from melo_core.evaluation.experiments import results
 
 ECE_METRICS = ("ece", "ece_first", "ece_adapted")
 COLUMN_SUFFIX = {"ece": "", "ece_first": " (first candidate)", "ece_adapted": " (after 25 decided terms)"}
 BIN_METRICS = ("bin_probability", "bin_accuracy")
-RELIABILITY = "reliability:"  # the runner's dataset of a diagram bin (melo_core.experiments.runner)
+RELIABILITY = "reliability:"  # the runner's dataset of a diagram bin (melo_core.evaluation.experiments.runner)
 MEAN = "mean"
 
 
@@ -71,7 +71,7 @@ def reliability_frame(rows: Iterable[dict[str, str]]) -> pd.DataFrame:
 
 
 def scheme_offset_for(store: Store, scheme: str, pipeline: str) -> float:
-    """The logit shift that fits the scheme's own decisions (``melo_core.calibration.scheme_offset``):
+    """The logit shift that fits the scheme's own decisions (``melo_core.evaluation.calibration.scheme_offset``):
     the probabilities stored with ``pipeline``'s suggestions for the terms decided as a match, right
     where the decided concept; 0 before ``MIN_SCHEME_TERMS`` such terms. Read again only when the
     scheme's decisions change."""

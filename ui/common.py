@@ -20,13 +20,14 @@ from db.aliases import accepted_aliases
 from db.quickstart import start_curation
 from db.store import Actor, Store
 from melo_core import config
-from melo_core.catalogue import KINDS, CatalogueEntry, scorer_catalogue
-from melo_core.crosswalk import crosswalk_country, list_crosswalks
+from melo_core.cli.catalogue import KINDS, CatalogueEntry, scorer_catalogue
 from melo_core.encoders import EncoderSpec
 from melo_core.encoders.registry import BuiltModel, built_model
 from melo_core.errors import MeloInputError
-from melo_core.linker import Linker
-from melo_core.pipeline import (
+from melo_core.esco.crosswalk import crosswalk_country, list_crosswalks
+from melo_core.esco.taxonomy import Taxonomy, cached_taxonomy_from_melo
+from melo_core.linking.linker import Linker
+from melo_core.linking.pipeline import (
     Pipeline,
     PipelineDefinition,
     Requirement,
@@ -35,9 +36,8 @@ from melo_core.pipeline import (
     load_pipeline,
     requirements,
 )
-from melo_core.preparing import stop_group, time_left_words, without_time_left
+from melo_core.runtime.preparing import stop_group, time_left_words, without_time_left
 from melo_core.spec import SpecError, components_of, parse
-from melo_core.taxonomy import Taxonomy, cached_taxonomy_from_melo
 from ui import auth
 from ui.learning import scheme_boilerplate
 from ui.safe import md_code, md_text

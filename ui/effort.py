@@ -1,5 +1,5 @@
 """The Benchmark page's "Curator effort" section: the simulated curator's rows of the results table
-(``experiment run curator-effort``, melo_core.simulate) as one table, crosswalk by pipeline."""
+(``experiment run curator-effort``, melo_core.evaluation.simulate) as one table, crosswalk by pipeline."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from melo_core.experiments import results
+from melo_core.evaluation.experiments import results
 
 EXPERIMENT_PREFIX = "curator-effort"  # curator-effort, curator-effort-lexical, curator-effort-orders, ...
 METRICS = {"effort_per_100": "s/100 terms", "acc_at_1": "acc@1"}

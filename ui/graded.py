@@ -1,5 +1,5 @@
 """The Benchmark page's "Graded similarity" section: the ``spearman_grade`` rows of the results
-table (``experiment run graded-similarity``, melo_core.graded) as one table, crosswalk by scorer."""
+table (``experiment run graded-similarity``, melo_core.evaluation.graded) as one table, crosswalk by scorer."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from melo_core.experiments import results
+from melo_core.evaluation.experiments import results
 
 METRIC = "spearman_grade"
 MEAN = "mean"

@@ -6,7 +6,7 @@ queue (issue 89, items 4 and 6; the simulated curator measures both: docs/experi
 - ``scheme_boilerplate``: the words many of the scheme's terms share; a decided term made mostly
   of them becomes no known mention (``ui.common.known_mentions``).
 - ``ordered_queue``: the queue in file order, or the terms the linker is most or least sure of
-  first (``melo_core.effort.margin`` of char TF-IDF's first two candidates: ready at once, without
+  first (``melo_core.evaluation.effort.margin`` of char TF-IDF's first two candidates: ready at once, without
   waiting for a pipeline to be prepared).
 """
 
@@ -18,11 +18,11 @@ import streamlit as st
 
 from db.aliases import scheme_labels, scheme_matches
 from db.store import Store, Term
-from melo_core.effort import margin, queue_order
-from melo_core.linker import Linker
-from melo_core.scheme_learning import Boilerplate, TargetKinds
-from melo_core.scheme_learning import scheme_kinds as kinds_of_decisions
-from melo_core.taxonomy import Taxonomy
+from melo_core.esco.taxonomy import Taxonomy
+from melo_core.evaluation.effort import margin, queue_order
+from melo_core.linking.linker import Linker
+from melo_core.linking.scheme_learning import Boilerplate, TargetKinds
+from melo_core.linking.scheme_learning import scheme_kinds as kinds_of_decisions
 
 ORDER_SCORER = "char-tfidf"  # what ranks the queue by confidence
 ORDERED_TERMS = 1000  # the terms of a queue ordered by confidence (of the first, in import order)
@@ -46,7 +46,7 @@ def scheme_boilerplate(store: Store, scheme: str) -> Boilerplate:
 
 def ordered_queue(queue: Sequence[Term], order: str, scheme: str, languages: tuple[str, ...] | None,
                   linker: Callable[[], Linker]) -> list[Term]:  # fmt: skip
-    """``queue`` in ``order`` (``melo_core.effort.QUEUE_ORDERS``). The margins are kept per session
+    """``queue`` in ``order`` (``melo_core.evaluation.effort.QUEUE_ORDERS``). The margins are kept per session
     and scheme: only terms not seen before are linked (``linker()`` is built only then)."""
     if order == "file":
         return list(queue)

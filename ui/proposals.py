@@ -42,7 +42,7 @@ PROPOSAL_METRICS = ("proposal_precision", "proposal_coverage")
 
 
 def proposal_rows() -> list[dict[str, str]]:
-    from melo_core.experiments import results
+    from melo_core.evaluation.experiments import results
 
     return [r for r in results.read_results(results.RESULTS_FILE) if r["metric"] in PROPOSAL_METRICS]
 

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from db.models import ROLES, AccountRow, utcnow
 from db.store.base import StoreBase
 from db.store.records import Account, Actor
-from melo_core.text_limits import check_name
+from melo_core.files.text_limits import check_name
 
 # scrypt cost: 2**14 x 8 x 1 takes about 16 MiB and a few dozen ms per sign-in.
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1

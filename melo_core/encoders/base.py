@@ -16,7 +16,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from melo_core.disk_cache import folder_stamp
+from melo_core.runtime.disk_cache import folder_stamp
 from melo_core.spec import ComponentSpec, OptionSpec, parse_component
 
 Role = Literal["query", "passage"]

@@ -1,4 +1,4 @@
-"""``domain``: MELO Studio's own encoder, trained on ESCO labels (melo_core.training) and kept in
+"""``domain``: MELO Studio's own encoder, trained on ESCO labels (melo_core.encoders.training) and kept in
 ``models/esco-static``. When it is missing and MELO data is present, the first use trains it
 (a few minutes on 2 cores, with a progress bar) — nothing is downloaded. Options as ``st:``."""
 
@@ -15,20 +15,20 @@ from melo_core.encoders.st_encoder import sentence_transformer_encoder
 def _languages(spec: EncoderSpec) -> frozenset[str] | None:
     """The languages on the default model's card; None (any) while it is not trained yet: the
     first use trains it on every language of the MELO corpora."""
-    from melo_core.coverage import card_languages
-    from melo_core.training import default_model_dir
+    from melo_core.encoders.coverage import card_languages
+    from melo_core.encoders.training import default_model_dir
 
     return card_languages(default_model_dir())
 
 
 def _build(data_dir: str | Path, on_progress: Callable[[int, int, float], None] | None = None) -> Path:
-    from melo_core.training import ensure_default_model
+    from melo_core.encoders.training import ensure_default_model
 
     return ensure_default_model(data_dir, on_progress=on_progress)
 
 
 def _folder() -> Path:
-    from melo_core.training import default_model_dir
+    from melo_core.encoders.training import default_model_dir
 
     return default_model_dir()
 

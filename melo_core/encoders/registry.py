@@ -2,7 +2,7 @@
 
 A kind may declare the languages it reads (``register_encoder(kind, languages=...)``: a function
 of the spec, so that ``st:PATH`` can read its model's card without loading the model); an
-undeclared kind reads any language (``melo_core.coverage``), and the options it takes beyond
+undeclared kind reads any language (``melo_core.encoders.coverage``), and the options it takes beyond
 ``ENCODER_OPTIONS`` (``options=``; ``melo_core.spec`` checks them)."""
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ class BuiltModel:
         from tqdm import tqdm
 
         from melo_core import config
-        from melo_core.datasets import datasets_root
         from melo_core.errors import MeloInputError
+        from melo_core.esco.datasets import datasets_root
 
         if self.ready():
             return self.folder()
@@ -75,7 +75,7 @@ class BuiltModel:
     def build_apart(self, data_dir: str | Path, on_progress: Callable[[int, int, float], None] | None = None) -> Path:
         """``build`` in a process of its own: the gigabytes a training takes are given back when it
         ends, not kept by the process that goes on to serve or embed (docs/experiments/first-use-and-memory.md, memory)."""
-        from melo_core.processes import build_apart
+        from melo_core.runtime.processes import build_apart
 
         return build_apart(self.build, data_dir, on_progress)
 

@@ -33,7 +33,7 @@ MISSING_MODEL_HELP = (
 
 def _default_device() -> str:
     """A GPU when torch sees one (``@device=cpu`` overrides), else the CPU: as `train` chooses."""
-    from melo_core.training import training_device
+    from melo_core.encoders.training import training_device
 
     return training_device("auto")
 
@@ -101,10 +101,10 @@ def sentence_transformer_encoder(spec: EncoderSpec) -> Encoder:
 
 
 def _languages(spec: EncoderSpec) -> frozenset[str] | None:
-    """The languages on the model card ``melo_core.training`` wrote next to the model; None (any
+    """The languages on the model card ``melo_core.encoders.training`` wrote next to the model; None (any
     language: unknown is not taken to mean unreadable) for a model without one, e.g. a Hugging
     Face id."""
-    from melo_core.coverage import card_languages
+    from melo_core.encoders.coverage import card_languages
 
     return card_languages(spec.path()) if spec.argument else None
 

@@ -1,4 +1,8 @@
-"""Scorers behind one protocol. Importing this package registers every built-in scorer."""
+"""Scorers behind one protocol: each scores a dataset's queries against its corpus (lexical,
+BM25, TF-IDF, edit distance, dense over any encoder, fusions, known mentions, concept ranking),
+registered by name in ``registry``; with the text preparation of the lexical ones (``text``) and
+known mentions grouped as they are scored (``mention_index``). Importing this package registers
+every built-in scorer. It builds on ``esco`` and ``encoders``; never linking or evaluation."""
 
 from melo_core.scorers import (  # noqa: F401  (registration)
     bm25,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 if TYPE_CHECKING:
-    from melo_core.datasets import MeloDataset
+    from melo_core.esco.datasets import MeloDataset
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class ScorerContext:
     # Terms already linked to concepts (other countries' crosswalks): every scorer is lifted by
     # them (melo_core.scorers.known_mentions). Needs ``concepts``.
     mentions: KnownMentions | None = None
-    # Concept URI -> ESCO description (melo_core.descriptions.esco_descriptions): for pipelines
+    # Concept URI -> ESCO description (melo_core.linking.descriptions.esco_descriptions): for pipelines
     # whose variants weigh the query's similarity to descriptions. Empty: none known.
     descriptions: Mapping[str, str] = field(default_factory=dict)
     description_language: str = "en"  # the language of ``descriptions`` (ESCO's export: English)

@@ -19,7 +19,7 @@ from scipy import sparse
 from melo_core.scorers.base import ScorerContext
 from melo_core.scorers.lexical import lemma_languages, memo_columns, paper_text_prep
 from melo_core.scorers.registry import register
-from melo_core.text import TextPrep
+from melo_core.scorers.text import TextPrep
 
 
 class BM25Scorer:

@@ -17,7 +17,7 @@ Scorer options (they change how scores are made from the vectors, not the vector
   Needs the concepts too.
 - ``@forms=`` chooses which forms of a query are scored: ``asis`` (default); ``markers`` drops
   gender markers such as "(h/f/x)"; ``variants`` also splits a paired form ("Monteur / Monteuse",
-  "Schlächter/in") and keeps each form's best score (``melo_core.text.title_variants``).
+  "Schlächter/in") and keeps each form's best score (``melo_core.scorers.text.title_variants``).
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ from melo_core.encoders import (
     encoder_languages,
     is_encoder_spec,
 )
+from melo_core.encoders.vectors import concept_centroids
 from melo_core.scorers.base import ScorerContext, check_concepts
 from melo_core.scorers.registry import register_family
+from melo_core.scorers.text import calm_capitals, drop_gender_markers, title_variants
 from melo_core.spec import ComponentSpec, OptionSpec, Spec, declare_for_kind
-from melo_core.text import calm_capitals, drop_gender_markers, title_variants
-from melo_core.vectors import concept_centroids
 
 PROGRESS_ABOVE = 2000  # texts; smaller jobs finish before a bar would help
 

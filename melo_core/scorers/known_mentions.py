@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from melo_core.crosswalk import ALIAS_RELATIONS, RELATIONS, crosswalk_country, crosswalk_decisions, list_crosswalks
-from melo_core.datasets import parse_dataset_name
 from melo_core.errors import MeloInputError
+from melo_core.esco.crosswalk import ALIAS_RELATIONS, RELATIONS, crosswalk_country, crosswalk_decisions, list_crosswalks
+from melo_core.esco.datasets import parse_dataset_name
+from melo_core.esco.titles import is_titles_dataset
 from melo_core.scorers.base import ExtendableScorer, KnownMentions, check_concepts
-from melo_core.titles import is_titles_dataset
 
 # Which crosswalk matches become mentions, by the name the CLI and the benchmark use.
 MENTION_RELATIONS = {"alias": ALIAS_RELATIONS, "all": RELATIONS}

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
-from melo_core.disk_cache import keep_newest, texts_digest
-from melo_core.mention_index import APPEND_LIMIT, shared_head
+from melo_core.runtime.disk_cache import keep_newest, texts_digest
 from melo_core.scorers.base import ScorerContext
+from melo_core.scorers.mention_index import APPEND_LIMIT, shared_head
+from melo_core.scorers.text import TextPrep, folding_applies, lemmatiser_languages
 from melo_core.spec import Spec
-from melo_core.text import TextPrep, folding_applies, lemmatiser_languages
 
 MEMO_LIMIT = 200_000  # texts; past this the memo starts over rather than grow without bound
 

@@ -1,6 +1,6 @@
 """Scorers by name. Each scorer module registers its own names, so a new scorer is one file, and
 may declare the languages a scorer reads (``languages=``; undeclared: any language, see
-``melo_core.coverage``) and the options it takes (``melo_core.spec``, which parses every spec)."""
+``melo_core.encoders.coverage``) and the options it takes (``melo_core.spec``, which parses every spec)."""
 
 from __future__ import annotations
 

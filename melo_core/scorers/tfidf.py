@@ -12,7 +12,7 @@ from scipy import sparse
 from melo_core.scorers.base import ScorerContext
 from melo_core.scorers.lexical import lemma_languages, memo_columns, paper_text_prep
 from melo_core.scorers.registry import register
-from melo_core.text import TextPrep
+from melo_core.scorers.text import TextPrep
 
 AT_ONCE_FROM = 4  # texts: below, looking each n-gram up beats packing (one query: 19 against 70 µs)
 

@@ -1,5 +1,5 @@
 """Calibrated confidence: beside a suggestion's and a decision's raw score, the calibrated
-probability that a curator accepts the candidate (``melo_core.calibration``), which SSSOM exports as
+probability that a curator accepts the candidate (``melo_core.evaluation.calibration``), which SSSOM exports as
 ``confidence`` (the raw score stays in ``similarity_score``). Existing rows keep NULL: no
 calibrator had scored them.
 

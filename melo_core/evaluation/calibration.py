@@ -1,0 +1,507 @@
+"""Calibrated confidence: the probability that a curator accepts a candidate as the term's match.
+
+A pipeline's fused score means nothing on its own (0.8 in Hungarian is not 0.8 in English). A
+small logistic regression over what the pipeline already says about each candidate (``FEATURES``)
+turns it into a probability, learnt from the national crosswalks: a candidate is right when its
+concept is among the term's matches, whatever the relation the scheme uses. A calibrator for
+country C is fit on the other countries' crosswalks only (leave one country out), so C's own
+figures stay a fair test of it.
+
+Training rows (each crosswalk term's top ``TOP_K`` candidates, their features and labels) come from
+linking a sample of every crosswalk's terms with the pipeline, its known mentions taken without the
+term's country; they are kept on disk, so a fit from them takes seconds and gives the same JSON
+from the same rows. Expected calibration error: ``ECE_BINS`` equal-width bins over [0, 1], each
+weighted by its share of the candidates.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from melo_core import config
+from melo_core.esco.taxonomy import ISCO_GROUP
+from melo_core.linking.linker import Candidate
+
+# What a candidate's probability is computed from; all are things the ranking already has.
+FEATURES: tuple[str, ...] = (
+    "score",  # the fused score
+    "margin_next",  # score minus the next candidate's (0 for the last one shown)
+    "gap_first",  # the first candidate's score minus this one's
+    "inverse_rank",  # 1 / rank
+    "first_score",  # the first candidate's score: how sure the whole list is
+    "via_mention",  # 1 when the best match is a known mention (a linked term), not an ESCO label
+    "prior",  # what the mention prior added to the score
+    "description",  # what the description similarity added
+    "language_match",  # 1 when the matched label is in the query's language
+    "isco_group",  # 1 for an ISCO group, 0 for an occupation
+    "component_mean",  # mean of the component scores (the fused score when there is one component)
+    "component_first",  # share of the components that rank it first on their own
+    # A list led by an ISCO group tells a broad term: that first candidate is seldom the match (best:
+    # 9 % of 628 such lists, against 53 % when an occupation leads) and the occupations below it often
+    # are (nor_no: 2.9 matches in the top 10). Leave one country out, these two took best's mean ECE
+    # from 0.058 to 0.048 (docs/experiments/calibration.md).
+    "under_group",  # 1 for an occupation when the list's first candidate is an ISCO group
+    "group_led",  # 1 for an ISCO group when the list's first candidate is an ISCO group
+)
+# Rows kept on disk with the features before the last two: those derive from them (``_led_by_group``).
+KEPT_BEFORE: tuple[str, ...] = FEATURES[:12]
+TOP_K = 10  # candidates per term: what the Link page shows
+ECE_BINS = 15
+TERMS_PER_CROSSWALK = 150  # training sample per crosswalk: enough for a 14-feature fit, quick to link
+MIN_PROPOSALS = 20  # a threshold is only trusted where at least this many held-out first candidates clear it
+FORMAT_VERSION = 1
+
+
+def candidate_features(candidates: Sequence[Candidate], query_language: str | None) -> np.ndarray:
+    """One row of ``FEATURES`` per candidate of one term's ranked list (best first)."""
+    out = np.zeros((len(candidates), len(FEATURES)), dtype=np.float64)
+    if not candidates:
+        return out
+    first = candidates[0].score
+    led_by_group = candidates[0].kind == ISCO_GROUP
+    for i, c in enumerate(candidates):
+        following = candidates[i + 1].score if i + 1 < len(candidates) else c.score
+        components = list(c.component_scores.values())
+        ranks = list(c.component_ranks.values())
+        out[i] = (
+            c.score,
+            c.score - following,
+            first - c.score,
+            1.0 / max(1, c.rank),
+            first,
+            float(c.via_mention),
+            c.prior,
+            c.description,
+            float(bool(query_language) and c.matched_language == query_language),
+            float(c.kind == ISCO_GROUP),
+            sum(components) / len(components) if components else c.score,
+            sum(r == 1 for r in ranks) / len(ranks) if ranks else float(c.rank == 1),
+            float(led_by_group and c.kind != ISCO_GROUP),
+            float(led_by_group and c.kind == ISCO_GROUP),
+        )
+    return out
+
+
+def _led_by_group(kept: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """``FEATURES`` from rows of ``KEPT_BEFORE`` (one term's list after another, each from rank 1):
+    what ``candidate_features`` adds to them, so that kept rows need no linking again."""
+    group = kept[:, KEPT_BEFORE.index("isco_group")]
+    term = np.maximum(np.cumsum(ranks == 1) - 1, 0)
+    led = group[np.flatnonzero(ranks == 1)][term]
+    return np.column_stack([kept, led * (1 - group), led * group])
+
+
+@dataclass
+class CandidateRows:
+    """Training rows: one per candidate of each linked crosswalk term."""
+
+    features: np.ndarray  # (n, len(FEATURES))
+    labels: np.ndarray  # (n,) 1 when the candidate's concept is among the term's matches
+    ranks: np.ndarray  # (n,) 1-based rank of the candidate in its term's list
+    countries: list[str]  # (n,) the crosswalk's country
+    datasets: list[str]  # (n,) the crosswalk code
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def where(self, keep: np.ndarray) -> CandidateRows:
+        index = np.flatnonzero(keep)
+        return CandidateRows(self.features[index], self.labels[index], self.ranks[index],
+                             [self.countries[i] for i in index], [self.datasets[i] for i in index])  # fmt: skip
+
+    def of_countries(self, countries: Iterable[str], keep: bool = True) -> CandidateRows:
+        chosen = set(countries)
+        return self.where(np.array([(c in chosen) == keep for c in self.countries], dtype=bool))
+
+    @staticmethod
+    def concat(parts: Sequence[CandidateRows]) -> CandidateRows:
+        if not parts:
+            return CandidateRows(np.zeros((0, len(FEATURES))), np.zeros(0), np.zeros(0, dtype=np.int64), [], [])
+        return CandidateRows(np.vstack([p.features for p in parts]), np.concatenate([p.labels for p in parts]),
+                             np.concatenate([p.ranks for p in parts]), [c for p in parts for c in p.countries],
+                             [d for p in parts for d in p.datasets])  # fmt: skip
+
+    def to_json(self) -> str:
+        return json.dumps({"features": list(FEATURES), "rows": self.features.round(9).tolist(),
+                           "labels": self.labels.astype(int).tolist(), "ranks": self.ranks.astype(int).tolist(),
+                           "countries": self.countries, "datasets": self.datasets})  # fmt: skip
+
+    @classmethod
+    def from_json(cls, text: str) -> CandidateRows | None:
+        raw = json.loads(text)
+        ranks = np.array(raw["ranks"], dtype=np.int64)
+        if raw.get("features") == list(FEATURES):
+            features = np.array(raw["rows"], dtype=np.float64).reshape(-1, len(FEATURES))
+        elif raw.get("features") == list(KEPT_BEFORE):
+            features = _led_by_group(np.array(raw["rows"], dtype=np.float64).reshape(-1, len(KEPT_BEFORE)), ranks)
+        else:
+            return None  # rows of another feature set: collect them again
+        return cls(features, np.array(raw["labels"], dtype=np.float64), ranks, list(raw["countries"]),
+                   list(raw["datasets"]))  # fmt: skip
+
+
+def rows_from_lists(lists: Sequence[Sequence[Candidate]], golds: Sequence[Iterable[str]], query_language: str | None,
+                    dataset: str, country: str) -> CandidateRows:  # fmt: skip
+    """Training rows from linked terms: ``lists[i]`` the ranked candidates of term i, ``golds[i]``
+    the concept URIs the crosswalk matches it to (any relation)."""
+    parts, labels, ranks = [], [], []
+    for candidates, gold in zip(lists, golds, strict=True):
+        wanted = set(gold)
+        parts.append(candidate_features(candidates, query_language))
+        labels += [float(c.concept_uri in wanted) for c in candidates]
+        ranks += [c.rank for c in candidates]
+    n = len(labels)
+    features = np.vstack(parts) if parts else np.zeros((0, len(FEATURES)))
+    return CandidateRows(features, np.array(labels), np.array(ranks, dtype=np.int64), [country] * n, [dataset] * n)
+
+
+def percent(probability: float) -> str:
+    """A probability as a curator reads it: "87 %"; never a certain "0 %" or "100 %"."""
+    if probability < 0.005:
+        return "<1 %"
+    if probability > 0.995:
+        return ">99 %"
+    return f"{round(100 * probability)} %"
+
+
+# -- the model ------------------------------------------------------------------------------------
+
+
+def _round(values: Iterable[float]) -> list[float]:
+    """10 significant digits: what the solver's last bits (thread order of a BLAS) cannot change."""
+    return [float(f"{v:.10g}") for v in values]
+
+
+@dataclass
+class Calibrator:
+    """A fitted logistic regression over standardised ``FEATURES``, and the precision curve of the
+    first candidates of countries it did not see (for batch proposals at a stated precision)."""
+
+    pipeline: str
+    hold_out_country: str | None
+    mean: list[float]
+    scale: list[float]
+    coefficients: list[float]
+    intercept: float
+    # Out-of-fold first candidates of the training countries: thresholds (descending) and the
+    # precision and count of those at or above each.
+    curve_thresholds: list[float] = field(default_factory=list)
+    curve_precision: list[float] = field(default_factory=list)
+    curve_counts: list[int] = field(default_factory=list)
+    countries: list[str] = field(default_factory=list)  # those fit on
+    rows: int = 0
+
+    def probabilities_of(self, features: np.ndarray) -> np.ndarray:
+        if len(features) == 0:
+            return np.zeros(0)
+        z = (features - np.array(self.mean)) / np.array(self.scale)
+        logit = z @ np.array(self.coefficients) + self.intercept
+        return 1.0 / (1.0 + np.exp(-np.clip(logit, -50, 50)))
+
+    def probabilities(self, candidates: Sequence[Candidate], query_language: str | None) -> list[float]:
+        """The probability of each candidate of one term's ranked list (best first)."""
+        return [float(p) for p in self.probabilities_of(candidate_features(candidates, query_language))]
+
+    def shifted(self, offset: float) -> Calibrator:
+        """This calibrator with ``offset`` added to every logit (``scheme_offset``: a scheme's own decisions)."""
+        return replace(self, intercept=self.intercept + offset)
+
+    def threshold_for(self, precision: float) -> float | None:
+        """The lowest probability at which the first candidates of countries this calibrator did
+        not train on reached ``precision`` (at least ``MIN_PROPOSALS`` of them); None if none did."""
+        best = None
+        for threshold, reached, count in zip(self.curve_thresholds, self.curve_precision, self.curve_counts,
+                                             strict=True):  # fmt: skip
+            if count >= MIN_PROPOSALS and reached >= precision:
+                best = threshold
+        return best
+
+    def to_json(self) -> str:
+        return json.dumps({"version": FORMAT_VERSION, "features": list(FEATURES), "pipeline": self.pipeline,
+                           "hold_out_country": self.hold_out_country, "mean": _round(self.mean),
+                           "scale": _round(self.scale), "coefficients": _round(self.coefficients),
+                           "intercept": _round([self.intercept])[0], "curve_thresholds": _round(self.curve_thresholds),
+                           "curve_precision": _round(self.curve_precision), "curve_counts": self.curve_counts,
+                           "countries": self.countries, "rows": self.rows}, indent=1, sort_keys=True)  # fmt: skip
+
+    @classmethod
+    def from_json(cls, text: str) -> Calibrator:
+        raw = json.loads(text)
+        if raw.get("version") != FORMAT_VERSION or raw.get("features") != list(FEATURES):
+            raise ValueError("a calibrator of another version or feature set: fit it again (`prepare`)")
+        return cls(raw["pipeline"], raw["hold_out_country"], raw["mean"], raw["scale"], raw["coefficients"],
+                   raw["intercept"], raw["curve_thresholds"], raw["curve_precision"], raw["curve_counts"],
+                   raw["countries"], raw["rows"])  # fmt: skip
+
+
+def _fit_logistic(rows: CandidateRows) -> tuple[list[float], list[float], list[float], float]:
+    from sklearn.linear_model import LogisticRegression
+
+    mean = rows.features.mean(axis=0)
+    scale = rows.features.std(axis=0)
+    scale[scale < 1e-9] = 1.0  # a constant feature (one component, no descriptions) carries nothing
+    model = LogisticRegression(C=1.0, max_iter=2000)  # lbfgs: deterministic
+    model.fit((rows.features - mean) / scale, rows.labels.astype(int))
+    return list(mean), list(scale), list(model.coef_[0]), float(model.intercept_[0])
+
+
+def _bare(rows: CandidateRows, pipeline: str, hold_out_country: str | None) -> Calibrator:
+    if len(rows) == 0 or len(set(rows.labels.tolist())) < 2:
+        raise ValueError("calibration needs rows with both right and wrong candidates")
+    mean, scale, coefficients, intercept = _fit_logistic(rows)
+    return Calibrator(pipeline, hold_out_country, mean, scale, coefficients, intercept,
+                      countries=sorted(set(rows.countries)), rows=len(rows))  # fmt: skip
+
+
+MIN_SCHEME_TERMS = 25  # decided terms before a scheme's own offset is fitted
+
+
+def scheme_offset(probabilities: Sequence[float] | np.ndarray, labels: Sequence[float] | np.ndarray) -> float:
+    """The shift of the logit that fits a scheme's own decisions best (log loss): the candidates a
+    calibrator scored for the scheme's decided terms (``probabilities``) and whether each became
+    the term's match (``labels``). Countries differ in how many matches a term gets (bgr_bg: 5 % of
+    the top 10 candidates, nor_no: 19 %), which no candidate's feature tells; one number per scheme,
+    fit on its first 25 decided terms, took the lexical ECE from 0.043 to 0.027
+    (docs/experiments/calibration.md). Newton's method on one variable; 0 without both outcomes."""
+    p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-9, 1 - 1e-9)
+    y = np.asarray(labels, dtype=np.float64)
+    if len(p) == 0 or y.min() == y.max():
+        return 0.0
+    logit, offset = np.log(p / (1 - p)), 0.0
+    for _ in range(50):
+        q = 1.0 / (1.0 + np.exp(-(logit + offset)))
+        step = float(np.sum(q - y) / max(np.sum(q * (1 - q)), 1e-12))
+        offset = float(np.clip(offset - step, -10.0, 10.0))
+        if abs(step) < 1e-10:
+            break
+    return offset
+
+
+def precision_curve(probabilities: np.ndarray, correct: np.ndarray) -> tuple[list[float], list[float], list[int]]:
+    """For first candidates: each distinct probability (descending), the precision and the count
+    of those at or above it."""
+    order = np.argsort(-probabilities, kind="stable")
+    p, right = probabilities[order], correct[order]
+    hits = np.cumsum(right)
+    counts = np.arange(1, len(p) + 1)
+    last = np.r_[p[1:] != p[:-1], True]  # the last of each run of equal probabilities
+    return _round(p[last]), _round(hits[last] / counts[last]), [int(c) for c in counts[last]]
+
+
+Fits = dict[frozenset[str], Calibrator]  # fits by the countries left out, shared between calls
+
+
+def _fit_without(rows: CandidateRows, countries: frozenset[str], pipeline: str, fits: Fits) -> Calibrator:
+    """The bare fit on ``rows`` minus ``countries``: the fit without {C, D} serves both the
+    calibrator without C and the one without D (fit_all: 211 fits instead of 420 for 20 countries)."""
+    if countries not in fits:
+        fits[countries] = _bare(rows.of_countries(countries, keep=False), pipeline, None)
+    return fits[countries]
+
+
+def out_of_fold(rows: CandidateRows, pipeline: str = "", fits: Fits | None = None,
+                left_out: frozenset[str] = frozenset()) -> np.ndarray:  # fmt: skip
+    """Every row's probability from a calibrator fit without its country (leave one country out);
+    ``rows`` are the full rows minus ``left_out`` (each fit leaves those out too)."""
+    fits = {} if fits is None else fits
+    out = np.zeros(len(rows))
+    for country in sorted(set(rows.countries)):
+        mine = np.array([c == country for c in rows.countries])
+        out[mine] = _fit_without(rows, left_out | {country}, pipeline, fits).probabilities_of(rows.features[mine])
+    return out
+
+
+def fit_calibrator(rows: CandidateRows, pipeline: str, hold_out_country: str | None = None,
+                   fits: Fits | None = None) -> Calibrator:  # fmt: skip
+    """Fit on ``rows`` minus every row of ``hold_out_country``; the precision curve comes from the
+    remaining countries' first candidates, each predicted by a fit without its own country (and
+    without ``hold_out_country``). ``fits``: the fits of earlier calls on the same rows, reused."""
+    fits = {} if fits is None else fits
+    left_out = frozenset([hold_out_country]) if hold_out_country else frozenset()
+    training = rows.of_countries(left_out, keep=False)
+    calibrator = replace(_fit_without(training, left_out, pipeline, fits), hold_out_country=hold_out_country)
+    first = training.ranks == 1
+    if len(set(training.countries)) > 1 and first.any():
+        predicted = out_of_fold(training, pipeline, fits, left_out)
+        curve = precision_curve(predicted[first], training.labels[first])
+        calibrator.curve_thresholds, calibrator.curve_precision, calibrator.curve_counts = curve
+    return calibrator
+
+
+# -- measures -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Reliability:
+    """Reliability-diagram data: per equal-width bin, the candidates in it, their mean probability
+    and the share of them that are right."""
+
+    edges: list[float]
+    counts: list[int]
+    mean_probability: list[float]
+    accuracy: list[float]
+
+    @property
+    def ece(self) -> float:
+        total = sum(self.counts)
+        if not total:
+            return math.nan
+        return sum(n * abs(p - a) for n, p, a in zip(self.counts, self.mean_probability, self.accuracy,
+                                                     strict=True) if n) / total  # fmt: skip
+
+
+def reliability(probabilities: Sequence[float] | np.ndarray, labels: Sequence[float] | np.ndarray,
+                bins: int = ECE_BINS) -> Reliability:  # fmt: skip
+    """``bins`` equal-width bins over [0, 1]; a probability of exactly 1 goes to the last bin."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.float64)
+    index = np.minimum((p * bins).astype(np.int64), bins - 1)
+    counts, means, accuracy = [], [], []
+    for b in range(bins):
+        mine = index == b
+        n = int(mine.sum())
+        counts.append(n)
+        means.append(float(p[mine].mean()) if n else math.nan)
+        accuracy.append(float(y[mine].mean()) if n else math.nan)
+    return Reliability([b / bins for b in range(bins + 1)], counts, means, accuracy)
+
+
+def expected_calibration_error(probabilities: Sequence[float] | np.ndarray, labels: Sequence[float] | np.ndarray,
+                               bins: int = ECE_BINS) -> float:  # fmt: skip
+    return reliability(probabilities, labels, bins).ece
+
+
+# -- training rows from the crosswalks, and the fitted files ---------------------------------------
+
+
+def sample_terms(terms: Sequence, limit: int, seed: int = 0) -> list:
+    """A fixed sample of at most ``limit`` terms (all of them with 0)."""
+    if not limit or len(terms) <= limit:
+        return list(terms)
+    order = list(range(len(terms)))
+    random.Random(seed).shuffle(order)
+    return [terms[i] for i in sorted(order[:limit])]
+
+
+def collect_rows(definition: object, taxonomy: object, data_dir: str | Path, codes: Sequence[str] | None = None,
+                 terms_per_crosswalk: int = TERMS_PER_CROSSWALK, cache_dir: str | Path | None = None,
+                 index_kind: str = "exact", on_progress: Callable[[str], None] = lambda message: None,
+                 languages: Sequence[str] | None = None) -> CandidateRows:  # fmt: skip
+    """Link a sample of each crosswalk's terms (``codes``; None: all of the data folder) with the
+    pipeline over the crosswalk's language and English (as `link` ranks them; with ``languages``,
+    only those of them that are among these, else these: what `prepare` built), its known mentions
+    taken from the other countries' crosswalks, and turn the top ``TOP_K`` candidates into rows.
+    Each crosswalk's rows are kept in ``cache_dir``/calibration, keyed by the pipeline, the files,
+    the languages and the sample."""
+    from melo_core.esco.crosswalk import crosswalk_path, list_crosswalks, load_crosswalk
+    from melo_core.esco.taxonomy import Taxonomy
+    from melo_core.evaluation.simulate import simulation_languages
+    from melo_core.linking.pipeline import Pipeline, PipelineDefinition, crosswalk_mentions_of
+    from melo_core.runtime.disk_cache import files_stamp
+
+    assert isinstance(definition, PipelineDefinition) and isinstance(taxonomy, Taxonomy)
+    codes = list(codes) if codes is not None else list_crosswalks(data_dir)
+    folder = Path(cache_dir or config.cache_dir()) / "calibration"
+    all_paths = [crosswalk_path(data_dir, c) for c in list_crosswalks(data_dir)]
+    stamp = files_stamp(all_paths)  # the mentions come from every crosswalk
+    spec_stamp = _definition_stamp(definition)
+    parts = []
+    for code in codes:
+        crosswalk = load_crosswalk(crosswalk_path(data_dir, code))
+        searched = simulation_languages(crosswalk, taxonomy, None)
+        if languages:
+            searched = tuple(lang for lang in searched if lang in languages) or tuple(languages)
+        key = f"{spec_stamp}-{stamp}-{'+'.join(searched) if languages else 'own'}-{terms_per_crosswalk}"
+        path = folder / f"rows-{definition.name}-{code}-{key}.json"
+        kept = CandidateRows.from_json(path.read_text(encoding="utf-8")) if path.is_file() else None
+        if kept is None:
+            on_progress(f"calibration: linking {code}")
+            terms = sample_terms([t for t in crosswalk.terms if t.title and t.matches], terms_per_crosswalk)
+            # persist=False: no vector snapshot per crosswalk's language pair (for `best`, some 100 MB
+            # each), no fitted lexical scorer kept; the rows themselves are kept.
+            pipeline = Pipeline(definition, taxonomy, searched, cache_dir=cache_dir, index_kind=index_kind,
+                                show_progress=False, persist=False)  # fmt: skip
+            pipeline.set_mentions(crosswalk_mentions_of(data_dir, definition.mention_relations, crosswalk.country,
+                                                        cache_dir))  # fmt: skip
+            lists = pipeline.link([t.title for t in terms], top_k=TOP_K, query_language=crosswalk.language)
+            text = rows_from_lists(lists, [t.matches for t in terms], crosswalk.language, code,
+                                   crosswalk.country).to_json()  # fmt: skip
+            folder.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            kept = CandidateRows.from_json(text)  # as rounded on disk: a later fit reads the same numbers
+            assert kept is not None
+        parts.append(kept)
+    return CandidateRows.concat(parts)
+
+
+def _definition_stamp(definition: object) -> str:
+    import hashlib
+
+    # What ranks, not what describes it: a new field of the definition keeps the rows.
+    parts = [getattr(definition, key, None) for key in ("monolingual", "cross_lingual", "mention_relations",
+                                                        "query_rules", "coverage", "descriptions_by_language")]  # fmt: skip
+    return hashlib.sha1(repr(parts).encode()).hexdigest()[:12]
+
+
+def calibration_path(pipeline: str, hold_out_country: str | None = None, models_dir: str | Path | None = None) -> Path:
+    name = f"{pipeline}-without-{hold_out_country}" if hold_out_country else pipeline
+    return Path(models_dir or config.models_dir()) / "calibration" / f"{name}.json"
+
+
+def save_calibrator(calibrator: Calibrator, models_dir: str | Path | None = None) -> Path:
+    path = calibration_path(calibrator.pipeline, calibrator.hold_out_country, models_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(calibrator.to_json(), encoding="utf-8")
+    temporary.replace(path)
+    return path
+
+
+def load_calibrator(pipeline: str, hold_out_country: str | None = None,
+                    models_dir: str | Path | None = None) -> Calibrator | None:  # fmt: skip
+    """What `prepare` fitted for ``pipeline`` (with ``hold_out_country``: without that country's
+    crosswalks); None when it is not there or of another version."""
+    path = calibration_path(pipeline, hold_out_country, models_dir)
+    try:
+        return Calibrator.from_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def fit_all(rows: CandidateRows, pipeline: str, models_dir: str | Path | None = None) -> list[Path]:
+    """The calibrator on every country, and one without each country; written as JSON."""
+    fits: Fits = {}
+    written = [save_calibrator(fit_calibrator(rows, pipeline, fits=fits), models_dir)]
+    for country in sorted(set(rows.countries)):
+        written.append(save_calibrator(fit_calibrator(rows, pipeline, country, fits), models_dir))
+    return written
+
+
+MIN_COUNTRIES = 2  # leave one country out needs another country to learn from
+
+
+def prepare_calibration(definition: object, taxonomy: object, data_dir: str | Path, cache_dir: str | Path | None = None,
+                        models_dir: str | Path | None = None, languages: Sequence[str] | None = None,
+                        on_message: Callable[[str], None] = lambda message: None,
+                        terms_per_crosswalk: int = TERMS_PER_CROSSWALK) -> list[Path]:  # fmt: skip
+    """`prepare`'s last step: the pipeline's calibrators from the data folder's crosswalks (rows
+    linked once over the label ``languages`` prepared, None: all, and kept in the cache; the fits
+    take seconds), written to ``models_dir``/calibration. Nothing when the folder holds crosswalks
+    of fewer than ``MIN_COUNTRIES`` countries."""
+    from melo_core.esco.crosswalk import crosswalk_country, list_crosswalks
+
+    codes = list_crosswalks(data_dir)
+    if len({crosswalk_country(c) for c in codes}) < MIN_COUNTRIES:
+        return []
+    rows = collect_rows(definition, taxonomy, data_dir, codes, terms_per_crosswalk, cache_dir=cache_dir,
+                        on_progress=on_message, languages=languages)  # fmt: skip
+    name = str(getattr(definition, "name", ""))
+    on_message(f"calibration: fitting {name} on {len(rows):,} candidates")
+    return fit_all(rows, name, models_dir)

@@ -1,0 +1,359 @@
+"""``experiment report``: docs/benchmarks.md written from the results table. Each experiment's
+current figure is its latest run per (dataset, pipeline, metric); the rerun history stays in
+``experiments/results.csv`` and the prose in ``docs/experiments/``. The output depends on the rows,
+the experiment files and the hand-written head only, so two runs give the same bytes."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from melo_core.config import PROJECT_ROOT
+from melo_core.errors import MeloInputError
+from melo_core.evaluation.experiments.config import EXPERIMENTS_DIR, experiment_names, load_experiment
+from melo_core.evaluation.experiments.results import RESULTS_FILE, read_results
+
+REPORT_FILE = PROJECT_ROOT / "docs" / "benchmarks.md"
+HEAD_FILE = PROJECT_ROOT / "docs" / "benchmarks.head.md"
+TIMINGS_DIR = PROJECT_ROOT / "benchmarks" / "results"
+MELO_DATASET = re.compile(r"^[a-z]{3}_q_([a-z]{2})_c_([a-z]{2})$")
+MEANS = ("mean:all", "mean:monolingual", "mean:cross-lingual")
+QUALITY = ("mrr", "acc@1", "acc@5", "acc@10", "acc@100")
+MAX_ROWS = 12  # rows of one "other" experiment's table before it shows means per pipeline
+# The rows that measure each shipped pipeline as it is now (the runs its [measured] figures name):
+# a row called `fast` from before fast took the mention prior is not today's `fast`.
+SHIPPED_MELO = {
+    "best": (("melo-best-mono", "best"), ("melo-best-cross", "best")),
+    "fast": (("melo-fast-prior", "experiments/pipelines/fast-prior.toml"),),
+    "lexical": (("melo-lexical-prior", "experiments/pipelines/lexical-prior.toml"),),
+}
+SHIPPED_TITLES = {
+    "best": (("titles-best", "best"),),
+    "fast": (("titles-fast-prior", "experiments/pipelines/fast-prior.toml"),),
+    "lexical": (("titles-lexical-prior", "experiments/pipelines/lexical-prior.toml"),),
+}
+Row = dict[str, str]
+Key = tuple[str, str, str, str]  # experiment, dataset, pipeline, metric
+
+
+def current_rows(rows: Iterable[Row]) -> dict[Key, Row]:
+    """The latest row per (experiment, dataset, pipeline, metric): later date wins, then later run."""
+    latest: dict[Key, Row] = {}
+    for row in rows:
+        key = (row["experiment"], row["dataset"], row["pipeline"], row["metric"])
+        if key not in latest or (row["date"], row["run"]) >= (latest[key]["date"], latest[key]["run"]):
+            latest[key] = row
+    return latest
+
+
+def _number(text: str) -> str:
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    if value.is_integer() and abs(value) >= 1:
+        return str(int(value))
+    return f"{value:.4f}" if abs(value) < 10 else f"{value:.1f}"
+
+
+def _pipeline(name: str) -> str:
+    """A pipeline file as a link from docs/, a pipeline or scorer name as code."""
+    if name.endswith(".toml") and "/" in name:
+        return f"[{Path(name).stem}](../{name})"
+    return f"`{name}`"
+
+
+def _table(header: Sequence[str], body: Iterable[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in body]
+    return lines
+
+
+def _kind(dataset: str) -> str:
+    match = MELO_DATASET.match(dataset)
+    if not match:
+        return ""
+    return "monolingual" if match.group(1) == match.group(2) else "cross-lingual"
+
+
+class Report:
+    def __init__(self, rows: Iterable[Row]) -> None:
+        self.latest = current_rows(rows)
+        self.by_experiment: dict[str, dict[Key, Row]] = defaultdict(dict)
+        for key, row in self.latest.items():
+            self.by_experiment[key[0]][key] = row
+
+    def value(self, experiment: str, dataset: str, pipeline: str, metric: str) -> str:
+        row = self.latest.get((experiment, dataset, pipeline, metric))
+        return _number(row["value"]) if row else ""
+
+    def pipelines(self, experiment: str) -> list[str]:
+        return sorted({key[2] for key in self.by_experiment[experiment]})
+
+    def datasets(self, experiment: str) -> set[str]:
+        return {key[1] for key in self.by_experiment[experiment]}
+
+    def runs(self, experiment: str) -> list[Row]:
+        """One row per run still current in the experiment, oldest first."""
+        first: dict[str, Row] = {}
+        for row in self.by_experiment[experiment].values():
+            first.setdefault(row["run"], row)
+        return [first[run] for run in sorted(first, key=lambda run: (first[run]["date"], run))]
+
+    def stamp(self, experiment: str, pipeline: str) -> tuple[str, str]:
+        """The date and commit of the pipeline's latest run in the experiment."""
+        rows = [row for key, row in self.by_experiment[experiment].items() if key[2] == pipeline]
+        latest = max(rows, key=lambda row: (row["date"], row["run"]))
+        return latest["date"][:10], f"`{latest['commit']}`"
+
+    def kind(self, experiment: str) -> str:
+        """melo: MELO datasets; titles: job-ad titles; other: anything else (timings, store, ...)."""
+        datasets = self.datasets(experiment)
+        metrics = {key[3] for key in self.by_experiment[experiment]}
+        if not metrics & set(QUALITY):
+            return "other"
+        if any(_kind(d) or d in MEANS for d in datasets):
+            return "melo"
+        return "titles" if all(d.startswith("titles") for d in datasets) else "other"
+
+
+def _shipped_melo(report: Report) -> list[str]:
+    columns = [name for name in SHIPPED_MELO if any(report.by_experiment.get(e) for e, _ in SHIPPED_MELO[name])]
+    if not columns:
+        return []
+    per: dict[str, dict[str, float]] = {name: {} for name in columns}
+    for name in columns:
+        for experiment, pipeline in SHIPPED_MELO[name]:
+            for (_, dataset, row_pipeline, metric), row in report.by_experiment.get(experiment, {}).items():
+                if row_pipeline == pipeline and metric == "mrr" and _kind(dataset):
+                    per[name][dataset] = float(row["value"])
+    datasets = sorted({d for values in per.values() for d in values}, key=lambda d: (_kind(d) != "monolingual", d))
+    body = [[f"`{d}`", _kind(d)] + [f"{per[n][d]:.4f}" if d in per[n] else "" for n in columns] for d in datasets]
+    for label, kind in (("**mean**", ""), ("**monolingual**", "monolingual"), ("**cross-lingual**", "cross-lingual")):
+        cells = []
+        for name in columns:
+            values = [v for d, v in per[name].items() if not kind or _kind(d) == kind]
+            cells.append(f"**{sum(values) / len(values):.4f}** ({len(values)})" if values else "")
+        body.append([label, "", *cells])
+    sources = "; ".join(
+        f"`{name}`: " + ", ".join(f"`{e}` {_pipeline(p)}" for e, p in SHIPPED_MELO[name]) for name in columns
+    )
+    return [
+        "## The shipped pipelines on MELO, per dataset",
+        "",
+        "Concept-level MRR, trec order, whole corpus; the means are over the datasets shown (their number in",
+        f"brackets). Rows: {sources} (the runs that measure each pipeline as shipped; their commands are below).",
+        "",
+        *_table(["dataset", "kind", *(f"`{n}`" for n in columns)], body),
+        "",
+    ]
+
+
+def _shipped_titles(report: Report) -> list[str]:
+    body = []
+    for name, sources in SHIPPED_TITLES.items():
+        for experiment, pipeline in sources:
+            for dataset in sorted(report.datasets(experiment)):
+                if (experiment, dataset, pipeline, "mrr") in report.latest:
+                    date, commit = report.stamp(experiment, pipeline)
+                    body.append([f"`{name}`", f"`{dataset}`",
+                                 *(report.value(experiment, dataset, pipeline, m) for m in QUALITY),
+                                 f"`{experiment}`", date, commit])  # fmt: skip
+    if not body:
+        return []
+    return [
+        "## The shipped pipelines on the job-ad titles",
+        "",
+        *_table(["pipeline", "titles", *QUALITY, "experiment", "date", "commit"], body),
+        "",
+    ]
+
+
+def _melo_means(report: Report, experiments: Sequence[str]) -> list[str]:
+    body = []
+    for experiment in experiments:
+        datasets = report.datasets(experiment)
+        kinds = {_kind(d) for d in datasets} - {""}
+        for pipeline in report.pipelines(experiment):
+            if not any((experiment, m, pipeline, "mrr") in report.latest for m in MEANS):
+                # no means (a slice of datasets): each dataset's own figure
+                for dataset in sorted(d for d in datasets if _kind(d)):
+                    cell = report.value(experiment, dataset, pipeline, "mrr")
+                    if cell:
+                        body.append([f"`{experiment}`", _pipeline(pipeline), f"{cell} (`{dataset}` only)", "", "",
+                                     report.value(experiment, dataset, pipeline, "acc@1"),
+                                     report.value(experiment, dataset, pipeline, "acc@10"),
+                                     *report.stamp(experiment, pipeline)])  # fmt: skip
+                continue
+            overall = "mean:all" if len(kinds) > 1 else f"mean:{next(iter(kinds), 'all')}"
+            body.append([f"`{experiment}`", _pipeline(pipeline),
+                         report.value(experiment, "mean:all", pipeline, "mrr") if len(kinds) > 1 else "",
+                         report.value(experiment, "mean:monolingual", pipeline, "mrr"),
+                         report.value(experiment, "mean:cross-lingual", pipeline, "mrr"),
+                         report.value(experiment, overall, pipeline, "acc@1"),
+                         report.value(experiment, overall, pipeline, "acc@10"),
+                         *report.stamp(experiment, pipeline)])  # fmt: skip
+    if not body:
+        return []
+    return [
+        "## MELO: every experiment's means",
+        "",
+        "Concept-level MRR averaged over the datasets each experiment ran (47: 24 monolingual, 23",
+        "cross-lingual); acc@k over the same datasets. A pipeline file is a variant tried beside the shipped",
+        "one; what each experiment asked is on its page under [experiments/](experiments/README.md).",
+        "",
+        *_table(
+            ["experiment", "pipeline", "mean", "monolingual", "cross-lingual", "acc@1", "acc@10", "date", "commit"],
+            body,
+        ),
+        "",
+    ]
+
+
+def _titles(report: Report, experiments: Sequence[str]) -> list[str]:
+    body = []
+    for experiment in experiments:
+        for pipeline in report.pipelines(experiment):
+            for dataset in sorted(report.datasets(experiment)):
+                if (experiment, dataset, pipeline, "mrr") not in report.latest:
+                    continue
+                body.append([f"`{experiment}`", _pipeline(pipeline), f"`{dataset}`",
+                             *(report.value(experiment, dataset, pipeline, m) for m in QUALITY),
+                             *report.stamp(experiment, pipeline)])  # fmt: skip
+    if not body:
+        return []
+    return [
+        "## Job-ad titles: every experiment",
+        "",
+        "The validation titles (`../shared/jobbert/titles.csv`) ranked against the English ESCO labels;",
+        "MRR and acc@k are concept-level, acc@100 is recall@100. What was chosen on these titles is listed at",
+        "the head of this page.",
+        "",
+        *_table(["experiment", "pipeline", "titles", *QUALITY, "date", "commit"], body),
+        "",
+    ]
+
+
+def _rows(report: Report, experiment: str, datasets: Sequence[str], metrics: Sequence[str]) -> list[list[str]]:
+    body = []
+    for dataset in datasets:
+        for pipeline in report.pipelines(experiment):
+            cells = [report.value(experiment, dataset, pipeline, m) for m in metrics]
+            if any(cells):
+                body.append([f"`{dataset}`", _pipeline(pipeline), *cells, *report.stamp(experiment, pipeline)])
+    return body
+
+
+def _means(report: Report, experiment: str, datasets: Sequence[str], metrics: Sequence[str]) -> list[list[str]]:
+    body = []
+    for pipeline in report.pipelines(experiment):
+        cells = []
+        for metric in metrics:
+            values = [float(row["value"]) for d in datasets
+                      if (row := report.latest.get((experiment, d, pipeline, metric))) and _is_number(row["value"])]  # fmt: skip
+            cells.append(_number(str(sum(values) / len(values))) if values else "")
+        body.append([f"mean of {len(datasets)}", _pipeline(pipeline), *cells, *report.stamp(experiment, pipeline)])
+    return body
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _others(report: Report, experiments: Sequence[str]) -> list[str]:
+    lines: list[str] = []
+    for experiment in experiments:
+        metrics = sorted({key[3] for key in report.by_experiment[experiment]})
+        datasets = sorted(report.datasets(experiment))
+        means = [d for d in datasets if d.startswith("mean:")]
+        # an experiment's own means stand for its datasets; else, past a screenful, the mean per pipeline
+        body = _rows(report, experiment, means or datasets, metrics)
+        if len(body) > MAX_ROWS:
+            body = _means(report, experiment, datasets, metrics)
+        lines += [*_table(["experiment", "dataset", "pipeline", *metrics, "date", "commit"],
+                          ([f"`{experiment}`", *row] for row in body)), ""]  # fmt: skip
+    if not lines:
+        return []
+    note = (
+        "One table per experiment. A `mean:…` row (the experiment's own) or a `mean of N` row (past "
+        f"{MAX_ROWS} rows) stands for its datasets; each dataset's rows are in `experiments/results.csv`."
+    )
+    return ["## Other measurements", "", note, "", *lines]
+
+
+def _commands(report: Report, experiments: Sequence[str], descriptions: dict[str, str]) -> list[str]:
+    lines = ["## Commands", "",
+             "Each experiment's current run: the command that wrote it, and the machine. Rerun one with",
+             "`python -m melo_core experiment run NAME`, then `python -m melo_core experiment report`.", ""]  # fmt: skip
+    for experiment in experiments:
+        described = f" {descriptions[experiment]}." if descriptions.get(experiment) else ""
+        runs = "; ".join(
+            f"`{row['command']}` ({row['machine']}, {row['date'][:10]})" for row in report.runs(experiment)
+        )
+        lines.append(f"- `{experiment}`:{described} {runs}")
+    unrun = sorted(set(descriptions) - set(experiments))
+    if unrun:
+        names = ", ".join(f"`{e}`" for e in unrun)
+        lines += ["", "Experiment files with no rows in the table yet (the older ones were measured by scripts before the",
+                  f"runner; their pages under experiments/ hold the figures): {names}."]  # fmt: skip
+    return [*lines, ""]
+
+
+def _timings(files: Sequence[str]) -> list[str]:
+    if not files:
+        return []
+    links = ", ".join(f"[{Path(f).stem}](../benchmarks/results/{f})" for f in files)
+    return [
+        "## Timings",
+        "",
+        "Speed, memory, first use and bulk linking are timed by the scripts of `benchmarks/`; their tables",
+        "are CSVs (or text) under `benchmarks/results/`, described on the pages of [experiments/](experiments/README.md):",
+        links + ".",
+        "",
+    ]
+
+
+def render(rows: Iterable[Row], head: str = "", descriptions: dict[str, str] | None = None,
+           timings: Sequence[str] = ()) -> str:  # fmt: skip
+    """The report's markdown from the results rows, a hand-written head, the experiments'
+    descriptions and the names of the timing files."""
+    report = Report(rows)
+    names = sorted(report.by_experiment)
+    by_kind = {kind: [e for e in names if report.kind(e) == kind] for kind in ("melo", "titles", "other")}
+    lines = [head.rstrip("\n"), ""] if head.strip() else []
+    lines += _shipped_titles(report)
+    lines += _shipped_melo(report)
+    lines += _melo_means(report, by_kind["melo"])
+    lines += _titles(report, by_kind["titles"])
+    lines += _others(report, by_kind["other"])
+    lines += _commands(report, names, descriptions or {})
+    lines += _timings(timings)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def experiment_descriptions(folder: Path = EXPERIMENTS_DIR) -> dict[str, str]:
+    descriptions = {}
+    for name in experiment_names(folder):
+        try:
+            descriptions[name] = load_experiment(name, folder).description.rstrip(".")
+        except MeloInputError:  # a file being written by someone else: no description, still a report
+            continue
+    return descriptions
+
+
+def write_report(results: Path = RESULTS_FILE, out: Path | None = REPORT_FILE, head: Path = HEAD_FILE) -> str:
+    """Render the report from ``results``; write it to ``out`` (None: only return it)."""
+    if not results.is_file():
+        raise MeloInputError(f"experiment report: no results table at {results}")
+    text = render(read_results(results), head.read_text(encoding="utf-8") if head.is_file() else "",
+                  experiment_descriptions(),
+                  sorted(p.name for p in TIMINGS_DIR.glob("*") if p.suffix in (".csv", ".txt")))  # fmt: skip
+    if out is not None:
+        out.write_text(text, encoding="utf-8")
+    return text

@@ -1,0 +1,334 @@
+"""A simulated curator: does the linker learn from decisions, and what does a term cost?
+
+A national crosswalk is replayed in random order (fixed seed; or in a queue order of
+``melo_core.evaluation.effort``) through the linker, as a curator would work through the terms on the Link
+page: each term is linked (top ``depth`` concepts), the rank of its gold concept is recorded (inf
+when it is not in the top ``depth``), then the curator "accepts" the gold concept. The learning
+linker learns as the Link page does from the store's decisions: the term becomes a known mention
+of its concept (``Linker.add_mentions``) when the relation is one of the pipeline's mention
+relations (a scorer spec: exact or narrow, ``ALIAS_RELATIONS``) and the term is not mostly the
+scheme's boilerplate (``scheme_learning.Boilerplate``); and every decision teaches the kind of
+concept the scheme maps to (``scheme_learning.TargetKinds``). The static linker learns nothing.
+Each rank costs the curator time (``effort.CostModel``): effort per 100 terms.
+
+Gold concepts follow the benchmark build (``builder.select_target``): one gold concept per term,
+the closest relation up to narrowMatch (closeMatch for Norway), ambiguous and vague terms left
+out, as are concepts missing from the taxonomy.
+
+Reported per linker: MRR, acc@1, acc@10, effort per 100 terms and mean rank over the sequence
+(the rank at which the curator found the gold concept; ranks past ``depth`` count 0 in MRR and
+are counted apart from the mean rank),
+and the MRR of the not-yet-decided terms at checkpoints (after 0 %, 25 %, 50 %, 75 % of the
+decisions, evaluated without teaching). The static linker's ranks do not depend on the order,
+so both linkers share one Linker: the static ranks are taken before any decision is learned.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from melo_core.errors import MeloInputError
+from melo_core.esco.builder import DEFAULT_LOOSEST_RELATION, LOOSEST_RELATION_BY_CROSSWALK, select_target
+from melo_core.esco.crosswalk import ALIAS_RELATIONS, Crosswalk
+from melo_core.esco.taxonomy import Taxonomy, reader_languages
+from melo_core.evaluation.effort import COSTS, CostModel, margin, queue_order
+from melo_core.linking.linker import Linker
+from melo_core.linking.pipeline import Pipeline, PipelineDefinition, crosswalk_mentions_of
+from melo_core.linking.scheme_learning import Boilerplate, TargetKinds
+from melo_core.metrics import first_rank_accuracy, mean_reciprocal_rank
+from melo_core.scorers.hybrid import POOL
+
+DEPTH = 100
+CHECKPOINTS = (0.0, 0.25, 0.5, 0.75)
+BATCH = 64  # terms per link call when evaluating many at once
+LINKERS = ("learning", "static")
+
+
+@dataclass(frozen=True)
+class GoldTerm:
+    code: str
+    title: str
+    concept_uri: str
+    relation: str
+
+
+@dataclass(frozen=True)
+class Step:
+    position: int  # 0-based place in the curator's order
+    term: GoldTerm
+    static_rank: float  # 1-based concept rank; inf when not in the top depth
+    learning_rank: float
+    taught: bool  # the accepted decision became a known mention of the learning linker
+
+
+@dataclass
+class LinkerSummary:
+    linker: str
+    terms: int
+    mrr: float  # over the sequence: 1 / the rank at which the curator found the gold concept
+    mean_rank: float  # over the terms found in the top depth (nan when none)
+    found: int
+    not_found: int
+    remaining_mrr: dict[float, float] = field(default_factory=dict)  # checkpoint -> MRR of undecided terms
+    acc_at_1: float = 0.0
+    acc_at_10: float = 0.0
+    effort_per_100: float = 0.0  # seconds per 100 terms (effort.CostModel)
+
+    def line(self, depth: int = DEPTH) -> str:
+        remaining = "  ".join(f"{share:.0%}: {value:.4f}" for share, value in self.remaining_mrr.items())
+        return (
+            f"{self.linker:<9} effort {self.effort_per_100:.0f} s/100 terms  MRR {self.mrr:.4f}  "
+            f"acc@1 {self.acc_at_1:.3f}  acc@10 {self.acc_at_10:.3f}  mean rank {self.mean_rank:.2f} over "
+            f"{self.found} found, {self.not_found} not in the top {depth}  |  MRR of the undecided terms after "
+            f"{remaining}"
+        )
+
+
+@dataclass
+class Simulation:
+    crosswalk: str
+    scorer: str
+    languages: tuple[str, ...]
+    seed: int
+    depth: int
+    skipped: dict[str, int]  # terms left out by the benchmark's rule: ambiguous, vague, unknown concept
+    steps: list[Step]
+    summaries: dict[str, LinkerSummary]
+    load_seconds: float
+    seconds: float  # linking and learning, after the linker is loaded
+    order: str = "random"
+
+    @property
+    def taught(self) -> int:
+        return sum(s.taught for s in self.steps)
+
+    def header(self) -> str:
+        skipped = ", ".join(f"{n} {why}" for why, n in self.skipped.items() if n) or "none"
+        order = f"random order (seed {self.seed})" if self.order == "random" else f"{self.order} order"
+        return (
+            f"{self.crosswalk}: {len(self.steps)} terms in {order} (left out: {skipped}); "
+            f"scorer {self.scorer} over ESCO labels in {', '.join(self.languages)}; "
+            f"{self.taught} decisions taught as known mentions; "
+            f"{self.seconds:.1f} s (+{self.load_seconds:.1f} s loading)"
+        )
+
+
+def gold_terms(crosswalk: Crosswalk, taxonomy: Taxonomy, loosest: str | None = None) -> tuple[list[GoldTerm], dict[str, int]]:  # fmt: skip
+    """The crosswalk's terms with one gold concept each, as the benchmark keeps them, and how
+    many were left out per reason."""
+    loosest = loosest or LOOSEST_RELATION_BY_CROSSWALK.get(crosswalk.name, DEFAULT_LOOSEST_RELATION)
+    kept, skipped = [], {"ambiguous": 0, "vague": 0, "unknown concept": 0, "empty title": 0}
+    for term in crosswalk.terms:
+        target, verdict = select_target(term.matches, loosest)
+        if target is None:
+            skipped[verdict] += 1
+        elif target not in taxonomy:
+            skipped["unknown concept"] += 1
+        elif not term.title:
+            skipped["empty title"] += 1
+        else:
+            kept.append(GoldTerm(term.code, term.title, target, term.matches[target]))
+    return kept, skipped
+
+
+def simulation_languages(crosswalk: Crosswalk, taxonomy: Taxonomy, languages: Sequence[str] | None) -> tuple[str, ...]:  # fmt: skip
+    """ESCO label languages to search: the given ones, else those `link` ranks for the crosswalk's
+    language (its own and English)."""
+    if languages:
+        wanted = tuple(dict.fromkeys(languages))
+        present = tuple(lang for lang in wanted if lang in taxonomy.languages)
+    else:
+        wanted = tuple(dict.fromkeys(lang for lang in (crosswalk.language, "en") if lang))
+        present = reader_languages(crosswalk.language or "en", taxonomy.languages)
+    if not present:
+        raise MeloInputError(
+            f"the taxonomy has no labels in {', '.join(wanted) or 'the crosswalk language'} "
+            f"(it has {', '.join(taxonomy.languages)})"
+        )
+    return present
+
+
+def _rank(candidates: Sequence, gold: str) -> float:
+    return next((float(c.rank) for c in candidates if c.concept_uri == gold), math.inf)
+
+
+def _margin(candidates: Sequence) -> float:
+    return margin([c.score for c in candidates[:2]])
+
+
+def _ranks(linker: Linker, terms: Sequence[GoldTerm], depth: int, on_progress: Callable[[int], None],
+           kinds: TargetKinds | None = None, margins: list[float] | None = None) -> list[float]:  # fmt: skip
+    """The gold concepts' ranks; each term's ``margin`` appended to ``margins`` when given."""
+    out: list[float] = []
+    for begin in range(0, len(terms), BATCH):
+        batch = terms[begin : begin + BATCH]
+        results = linker.link([t.title for t in batch], top_k=depth, pool=max(POOL, 5 * depth), kinds=kinds)
+        out.extend(_rank(candidates, t.concept_uri) for candidates, t in zip(results, batch, strict=True))
+        if margins is not None:
+            margins.extend(_margin(candidates) for candidates in results)
+        on_progress(len(batch))
+    return out
+
+
+def _summary(name: str, ranks: list[float], remaining: dict[float, float], costs: CostModel) -> LinkerSummary:
+    found = [r for r in ranks if math.isfinite(r)]
+    return LinkerSummary(
+        linker=name,
+        terms=len(ranks),
+        mrr=mean_reciprocal_rank(ranks),
+        mean_rank=sum(found) / len(found) if found else math.nan,
+        found=len(found),
+        not_found=len(ranks) - len(found),
+        remaining_mrr=remaining,
+        acc_at_1=first_rank_accuracy(ranks, 1),
+        acc_at_10=first_rank_accuracy(ranks, 10),
+        effort_per_100=costs.per_100(ranks),
+    )
+
+
+def checkpoint_positions(n: int, checkpoints: Sequence[float] = CHECKPOINTS) -> dict[int, float]:
+    """Step index (decisions made so far) -> checkpoint share, for the shares that leave terms."""
+    positions: dict[int, float] = {}
+    for share in checkpoints:
+        position = round(share * n)
+        if position < n:
+            positions.setdefault(position, share)
+    return positions
+
+
+def simulate(
+    crosswalk: Crosswalk,
+    taxonomy: Taxonomy,
+    scorer: str | PipelineDefinition = "char-tfidf",
+    languages: Sequence[str] | None = None,
+    seed: int = 0,
+    limit: int = 0,
+    depth: int = DEPTH,
+    checkpoints: Sequence[float] = CHECKPOINTS,
+    cache_dir: str | Path | None = None,
+    index_kind: str = "hnsw",
+    on_status: Callable[[str], None] = lambda message: None,
+    on_progress: Callable[[int, int], None] = lambda done, total: None,
+    data_dir: str | Path | None = None,
+    order: str = "random",
+    learn_kinds: bool = True,
+    skip_boilerplate: bool = True,
+    costs: CostModel = COSTS,
+) -> Simulation:
+    """Replay the crosswalk through a learning and a static linker (see the module docstring).
+    ``scorer``: a pipeline (its variant for the crosswalk's language; with ``data_dir``, the
+    other countries' crosswalk titles are known mentions from the start) or a scorer spec.
+    ``limit``: only the first N terms of the order. ``order``: ``random`` (``seed``), ``file``,
+    ``most-confident`` or ``least-confident`` first (by the static linker's margin between its
+    first two candidates). ``learn_kinds``/``skip_boilerplate``: what the learning linker learns
+    besides known mentions (off: mentions only, as before issue 89). ``on_progress(done,
+    total)`` counts linked terms."""
+    terms, skipped = gold_terms(crosswalk, taxonomy)
+    if not terms:
+        raise MeloInputError(f"crosswalk {crosswalk.name!r} has no term with a single gold concept in the taxonomy")
+    languages = simulation_languages(crosswalk, taxonomy, languages)
+    alias_language = crosswalk.language or ""
+    by_confidence = order in ("most-confident", "least-confident")
+    queue_order(order, [])  # an unknown order fails before any work
+    count = len(terms) if not limit else min(limit, len(terms))
+    done = 0
+    total = 0
+
+    def progress(linked: int) -> None:
+        nonlocal done
+        done += linked
+        on_progress(done, total)
+
+    start = time.perf_counter()
+    try:
+        if isinstance(scorer, PipelineDefinition):
+            pipeline = Pipeline(scorer, taxonomy, languages, index_kind=index_kind, cache_dir=cache_dir,
+                                on_status=on_status)  # fmt: skip
+            if data_dir is not None:
+                pipeline.set_mentions(
+                    crosswalk_mentions_of(data_dir, scorer.mention_relations, crosswalk.country, cache_dir)
+                )
+            linker = pipeline.linker(crosswalk.language)
+            teaching = tuple(scorer.mention_relations)  # what the Link page makes known mentions of
+        else:
+            linker = Linker(taxonomy, scorer, languages, index_kind=index_kind, cache_dir=cache_dir,
+                            on_status=on_status, query_language=crosswalk.language)  # fmt: skip
+            teaching = ALIAS_RELATIONS
+    except ValueError as exc:
+        raise MeloInputError(str(exc)) from None
+    known_before = len(linker.mentions)
+    scorer_name = scorer.name if isinstance(scorer, PipelineDefinition) else scorer
+    load_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+
+    # The static pass (before any decision): over every term when the order needs its confidence.
+    margins: list[float] = []
+    if by_confidence:
+        total = len(terms) + count
+        ranks_of_all = _ranks(linker, terms, depth, progress, margins=margins)
+        positions_in_order = queue_order(order, margins, seed)[:count]
+        static_ranks = [ranks_of_all[i] for i in positions_in_order]
+        sequence = [terms[i] for i in positions_in_order]
+    else:
+        sequence = [terms[i] for i in queue_order(order, [0.0] * len(terms), seed)[:count]]
+    n = len(sequence)
+    positions = checkpoint_positions(n, checkpoints)
+    # Static pass, the learning steps, and the learning checkpoints past 0 %.
+    total = (len(terms) if by_confidence else n) + n + sum(n - p for p in positions if p > 0)
+    if not by_confidence:
+        static_ranks = _ranks(linker, sequence, depth, progress)
+    boilerplate = Boilerplate.of([t.title for t in crosswalk.terms if t.title]) if skip_boilerplate else None
+    kinds = TargetKinds() if learn_kinds else None
+    learning_ranks: list[float] = []
+    remaining: dict[str, dict[float, float]] = {"learning": {}, "static": {}}
+    steps = []
+    for i, term in enumerate(sequence):
+        if i in positions:
+            share = positions[i]
+            remaining["static"][share] = mean_reciprocal_rank(static_ranks[i:])
+            # With nothing learnt yet the learning linker is the static one: nothing to recompute.
+            learned = len(linker.mentions) > known_before or (kinds is not None and kinds.decisions > 0)
+            undecided = _ranks(linker, sequence[i:], depth, progress, kinds) if learned else static_ranks[i:]
+            remaining["learning"][share] = mean_reciprocal_rank(undecided)
+        [candidates] = linker.link([term.title], top_k=depth, pool=max(POOL, 5 * depth), kinds=kinds)
+        learning_ranks.append(_rank(candidates, term.concept_uri))
+        progress(1)
+        # The curator accepted the gold concept: the term becomes a known mention of it, unless it
+        # is mostly the scheme's boilerplate; the decision teaches the kind of concept either way.
+        taught = term.relation in teaching and (boilerplate is None or boilerplate.teaches_mention(term.title))
+        if taught:
+            linker.add_mentions([(term.title, term.concept_uri, alias_language)])
+        if kinds is not None:
+            kinds.observe(taxonomy.by_uri[term.concept_uri], term.relation)
+        steps.append(Step(i, term, static_ranks[i], learning_ranks[-1], taught))
+    seconds = time.perf_counter() - start
+    summaries = {
+        "learning": _summary("learning", learning_ranks, remaining["learning"], costs),
+        "static": _summary("static", static_ranks, remaining["static"], costs),
+    }
+    return Simulation(crosswalk.name, scorer_name, languages, seed, depth, skipped, steps, summaries, load_seconds,
+                      seconds, order)  # fmt: skip
+
+
+def step_rows(simulation: Simulation) -> list[dict[str, object]]:
+    """Per decision, for a CSV: the term, its gold concept and both linkers' ranks ("inf": not found)."""
+    return [
+        {
+            "step": s.position + 1,
+            "code": s.term.code,
+            "title": s.term.title,
+            "gold_uri": s.term.concept_uri,
+            "relation": s.term.relation,
+            "static_rank": s.static_rank if math.isinf(s.static_rank) else int(s.static_rank),
+            "learning_rank": s.learning_rank if math.isinf(s.learning_rank) else int(s.learning_rank),
+            "taught": int(s.taught),
+        }
+        for s in simulation.steps
+    ]
+
+
+STEP_COLUMNS = ["step", "code", "title", "gold_uri", "relation", "static_rank", "learning_rank", "taught"]
