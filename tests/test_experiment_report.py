@@ -95,3 +95,20 @@ def test_a_long_table_of_another_kind_shows_its_means(tmp_path: Path) -> None:
                    origin("20261104T000000Z", "abc1234"))  # fmt: skip
     text = render(read_results(results))
     assert "`c07`" not in text and "| `mean:crosswalks` | `best` | 0.5000 |" in text
+
+
+def test_experiments_with_the_same_measures_share_one_table(tmp_path: Path) -> None:
+    """calibration and calibration-lexical measure the same: one header, a row each; another
+    measure gets its own table."""
+    results = tmp_path / "results.csv"
+    for experiment, pipeline in (("calibration-toy", "best"), ("calibration-toy-lexical", "lexical")):
+        append_results(results, experiment, [{"dataset": "mean:crosswalks", "pipeline": pipeline, "metric": "ece",
+                                              "value": 0.05, "queries": 24, "seconds": ""}],
+                       origin("20261104T000000Z", "abc1234"))  # fmt: skip
+    append_results(results, "graded-toy", [{"dataset": "mean:crosswalks", "pipeline": "best", "metric": "spearman_grade",
+                                            "value": 0.5, "queries": 24, "seconds": ""}],
+                   origin("20261104T000000Z", "abc1234"))  # fmt: skip
+    text = render(read_results(results))
+    assert text.count("| experiment | dataset | pipeline | ece | date | commit |") == 1
+    assert "| `calibration-toy` |" in text and "| `calibration-toy-lexical` |" in text
+    assert text.count("| experiment | dataset | pipeline | spearman_grade | date | commit |") == 1

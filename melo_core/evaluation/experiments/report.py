@@ -267,22 +267,25 @@ def _is_number(text: str) -> bool:
 
 
 def _others(report: Report, experiments: Sequence[str]) -> list[str]:
-    lines: list[str] = []
+    # Experiments with the same measures (calibration and calibration-lexical) share one table.
+    tables: dict[tuple[str, ...], list[list[str]]] = {}
     for experiment in experiments:
-        metrics = sorted({key[3] for key in report.by_experiment[experiment]})
+        metrics = tuple(sorted({key[3] for key in report.by_experiment[experiment]}))
         datasets = sorted(report.datasets(experiment))
         means = [d for d in datasets if d.startswith("mean:")]
         # an experiment's own means stand for its datasets; else, past a screenful, the mean per pipeline
-        body = _rows(report, experiment, means or datasets, metrics)
+        body = _rows(report, experiment, means or datasets, list(metrics))
         if len(body) > MAX_ROWS:
-            body = _means(report, experiment, datasets, metrics)
-        lines += [*_table(["experiment", "dataset", "pipeline", *metrics, "date", "commit"],
-                          ([f"`{experiment}`", *row] for row in body)), ""]  # fmt: skip
-    if not lines:
+            body = _means(report, experiment, datasets, list(metrics))
+        tables.setdefault(metrics, []).extend([f"`{experiment}`", *row] for row in body)
+    if not tables:
         return []
+    lines: list[str] = []
+    for metrics, body in tables.items():
+        lines += [*_table(["experiment", "dataset", "pipeline", *metrics, "date", "commit"], body), ""]
     note = (
-        "One table per experiment. A `mean:…` row (the experiment's own) or a `mean of N` row (past "
-        f"{MAX_ROWS} rows) stands for its datasets; each dataset's rows are in `experiments/results.csv`."
+        "One table per set of measures. A `mean:…` row (the experiment's own) or a `mean of N` row (past "
+        f"{MAX_ROWS} rows) stands for an experiment's datasets; each dataset's rows are in `experiments/results.csv`."
     )
     return ["## Other measurements", "", note, "", *lines]
 
