@@ -265,6 +265,28 @@ def _chosen_crosswalks(experiment: Experiment, crosswalks: str | tuple[str, ...]
     return codes, [crosswalk_path(data_dir, code) for code in codes]
 
 
+def _leave_one_country_out(experiment: Experiment, crosswalks: str | tuple[str, ...], pipelines: tuple[str, ...],
+                           only: list[str] | None, data_dir: Path, countries: int,
+                           what: str) -> tuple[list[str], list[Path]]:  # fmt: skip
+    """``_chosen_crosswalks`` for a leave-one-country-out kind (calibration, proposals): fails
+    before any work unless they span ``countries`` countries and every one of ``pipelines`` is a
+    pipeline (``what``: "calibration is", "proposals are")."""
+    from melo_core.esco.crosswalk import crosswalk_country
+    from melo_core.linking.pipeline import is_pipeline
+
+    codes, files = _chosen_crosswalks(experiment, crosswalks, only, data_dir)
+    if len({crosswalk_country(c) for c in codes}) < countries:
+        raise MeloInputError(f"experiment {experiment.name!r}: leave one country out needs crosswalks of "
+                             f"{_COUNT_WORDS[countries]} countries or more")  # fmt: skip
+    unknown = [p for p in pipelines if not is_pipeline(p)]
+    if unknown:
+        raise MeloInputError(f"experiment {experiment.name!r}: {what} per pipeline, not {', '.join(unknown)}")
+    return codes, files
+
+
+_COUNT_WORDS = {2: "two", 3: "three"}
+
+
 def _run_graded(experiment: Experiment, plan: Graded, data_dir: Path, results: Path, command: str, limit: int,
                 only: list[str] | None, show_progress: bool, say: Say) -> list[dict[str, object]]:  # fmt: skip
     """Per crosswalk and scorer: metric ``spearman_grade`` of the fused score (pipeline column: the
@@ -405,7 +427,6 @@ def _run_calibration(experiment: Experiment, plan: CalibrationPlan, data_dir: Pa
     crosswalk's country; their means; and the reliability diagram of all of them pooled (datasets
     ``reliability:NN``: ``bin_probability`` and ``bin_accuracy``, the bin's candidates as queries).
     ``limit`` (``--limit-queries``): terms linked per crosswalk instead of the file's ``terms``."""
-    from melo_core.esco.crosswalk import crosswalk_country
     from melo_core.esco.taxonomy import cached_taxonomy_from_melo
     from melo_core.evaluation.calibration import (
         ECE_BINS,
@@ -416,15 +437,10 @@ def _run_calibration(experiment: Experiment, plan: CalibrationPlan, data_dir: Pa
         reliability,
         scheme_offset,
     )
-    from melo_core.linking.pipeline import is_pipeline, load_pipeline
+    from melo_core.linking.pipeline import load_pipeline
 
-    codes, files = _chosen_crosswalks(experiment, plan.crosswalks, only, data_dir)
-    if len({crosswalk_country(c) for c in codes}) < 2:
-        raise MeloInputError(f"experiment {experiment.name!r}: leave one country out needs crosswalks of two "
-                             "countries or more")  # fmt: skip
-    unknown = [p for p in plan.pipelines if not is_pipeline(p)]
-    if unknown:
-        raise MeloInputError(f"experiment {experiment.name!r}: calibration is per pipeline, not {', '.join(unknown)}")
+    codes, files = _leave_one_country_out(experiment, plan.crosswalks, plan.pipelines, only, data_dir, 2,
+                                          "calibration is")  # fmt: skip
     taxonomy = cached_taxonomy_from_melo(data_dir)
     origin = provenance(plan.pipelines, files, command)
     out: list[dict[str, object]] = []
@@ -495,15 +511,11 @@ def _run_proposals(experiment: Experiment, plan: ProposalsPlan, data_dir: Path, 
     from melo_core.esco.crosswalk import crosswalk_country
     from melo_core.esco.taxonomy import cached_taxonomy_from_melo
     from melo_core.evaluation.calibration import collect_rows, fit_calibrator
-    from melo_core.linking.pipeline import is_pipeline, load_pipeline
+    from melo_core.linking.pipeline import load_pipeline
 
-    codes, files = _chosen_crosswalks(experiment, plan.crosswalks, only, data_dir)
-    if len({crosswalk_country(c) for c in codes}) < 3:  # the threshold needs two countries besides the held-out one
-        raise MeloInputError(f"experiment {experiment.name!r}: leave one country out needs crosswalks of three "
-                             "countries or more")  # fmt: skip
-    unknown = [p for p in plan.pipelines if not is_pipeline(p)]
-    if unknown:
-        raise MeloInputError(f"experiment {experiment.name!r}: proposals are per pipeline, not {', '.join(unknown)}")
+    # the threshold needs two countries besides the held-out one
+    codes, files = _leave_one_country_out(experiment, plan.crosswalks, plan.pipelines, only, data_dir, 3,
+                                          "proposals are")  # fmt: skip
     taxonomy = cached_taxonomy_from_melo(data_dir)
     origin = provenance(plan.pipelines, files, command)
     out: list[dict[str, object]] = []
