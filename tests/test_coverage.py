@@ -5,6 +5,7 @@ saw: a tiny model trained on English, German and French ESCO labels, asked Norwe
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from melo_core.esco.taxonomy import Concept, LanguageLabels, Taxonomy, taxonomy_
 from melo_core.evaluation.benchmarking import evaluate_one
 from melo_core.linking.pipeline import CROSS_LINGUAL, MONOLINGUAL, Component, Pipeline, load_pipeline
 from melo_core.scorers.registry import scorer_languages
-from tests.conftest import linked_slice, slice_dataset
+from tests.conftest import linked_slice, module_folder, slice_dataset
 from tests.test_pipeline import DISTRACTORS
 
 TRAINED = ("en", "de", "fr")  # the tiny model's languages; Norwegian is held out
@@ -147,7 +148,7 @@ def held_out_data(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 @pytest.fixture(scope="module")
-def tiny_model(melo_data: Path, held_out_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tiny_model(melo_data: Path, held_out_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A tiny domain model trained on the English, German and French ESCO labels of the slice's
     concepts: it never saw Norwegian (its card says so)."""
     parts = tuple(f"processed/melo/{name}" for name in ("usa_q_en_c_en", "deu_q_de_c_de", "fra_q_fr_c_fr"))
@@ -156,9 +157,10 @@ def tiny_model(melo_data: Path, held_out_data: Path, tmp_path_factory: pytest.Te
     wanted = set(dataset.concept_of.values())
     taxonomy = Taxonomy(c for c in three.concepts if c.uri in wanted)
     assert len(taxonomy.concepts) > 200
-    out = tmp_path_factory.mktemp("models") / "tiny-en-de-fr"
-    train(taxonomy, out, TINY, source="test: en, de, fr labels of the held-out slice's concepts")
-    return out
+    with module_folder(tmp_path_factory, "models") as folder:
+        out = folder / "tiny-en-de-fr"
+        train(taxonomy, out, TINY, source="test: en, de, fr labels of the held-out slice's concepts")
+        yield out
 
 
 def test_a_language_the_domain_model_never_saw(tiny_model: Path, held_out_data: Path, tmp_path: Path,

@@ -6,6 +6,7 @@ first use runs it, in seconds."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from melo_core.encoders.st_encoder import SentenceTransformerEncoder
 from melo_core.encoders.training import CARD, CONFIG
 from melo_core.errors import MeloInputError
 from melo_core.linking.pipeline import load_pipeline, requirements
-from tests.conftest import described_pipeline
+from tests.conftest import described_pipeline, module_folder
 
 TEXTS = [
     "Customer Service Executive (Native Thai)-Fashion",
@@ -62,9 +63,13 @@ def _english_slice(melo_data: Path, root: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def built(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def built(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
     """(models folder, data folder): e5-small extracted, e5-esco fine-tuned for a few steps."""
-    models = tmp_path_factory.mktemp("models")
+    with module_folder(tmp_path_factory, "models") as models:
+        yield _build(melo_data, models, tmp_path_factory)
+
+
+def _build(melo_data: Path, models: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     data = _english_slice(melo_data, tmp_path_factory.mktemp("data"))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MELO_MODELS", str(models))

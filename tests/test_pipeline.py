@@ -13,6 +13,7 @@ import csv
 import functools
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -46,7 +47,7 @@ from melo_core.linking.pipeline import (
 )
 from melo_core.scorers import ScorerContext, create_scorer
 from melo_core.scorers.known_mentions import dataset_mentions
-from tests.conftest import described_pipeline, run_at_once, slice_dataset
+from tests.conftest import described_pipeline, module_folder, run_at_once, slice_dataset
 
 DATASETS = ("nor_q_no_c_no", "nor_q_no_c_en")
 MENTION_CROSSWALKS = ("dnk_da",)  # another country: known mentions; nor_no is held out
@@ -67,21 +68,22 @@ def sliced(melo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("cache")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    with module_folder(tmp_path_factory, "cache") as folder:
+        yield folder
 
 
 @pytest.fixture(scope="module")
-def models(sliced: Path, shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def models(sliced: Path, shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A tiny domain model as the default one (what `domain` loads), and e5-esco after two steps
     (its ONNX export in the tests' cache)."""
-    folder = tmp_path_factory.mktemp("models")
-    with pytest.MonkeyPatch.context() as patch:
+    with module_folder(tmp_path_factory, "models") as folder, pytest.MonkeyPatch.context() as patch:
         patch.setenv("MELO_MODELS", str(folder))
         patch.setenv("MELO_CACHE", str(shared_cache))
         ensure_default_model(sliced, settings=TINY)
         ensure_e5_esco_model(sliced, training=replace(e5_esco_settings(ensure_base_model()), rounds=1))
-    return folder
+        patch.undo()
+        yield folder
 
 
 @pytest.fixture

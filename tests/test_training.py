@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ from melo_core.encoders.training import (
 from melo_core.errors import MeloInputError
 from melo_core.esco.crosswalk import crosswalk_decisions
 from melo_core.esco.taxonomy import Taxonomy, taxonomy_from_melo
-from tests.conftest import linked_slice
+from tests.conftest import linked_slice, module_folder
 
 TINY = TrainConfig(dim=32, vocab_size=3000, rounds=3, batch_size=64, mine_every=20, seed=7)
 
@@ -46,10 +47,10 @@ def two_languages(two_language_data: Path) -> Taxonomy:
 
 
 @pytest.fixture(scope="module")
-def tiny_model(two_languages: Taxonomy, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("models") / "tiny"
-    train(two_languages, out, TINY, source="test slice")
-    return out
+def tiny_model(two_languages: Taxonomy, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    with module_folder(tmp_path_factory, "models") as folder:
+        train(two_languages, folder / "tiny", TINY, source="test slice")
+        yield folder / "tiny"
 
 
 def cross_lingual_rank(encoder: object, taxonomy: Taxonomy, n: int = 300) -> float:
