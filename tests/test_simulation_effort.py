@@ -196,10 +196,16 @@ def test_a_bad_simulation_file_names_the_key(tmp_path: Path) -> None:
 
     for body, key in (('orders = ["alphabetical"]', "simulation.orders"), ("seeds = []", "simulation.seeds"),
                       ('pipelines = ["nope"]', "simulation.pipelines"), ("limit = -1", "simulation.limit"),
-                      ("speed = 1", "unknown key simulation.speed")):  # fmt: skip
+                      ("speed = 1", "unknown key simulation.speed"), ("crosswalks = 3", "simulation.crosswalks")):  # fmt: skip
         (tmp_path / "bad.toml").write_text(f'description = "x"\n[simulation]\n{body}\n', encoding="utf-8")
         with pytest.raises(MeloInputError, match=key):
             load_experiment(tmp_path / "bad.toml")
+    # The plans that share the calibration's keys name their own table.
+    for table in ("calibration", "proposals"):
+        for body, key in (('crosswalks = "some"', "crosswalks"), ("terms = -1", "terms")):
+            (tmp_path / "bad.toml").write_text(f'description = "x"\n[{table}]\n{body}\n', encoding="utf-8")
+            with pytest.raises(MeloInputError, match=f"^.*{table}\\.{key}"):
+                load_experiment(tmp_path / "bad.toml")
 
 
 # -- the Benchmark page ------------------------------------------------------------------------------

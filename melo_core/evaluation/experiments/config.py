@@ -226,15 +226,13 @@ def scorer_specs(value: object, key: str, fail: Fail) -> list[str]:
 def _graded(table: object, fail: Fail) -> Graded:
     _no_unknown(table, _GRADED, "graded.", fail)
     assert isinstance(table, dict)
-    crosswalks = table.get("crosswalks", "all")
-    if crosswalks != "all" and not (isinstance(crosswalks, list) and all(isinstance(c, str) for c in crosswalks)):
-        raise fail("graded.crosswalks: all or a list of crosswalk codes")
+    crosswalks = _crosswalks(table, "graded.", fail)
     numbers = {key: table.get(key, 0) for key in ("terms", "seed")}
     for key, value in numbers.items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise fail(f"graded.{key}: a whole number >= 0")
     return Graded(scorers=tuple(scorer_specs(table.get("scorers"), "graded.scorers", fail)),
-                  crosswalks=crosswalks if crosswalks == "all" else tuple(crosswalks), **numbers)  # fmt: skip
+                  crosswalks=crosswalks, **numbers)  # fmt: skip
 
 
 def _simulation(table: object, fail: Fail) -> SimulationPlan:
@@ -242,9 +240,7 @@ def _simulation(table: object, fail: Fail) -> SimulationPlan:
 
     _no_unknown(table, _SIMULATION, "simulation.", fail)
     assert isinstance(table, dict)
-    crosswalks = table.get("crosswalks", "all")
-    if crosswalks != "all" and not (isinstance(crosswalks, list) and all(isinstance(c, str) for c in crosswalks)):
-        raise fail("simulation.crosswalks: all or a list of crosswalk codes")
+    crosswalks = _crosswalks(table, "simulation.", fail)
     seeds = table.get("seeds", [0, 1, 2])
     limit = table.get("limit", 0)
     if not (isinstance(seeds, list) and seeds and all(isinstance(v, int) and not isinstance(v, bool) for v in seeds)):
@@ -260,31 +256,39 @@ def _simulation(table: object, fail: Fail) -> SimulationPlan:
         chosen[key] = tuple(value)
     pipelines = table.get("pipelines", ["best"])
     return SimulationPlan(pipelines=tuple(scorer_specs(pipelines, "simulation.pipelines", fail)),
-                          crosswalks=crosswalks if crosswalks == "all" else tuple(crosswalks), seeds=tuple(seeds),
+                          crosswalks=crosswalks, seeds=tuple(seeds),
                           limit=limit, **chosen)  # fmt: skip
 
 
 def _proposals(table: object, fail: Fail) -> ProposalsPlan:
     _no_unknown(table, {"pipelines", "crosswalks", "terms", "precision"}, "proposals.", fail)
     assert isinstance(table, dict)
-    plan = _calibration({k: v for k, v in table.items() if k != "precision"}, fail)
+    plan = _calibration({k: v for k, v in table.items() if k != "precision"}, fail, "proposals.")
     precision = table.get("precision", 0.95)
     if not isinstance(precision, float) or not 0.0 < precision < 1.0:
         raise fail("proposals.precision: a number between 0 and 1, such as 0.95")
     return ProposalsPlan(plan.pipelines, plan.crosswalks, plan.terms, precision)
 
 
-def _calibration(table: object, fail: Fail) -> CalibrationPlan:
-    _no_unknown(table, {"pipelines", "crosswalks", "terms"}, "calibration.", fail)
+def _calibration(table: object, fail: Fail, prefix: str = "calibration.") -> CalibrationPlan:
+    _no_unknown(table, {"pipelines", "crosswalks", "terms"}, prefix, fail)
     assert isinstance(table, dict)
-    crosswalks = table.get("crosswalks", "all")
-    if crosswalks != "all" and not (isinstance(crosswalks, list) and all(isinstance(c, str) for c in crosswalks)):
-        raise fail("calibration.crosswalks: all or a list of crosswalk codes")
+    crosswalks = _crosswalks(table, prefix, fail)
     terms = table.get("terms", 150)
     if not isinstance(terms, int) or isinstance(terms, bool) or terms < 0:
-        raise fail("calibration.terms: a whole number >= 0")
-    pipelines = tuple(scorer_specs(table.get("pipelines", ["best"]), "calibration.pipelines", fail))
-    return CalibrationPlan(pipelines, crosswalks if crosswalks == "all" else tuple(crosswalks), terms)
+        raise fail(f"{prefix}terms: a whole number >= 0")
+    pipelines = tuple(scorer_specs(table.get("pipelines", ["best"]), f"{prefix}pipelines", fail))
+    return CalibrationPlan(pipelines, crosswalks, terms)
+
+
+def _crosswalks(table: dict[str, object], prefix: str, fail: Fail) -> str | tuple[str, ...]:
+    """A plan's ``crosswalks``: "all" (the default) or a tuple of crosswalk codes."""
+    crosswalks = table.get("crosswalks", "all")
+    if crosswalks == "all":
+        return "all"
+    if not (isinstance(crosswalks, list) and all(isinstance(c, str) for c in crosswalks)):
+        raise fail(f"{prefix}crosswalks: all or a list of crosswalk codes")
+    return tuple(crosswalks)
 
 
 def _no_unknown(table: object, known: set[str], prefix: str, fail: Fail) -> None:
