@@ -97,6 +97,20 @@ def test_a_long_table_of_another_kind_shows_its_means(tmp_path: Path) -> None:
     assert "`c07`" not in text and "| `mean:crosswalks` | `best` | 0.5000 |" in text
 
 
+def test_runs_over_some_crosswalks_each_are_averaged_together(tmp_path: Path) -> None:
+    """Two runs (``--datasets``) of one crosswalk each: each run's own mean covers its crosswalk
+    only, so the page shows the mean of both crosswalks' current rows."""
+    results = tmp_path / "results.csv"
+    for run, code, value in (("20261104T000000Z", "c01", 900.0), ("20261104T010000Z", "c02", 1000.0)):
+        rows: list[dict[str, object]] = [
+            {"dataset": dataset, "pipeline": "best", "metric": "effort_per_100", "value": value, "queries": 5,
+             "seconds": 1} for dataset in (code, "mean:crosswalks")
+        ]  # fmt: skip
+        append_results(results, "effort-toy", rows, origin(run, "abc1234"))
+    text = render(read_results(results))
+    assert "| `effort-toy` | mean of 2 | `best` | 950 |" in text and "`mean:crosswalks`" not in text
+
+
 def test_experiments_with_the_same_measures_share_one_table(tmp_path: Path) -> None:
     """calibration and calibration-lexical measure the same: one header, a row each; another
     measure gets its own table."""

@@ -273,10 +273,14 @@ def _others(report: Report, experiments: Sequence[str]) -> list[str]:
         metrics = tuple(sorted({key[3] for key in report.by_experiment[experiment]}))
         datasets = sorted(report.datasets(experiment))
         means = [d for d in datasets if d.startswith("mean:")]
-        # an experiment's own means stand for its datasets; else, past a screenful, the mean per pipeline
+        plain = [d for d in datasets if not d.startswith("mean:")]
+        # An experiment's own means stand for its datasets when one run wrote every current row; a
+        # run over some datasets (--datasets) writes the mean of those only. Else, and past a
+        # screenful, the page shows the mean per pipeline of each dataset's current row.
+        partial = bool(means and plain) and len(report.runs(experiment)) > 1
         body = _rows(report, experiment, means or datasets, list(metrics))
-        if len(body) > MAX_ROWS:
-            body = _means(report, experiment, datasets, list(metrics))
+        if partial or len(body) > MAX_ROWS:
+            body = _means(report, experiment, plain, list(metrics))
         tables.setdefault(metrics, []).extend([f"`{experiment}`", *row] for row in body)
     if not tables:
         return []
@@ -285,7 +289,8 @@ def _others(report: Report, experiments: Sequence[str]) -> list[str]:
         lines += [*_table(["experiment", "dataset", "pipeline", *metrics, "date", "commit"], body), ""]
     note = (
         "One table per set of measures. A `mean:…` row (the experiment's own) or a `mean of N` row (past "
-        f"{MAX_ROWS} rows) stands for an experiment's datasets; each dataset's rows are in `experiments/results.csv`."
+        f"{MAX_ROWS} rows, or over runs that each covered some datasets) stands for an experiment's datasets; each "
+        "dataset's rows are in `experiments/results.csv`."
     )
     return ["## Other measurements", "", note, "", *lines]
 
