@@ -45,7 +45,7 @@ or batch proposals at a stated precision (db.proposals, measured leave one count
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -283,12 +283,7 @@ def _calibration(table: object, fail: Fail, prefix: str = "calibration.") -> Cal
 
 def _crosswalks(table: dict[str, object], prefix: str, fail: Fail) -> str | tuple[str, ...]:
     """A plan's ``crosswalks``: "all" (the default) or a tuple of crosswalk codes."""
-    crosswalks = table.get("crosswalks", "all")
-    if crosswalks == "all":
-        return "all"
-    if not (isinstance(crosswalks, list) and all(isinstance(c, str) for c in crosswalks)):
-        raise fail(f"{prefix}crosswalks: all or a list of crosswalk codes")
-    return tuple(crosswalks)
+    return _names(table.get("crosswalks", "all"), f"{prefix}crosswalks", ("all",), "crosswalk codes", fail)
 
 
 def _no_unknown(table: object, known: set[str], prefix: str, fail: Fail) -> None:
@@ -300,10 +295,15 @@ def _no_unknown(table: object, known: set[str], prefix: str, fail: Fail) -> None
 
 
 def _datasets(value: object, prefix: str, fail: Fail) -> str | tuple[str, ...]:
+    return _names(value, f"{prefix}datasets", DATASET_SETS, "names", fail)
+
+
+def _names(value: object, key: str, sets: Sequence[str], what: str, fail: Fail) -> str | tuple[str, ...]:
+    """``value`` as one of the named ``sets`` or a tuple of names; else ``fail`` names ``key``."""
     if isinstance(value, str):
-        if value not in DATASET_SETS:
-            raise fail(f"{prefix}datasets: {' / '.join(DATASET_SETS)} or a list of names, not {value!r}")
+        if value not in sets:
+            raise fail(f"{key}: {' / '.join(sets)} or a list of {what}, not {value!r}")
         return value
     if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
         return tuple(value)
-    raise fail(f"{prefix}datasets: {' / '.join(DATASET_SETS)} or a list of names")
+    raise fail(f"{key}: {' / '.join(sets)} or a list of {what}")
