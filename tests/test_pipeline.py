@@ -77,12 +77,12 @@ def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def models(sliced: Path, shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A tiny domain model as the default one (what `domain` loads), and e5-esco after two steps
     (its ONNX export in the tests' cache)."""
-    with module_folder(tmp_path_factory, "models") as folder, pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MELO_MODELS", str(folder))
-        patch.setenv("MELO_CACHE", str(shared_cache))
-        ensure_default_model(sliced, settings=TINY)
-        ensure_e5_esco_model(sliced, training=replace(e5_esco_settings(ensure_base_model()), rounds=1))
-        patch.undo()
+    with module_folder(tmp_path_factory, "models") as folder:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("MELO_MODELS", str(folder))
+            patch.setenv("MELO_CACHE", str(shared_cache))
+            ensure_default_model(sliced, settings=TINY)
+            ensure_e5_esco_model(sliced, training=replace(e5_esco_settings(ensure_base_model()), rounds=1))
         yield folder
 
 
