@@ -32,7 +32,9 @@ BATCH = 128  # terms linked at once
 class Calibrated(Protocol):
     """What proposing needs of a calibrator (``melo_core.evaluation.calibration.Calibrator``)."""
 
-    def probabilities(self, candidates: Sequence[Candidate], query_language: str | None) -> list[float]: ...
+    def probabilities(
+        self, candidates: Sequence[Candidate], query_language: str | None, scheme_terms: int | None = None
+    ) -> list[float]: ...
 
     def threshold_for(self, precision: float) -> float | None: ...
 
@@ -108,7 +110,7 @@ def propose(
             for term, candidates in zip(batch, link([t.label for t in batch], language), strict=True):
                 if candidates:
                     first = candidates[0]
-                    probability = calibrator.probabilities(candidates, language)[0]
+                    probability = calibrator.probabilities(candidates, language, info.terms)[0]
                     if probability >= threshold and (term.id, first.concept_uri) not in turned_down:
                         found.append(NewProposal(term.id, first.concept_uri, first.label or None, relation,
                                                  first.score, min(1.0, max(0.0, probability))))  # fmt: skip

@@ -405,7 +405,7 @@ with notices:  # a pipeline's readiness, and an error that stops the page
         st.stop()
 # Each candidate's calibrated probability of being accepted, where the pipeline has a calibrator.
 confidence = dict(zip([c.concept_uri for c in candidates],
-                      calibrator.probabilities(candidates, scheme.language) if calibrator else [], strict=False))  # fmt: skip
+                      calibrator.probabilities(candidates, scheme.language, scheme.terms) if calibrator else [], strict=False))  # fmt: skip
 source_area.caption(f"Candidates by {produced_by}.")
 if candidates and not store.suggestions(term.id, suggestion_source):
     store.save_suggestions(term.id, suggestion_source,

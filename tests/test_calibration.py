@@ -43,18 +43,23 @@ def candidate(rank: int, score: float, **more: object) -> Candidate:
     return Candidate(**(fields | more))
 
 
+SCHEME_TERMS = {"aut": 4000, "bel": 600, "nor": 400}  # terms in each country's synthetic scheme
+
+
 def synthetic_rows(seed: int = 0, countries: tuple[str, ...] = ("aut", "bel", "nor")) -> CandidateRows:
-    """Ten candidates per term; the first is right more often the higher its score: rows a
-    logistic fit can calibrate."""
+    """Ten candidates per term; the first is right more often the higher its score, and those below
+    it more often in a scheme of few terms (more matches per term): rows a logistic fit can calibrate."""
     rng = np.random.default_rng(seed)
     parts = []
     for country in countries:
+        many = SCHEME_TERMS[country] < 1000
         for _ in range(60):
             scores = np.sort(rng.uniform(0, 1, 10))[::-1]
-            right = rng.uniform() < scores[0]
+            right = [rng.uniform() < s * (1 if r == 0 else 0.6 if many else 0.1) for r, s in enumerate(scores)]
             lists = [candidate(r + 1, float(s)) for r, s in enumerate(scores)]
-            gold = [lists[0].concept_uri] if right else []
-            parts.append(calibration.rows_from_lists([lists], [gold], "no", f"{country}_xx", country))
+            gold = [c.concept_uri for c, ok in zip(lists, right, strict=True) if ok]
+            parts.append(calibration.rows_from_lists([lists], [gold], "no", f"{country}_xx", country,
+                                                     SCHEME_TERMS[country]))  # fmt: skip
     return CandidateRows.concat(parts)
 
 
@@ -92,11 +97,13 @@ def test_rows_kept_before_the_list_features_read_back_with_them() -> None:
     group_first = [candidate(1, 0.9, kind="isco_group"), candidate(2, 0.8), candidate(3, 0.7, kind="isco_group")]
     lists = [group_first, [candidate(1, 0.6), candidate(2, 0.5, kind="isco_group")],
              [candidate(1, 0.4, kind="isco_group")]]  # fmt: skip
-    rows = calibration.rows_from_lists(lists, [["http://example.org/c2"], [], []], "no", "nor_no", "nor")
+    rows = calibration.rows_from_lists(lists, [["http://example.org/c2"], [], []], "no", "nor_no", "nor", 420)
+    assert rows.features[:, FEATURES.index("scheme_terms")].tolist() == pytest.approx([np.log(420)] * 6)
     raw = json.loads(rows.to_json())
-    kept = raw | {"features": list(calibration.KEPT_BEFORE), "rows": [r[:12] for r in raw["rows"]]}
-    read = CandidateRows.from_json(json.dumps(kept))
-    assert read is not None and read.features.tolist() == rows.features.round(9).tolist()
+    for width in (12, 14):  # kept before the list features, and before the scheme's size
+        kept = raw | {"features": list(FEATURES[:width]), "rows": [r[:width] for r in raw["rows"]]}
+        read = CandidateRows.from_json(json.dumps(kept), scheme_terms=420)
+        assert read is not None and read.features.tolist() == rows.features.round(9).tolist()
     assert CandidateRows.from_json(json.dumps(raw | {"features": ["score"]})) is None  # another set: link again
 
 
@@ -129,6 +136,18 @@ def test_the_fit_is_deterministic_and_its_json_reads_back() -> None:
     assert probabilities[0] > probabilities[1] > probabilities[2] and all(0 < p < 1 for p in probabilities)
     with pytest.raises(ValueError, match="another version"):
         Calibrator.from_json(json.dumps(json.loads(first.to_json()) | {"features": ["score"]}))
+
+
+def test_a_scheme_of_few_terms_expects_more_matches_below_the_first() -> None:
+    fitted = fit_calibrator(synthetic_rows(), "lexical")
+    listed = [candidate(1, 0.8), candidate(2, 0.7), candidate(3, 0.6)]
+    small, large = fitted.probabilities(listed, "no", 400), fitted.probabilities(listed, "no", 4000)
+    assert small[0] == large[0]  # the first candidate's model leaves the scheme's size out
+    assert small[1] > 2 * large[1] and small[2] > 2 * large[2]
+    # No scheme: a typical one (the training mean).
+    typical = fitted.probabilities(listed, "no", round(float(np.exp(fitted.rest.mean[-1]))))
+    assert fitted.probabilities(listed, "no") == pytest.approx(typical, abs=1e-3)
+    assert fitted.rest.features[-1] == "scheme_terms" and "scheme_terms" not in fitted.first.features
 
 
 def test_the_threshold_comes_from_other_countries_precision_curve() -> None:

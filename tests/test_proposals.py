@@ -51,7 +51,9 @@ class ScoreCalibrator:
     """A calibrator whose probability is the candidate's score, and which reached precision 0.95
     on other countries from probability 0.9 on: Baker and Konditor clear it, Sykepleier does not."""
 
-    def probabilities(self, candidates: Sequence[Candidate], query_language: str | None) -> list[float]:
+    def probabilities(
+        self, candidates: Sequence[Candidate], query_language: str | None, scheme_terms: int | None = None
+    ) -> list[float]:
         return [c.score for c in candidates]
 
     def threshold_for(self, precision: float) -> float | None:
@@ -183,11 +185,14 @@ def write_calibrator(models: Path, pipeline: str, country: str | None) -> None:
     """A calibrator as `prepare` leaves it (melo_core.evaluation.calibration's JSON): the probability grows with
     the fused score (sigmoid(12 score - 6)), and other countries' first candidates reached precision
     0.95 from probability 0.5 on."""
-    from melo_core.evaluation.calibration import FEATURES, Calibrator, save_calibrator
+    from melo_core.evaluation.calibration import FEATURES, FIRST_FEATURES, Calibrator, Model, save_calibrator
 
-    n = len(FEATURES)
-    weights = [12.0 if name == "score" else 0.0 for name in FEATURES]
-    save_calibrator(Calibrator(pipeline, country, [0.0] * n, [1.0] * n, weights, -6.0, curve_thresholds=[0.9, 0.5, 0.1],
+    def model(names: tuple[str, ...]) -> Model:
+        n = len(names)
+        weights = [12.0 if name == "score" else 0.0 for name in names]
+        return Model(list(names), [0.0] * n, [1.0] * n, weights, -6.0)
+
+    save_calibrator(Calibrator(pipeline, country, model(FIRST_FEATURES), model(FEATURES), curve_thresholds=[0.9, 0.5, 0.1],
                                curve_precision=[0.99, 0.95, 0.6], curve_counts=[40, 80, 200]), models)  # fmt: skip
 
 
