@@ -399,7 +399,9 @@ with notices:  # a pipeline's readiness, and an error that stops the page
             suggestion_source = serving
             calibrator = load_calibrator(serving)  # what `prepare` fitted; None: raw scores only
             if calibrator is not None:  # shifted to the scheme's own decisions, once it has some
-                calibrator = calibrator.shifted(scheme_offset_for(store, scheme.name, serving))
+                calibrator = calibrator.shifted(
+                    scheme_offset_for(store, scheme.name, serving, calibrator.offset_spread)
+                )
     except (MeloInputError, ValueError, KeyError, OSError) as exc:
         st.error(md_text(f"{spec or pipeline_name}: {exc}"))
         st.stop()

@@ -118,6 +118,9 @@ def test_leave_one_country_out_never_sees_the_held_out_country() -> None:
     flipped.features[is_nor] += 5.0
     assert fit_calibrator(flipped, "lexical", "nor").to_json() == held.to_json()
     assert fit_calibrator(flipped, "lexical").to_json() != fit_calibrator(rows, "lexical").to_json()
+    # The prior of a scheme's offset: how far Austria's and Belgium's own offsets lie from 0.
+    assert held.offset_spread is not None and 0 < held.offset_spread < 3
+    assert Calibrator.from_json(held.to_json()).offset_spread == pytest.approx(held.offset_spread)
     # Fits shared between calibrators (fit_all) give the same calibrators as fits of their own.
     shared: calibration.Fits = {}
     assert [fit_calibrator(rows, "lexical", c, shared).to_json() for c in (None, "aut", "nor")] == [
@@ -173,6 +176,10 @@ def test_a_schemes_offset_recovers_the_shift_of_its_own_decisions() -> None:
     shifted = 1 / (1 + np.exp(-(logits + offset)))
     assert expected_calibration_error(shifted, labels) < expected_calibration_error(probabilities, labels) / 3
     assert calibration.scheme_offset([0.5, 0.7], [1, 1]) == 0.0  # one outcome only: nothing to fit
+    # Under a prior (schemes' offsets spread 0.25 around 0), 250 candidates move it less; 20,000 hardly less.
+    few = (probabilities[:250], labels[:250])
+    assert 0 < calibration.scheme_offset(*few, spread=0.25) < 0.8 * calibration.scheme_offset(*few)
+    assert calibration.scheme_offset(probabilities, labels, spread=0.25) == pytest.approx(offset, abs=0.1)
     fitted = fit_calibrator(synthetic_rows(), "lexical")
     listed = [candidate(1, 0.9), candidate(2, 0.2)]
     moved = fitted.shifted(offset).probabilities(listed, "no")
@@ -311,3 +318,4 @@ def test_the_link_pages_offset_follows_the_schemes_decisions(store: Store, tmp_p
     offset = scheme_offset_for(store, "tst", "lexical")
     assert offset > 2.0  # logit(0.2) = -1.39: the shift lifts the first candidate towards what curators did
     assert scheme_offset_for(store, "tst", "best") == 0.0  # another pipeline's probabilities: none stored
+    assert 0 < scheme_offset_for(store, "tst", "lexical", spread=0.5) < offset  # the calibrator's prior holds it back

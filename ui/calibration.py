@@ -70,16 +70,17 @@ def reliability_frame(rows: Iterable[dict[str, str]]) -> pd.DataFrame:
     return frame.sort_values(["pipeline", "mean probability"]).reset_index(drop=True)
 
 
-def scheme_offset_for(store: Store, scheme: str, pipeline: str) -> float:
-    """The logit shift that fits the scheme's own decisions (``melo_core.evaluation.calibration.scheme_offset``):
-    the probabilities stored with ``pipeline``'s suggestions for the terms decided as a match, right
-    where the decided concept; 0 before ``MIN_SCHEME_TERMS`` such terms. Read again only when the
-    scheme's decisions change."""
-    return _scheme_offset(store, str(store.engine.url), scheme, pipeline, store.fingerprint(scheme))
+def scheme_offset_for(store: Store, scheme: str, pipeline: str, spread: float | None = None) -> float:
+    """The logit shift that fits the scheme's own decisions (``melo_core.evaluation.calibration.scheme_offset``,
+    under the prior ``spread``: the calibrator's ``offset_spread``): the probabilities stored with
+    ``pipeline``'s suggestions for the terms decided as a match, right where the decided concept; 0
+    before ``MIN_SCHEME_TERMS`` such terms. Read again only when the scheme's decisions change."""
+    return _scheme_offset(store, str(store.engine.url), scheme, pipeline, store.fingerprint(scheme), spread)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _scheme_offset(_store: Store, url: str, scheme: str, pipeline: str, fingerprint: str) -> float:
+def _scheme_offset(_store: Store, url: str, scheme: str, pipeline: str, fingerprint: str,
+                   spread: float | None) -> float:  # fmt: skip
     matched: dict[int, set[str]] = {}
     for decision in _store.crosswalk(scheme):
         matched.setdefault(decision.term_id, set()).add(decision.concept_uri)
@@ -88,4 +89,4 @@ def _scheme_offset(_store: Store, url: str, scheme: str, pipeline: str, fingerpr
     if len({s.term_id for s in shown}) < MIN_SCHEME_TERMS:
         return 0.0
     return scheme_offset([float(s.confidence or 0.0) for s in shown],
-                         [float(s.concept_uri in matched[s.term_id]) for s in shown])  # fmt: skip
+                         [float(s.concept_uri in matched[s.term_id]) for s in shown], spread)  # fmt: skip

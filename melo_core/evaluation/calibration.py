@@ -244,6 +244,9 @@ class Calibrator:
     curve_counts: list[int] = field(default_factory=list)
     countries: list[str] = field(default_factory=list)  # those fit on
     rows: int = 0
+    # How far the training crosswalks' own offsets lie from 0 (root mean square of each one's
+    # ``scheme_offset`` over its out-of-fold rows): the prior a scheme's decisions must outweigh.
+    offset_spread: float | None = None
 
     def probabilities_of(self, features: np.ndarray) -> np.ndarray:
         if len(features) == 0:
@@ -283,7 +286,9 @@ class Calibrator:
                            "hold_out_country": self.hold_out_country, "first": self.first.to_dict(),
                            "rest": self.rest.to_dict(), "curve_thresholds": _round(self.curve_thresholds),
                            "curve_precision": _round(self.curve_precision), "curve_counts": self.curve_counts,
-                           "countries": self.countries, "rows": self.rows}, indent=1, sort_keys=True)  # fmt: skip
+                           "countries": self.countries, "rows": self.rows,
+                           "offset_spread": None if self.offset_spread is None else _round([self.offset_spread])[0]},
+                          indent=1, sort_keys=True)  # fmt: skip
 
     @classmethod
     def from_json(cls, text: str) -> Calibrator:
@@ -292,7 +297,7 @@ class Calibrator:
             raise ValueError("a calibrator of another version or feature set: fit it again (`prepare`)")
         return cls(raw["pipeline"], raw["hold_out_country"], Model.from_dict(raw["first"]),
                    Model.from_dict(raw["rest"]), raw["curve_thresholds"], raw["curve_precision"],
-                   raw["curve_counts"], raw["countries"], raw["rows"])  # fmt: skip
+                   raw["curve_counts"], raw["countries"], raw["rows"], raw.get("offset_spread"))  # fmt: skip
 
 
 def _fit_model(rows: CandidateRows, names: Sequence[str]) -> Model:
@@ -322,25 +327,40 @@ def _bare(rows: CandidateRows, pipeline: str, hold_out_country: str | None) -> C
 MIN_SCHEME_TERMS = 25  # decided terms before a scheme's own offset is fitted
 
 
-def scheme_offset(probabilities: Sequence[float] | np.ndarray, labels: Sequence[float] | np.ndarray) -> float:
+def scheme_offset(probabilities: Sequence[float] | np.ndarray, labels: Sequence[float] | np.ndarray,
+                  spread: float | None = None) -> float:  # fmt: skip
     """The shift of the logit that fits a scheme's own decisions best (log loss): the candidates a
     calibrator scored for the scheme's decided terms (``probabilities``) and whether each became
-    the term's match (``labels``). Countries differ in how many matches a term gets (bgr_bg: 5 % of
-    the top 10 candidates, nor_no: 19 %), which no candidate's feature tells; one number per scheme,
-    fit on its first 25 decided terms, took the lexical ECE from 0.043 to 0.027
-    (docs/experiments/calibration.md). Newton's method on one variable; 0 without both outcomes."""
+    the term's match (``labels``). ``spread``: how far schemes' offsets lie from 0 after the
+    calibrator's features (``Calibrator.offset_spread``), a normal prior on the offset, so that a
+    few decisions move it little: without it, 25 decided terms made best's ECE worse (0.031 to
+    0.035; with it 0.030, docs/experiments/calibration.md). Newton's method on one variable; 0
+    without both outcomes."""
     p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-9, 1 - 1e-9)
     y = np.asarray(labels, dtype=np.float64)
     if len(p) == 0 or y.min() == y.max():
         return 0.0
+    weight = 1.0 / spread**2 if spread else 0.0  # the prior's precision
     logit, offset = np.log(p / (1 - p)), 0.0
     for _ in range(50):
         q = 1.0 / (1.0 + np.exp(-(logit + offset)))
-        step = float(np.sum(q - y) / max(np.sum(q * (1 - q)), 1e-12))
+        step = float((np.sum(q - y) + weight * offset) / max(np.sum(q * (1 - q)) + weight, 1e-12))
         offset = float(np.clip(offset - step, -10.0, 10.0))
         if abs(step) < 1e-10:
             break
     return offset
+
+
+def offset_spread(probabilities: np.ndarray, labels: np.ndarray, datasets: Sequence[str]) -> float | None:
+    """The root mean square of each crosswalk's ``scheme_offset`` over all its rows, from out-of-fold
+    ``probabilities``: how much a scheme still differs once the features have spoken. None with
+    fewer than two crosswalks."""
+    names = sorted(set(datasets))
+    if len(names) < 2:
+        return None
+    of = np.array(datasets)
+    offsets = [scheme_offset(probabilities[of == name], labels[of == name]) for name in names]
+    return float(np.sqrt(np.mean(np.square(offsets))))
 
 
 def precision_curve(probabilities: np.ndarray, correct: np.ndarray) -> tuple[list[float], list[float], list[int]]:
@@ -391,6 +411,7 @@ def fit_calibrator(rows: CandidateRows, pipeline: str, hold_out_country: str | N
         predicted = out_of_fold(training, pipeline, fits, left_out)
         curve = precision_curve(predicted[first], training.labels[first])
         calibrator.curve_thresholds, calibrator.curve_precision, calibrator.curve_counts = curve
+        calibrator.offset_spread = offset_spread(predicted, training.labels, training.datasets)
     return calibrator
 
 

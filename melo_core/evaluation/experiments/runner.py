@@ -427,12 +427,14 @@ def _run_calibration(experiment: Experiment, plan: CalibrationPlan, data_dir: Pa
     crosswalk's country; their means; and the reliability diagram of all of them pooled (datasets
     ``reliability:NN``: ``bin_probability`` and ``bin_accuracy``, the bin's candidates as queries).
     ``limit`` (``--limit-queries``): terms linked per crosswalk instead of the file's ``terms``."""
+    from melo_core.esco.crosswalk import crosswalk_country
     from melo_core.esco.taxonomy import cached_taxonomy_from_melo
     from melo_core.evaluation.calibration import (
         ECE_BINS,
         MIN_SCHEME_TERMS,
         collect_rows,
         expected_calibration_error,
+        fit_calibrator,
         out_of_fold,
         reliability,
         scheme_offset,
@@ -455,17 +457,20 @@ def _run_calibration(experiment: Experiment, plan: CalibrationPlan, data_dir: Pa
 
             rows = collect_rows(load_pipeline(name), taxonomy, data_dir, codes, limit or plan.terms,
                                 on_progress=linked)  # fmt: skip
-        predicted = out_of_fold(rows, name)
+        fits: dict = {}
+        predicted = out_of_fold(rows, name, fits)
         seconds = round(time.perf_counter() - started, 1)
         done: list[dict[str, object]] = []
         term_number = np.cumsum(rows.ranks == 1)  # a crosswalk's rows are its terms' lists, one after another
         for code in codes:
             mine = np.array([d == code for d in rows.datasets])
             first = mine & (rows.ranks == 1)
-            # ece_adapted: the terms after the scheme's first MIN_SCHEME_TERMS, shifted by its offset on those
+            # ece_adapted: the terms after the scheme's first MIN_SCHEME_TERMS, shifted by its offset on
+            # those, under the prior of the calibrator without the crosswalk's country (the Link page's)
             decided = mine & (term_number - term_number[np.argmax(mine)] < MIN_SCHEME_TERMS)
             later = mine & ~decided
-            offset = scheme_offset(predicted[decided], rows.labels[decided])
+            spread = fit_calibrator(rows, name, crosswalk_country(code), fits).offset_spread
+            offset = scheme_offset(predicted[decided], rows.labels[decided], spread)
             logits = np.log(np.clip(predicted[later], 1e-9, 1) / np.clip(1 - predicted[later], 1e-9, 1))
             adapted = 1.0 / (1.0 + np.exp(-(logits + offset)))
             for metric, probabilities, labels in (("ece", predicted[mine], rows.labels[mine]),
