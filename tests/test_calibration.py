@@ -270,7 +270,8 @@ def test_the_calibration_experiment_writes_ece_rows_the_benchmark_page_shows(
     from melo_core.evaluation.experiments.runner import run_experiment
 
     plan = tmp_path / "calibration-test.toml"
-    plan.write_text('description = "test"\n[calibration]\npipelines = ["lexical"]\nterms = 12\n', encoding="utf-8")
+    plan.write_text('description = "test"\n[calibration]\npipelines = ["lexical"]\nterms = 12\nmeasured_terms = 16\n',
+                    encoding="utf-8")  # fmt: skip
     results = tmp_path / "results.csv"
     rows = run_experiment(load_experiment(plan), three_countries, results=results, show_progress=False,
                           say=lambda message: None)  # fmt: skip
@@ -279,7 +280,9 @@ def test_the_calibration_experiment_writes_ece_rows_the_benchmark_page_shows(
     assert all(0 <= float(str(v)) <= 1 for v in ece.values())
     bins = [r for r in rows if str(r["dataset"]).startswith("reliability:")]
     assert {r["metric"] for r in bins} == {"bin_probability", "bin_accuracy"}
-    assert sum(int(str(r["queries"])) for r in bins if r["metric"] == "bin_accuracy") == 3 * 12 * calibration.TOP_K
+    # Fit on 12 terms per crosswalk, measured on 16 of each held-out one.
+    assert sum(int(str(r["queries"])) for r in bins if r["metric"] == "bin_accuracy") == 3 * 16 * calibration.TOP_K
+    assert {r["queries"] for r in rows if r["metric"] == "ece" and r["dataset"] != "mean:crosswalks"} == {16}
 
     monkeypatch.setattr("melo_core.evaluation.experiments.results.RESULTS_FILE", results)
     database = tmp_path / "melo.db"

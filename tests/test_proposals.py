@@ -224,12 +224,16 @@ def test_the_proposals_experiment_writes_precision_and_coverage_per_crosswalk(me
 
     experiment = tmp_path / "proposals-slice.toml"
     experiment.write_text('description = "a slice"\n\n[proposals]\npipelines = ["lexical"]\n'
-                          'crosswalks = ["nor_no", "ita_it", "deu_de"]\nterms = 30\nprecision = 0.5\n',
+                          'crosswalks = ["nor_no", "ita_it", "deu_de"]\nterms = 30\nmeasured_terms = 45\n'
+                          'precision = 0.5\n',
                           encoding="utf-8")  # fmt: skip
     results = tmp_path / "results.csv"
     run_cli_ok("experiment", "run", str(experiment), "--data", str(melo_data), "--results", str(results),
                "--cache", str(tmp_path / "cache"), "--quiet")  # fmt: skip
-    rows = {(r["dataset"], r["metric"]): float(r["value"]) for r in read_results(results)}
+    written = read_results(results)
+    rows = {(r["dataset"], r["metric"]): float(r["value"]) for r in written}
+    # Fit on 30 terms per crosswalk, measured on 45 of each held-out crosswalk.
+    assert {r["queries"] for r in written if r["metric"] == "proposal_coverage" and "_" in r["dataset"]} == {"45"}
     for code in ("nor_no", "ita_it", "deu_de"):
         assert 0.0 <= rows[(code, "proposal_coverage")] <= 1.0
         if rows[(code, "proposal_coverage")] > 0:

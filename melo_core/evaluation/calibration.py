@@ -386,14 +386,16 @@ def _fit_without(rows: CandidateRows, countries: frozenset[str], pipeline: str, 
 
 
 def out_of_fold(rows: CandidateRows, pipeline: str = "", fits: Fits | None = None,
-                left_out: frozenset[str] = frozenset()) -> np.ndarray:  # fmt: skip
+                left_out: frozenset[str] = frozenset(), measured: CandidateRows | None = None) -> np.ndarray:  # fmt: skip
     """Every row's probability from a calibrator fit without its country (leave one country out);
-    ``rows`` are the full rows minus ``left_out`` (each fit leaves those out too)."""
+    ``rows`` are the full rows minus ``left_out`` (each fit leaves those out too). ``measured``:
+    other rows to predict so (more terms of the same crosswalks), instead of ``rows``."""
     fits = {} if fits is None else fits
-    out = np.zeros(len(rows))
-    for country in sorted(set(rows.countries)):
-        mine = np.array([c == country for c in rows.countries])
-        out[mine] = _fit_without(rows, left_out | {country}, pipeline, fits).probabilities_of(rows.features[mine])
+    target = rows if measured is None else measured
+    out = np.zeros(len(target))
+    for country in sorted(set(target.countries)):
+        mine = np.array([c == country for c in target.countries])
+        out[mine] = _fit_without(rows, left_out | {country}, pipeline, fits).probabilities_of(target.features[mine])
     return out
 
 

@@ -116,7 +116,8 @@ class CalibrationPlan:
 
     pipelines: tuple[str, ...]
     crosswalks: str | tuple[str, ...] = "all"  # all, or crosswalk codes
-    terms: int = 150  # terms linked per crosswalk (0: all)
+    terms: int = 150  # terms linked per crosswalk to fit on (0: all); `prepare` fits on 150
+    measured_terms: int | None = None  # terms per held-out crosswalk measured on (0: all; None: those fit on)
 
 
 @dataclass(frozen=True)
@@ -126,8 +127,9 @@ class ProposalsPlan:
 
     pipelines: tuple[str, ...]
     crosswalks: str | tuple[str, ...] = "all"  # all, or crosswalk codes
-    terms: int = 150  # terms linked per crosswalk (0: all)
+    terms: int = 150  # terms linked per crosswalk to fit on (0: all); `prepare` fits on 150
     precision: float = 0.95
+    measured_terms: int | None = None  # terms per held-out crosswalk measured on (0: all; None: those fit on)
 
 
 @dataclass(frozen=True)
@@ -261,24 +263,25 @@ def _simulation(table: object, fail: Fail) -> SimulationPlan:
 
 
 def _proposals(table: object, fail: Fail) -> ProposalsPlan:
-    _no_unknown(table, {"pipelines", "crosswalks", "terms", "precision"}, "proposals.", fail)
+    _no_unknown(table, {"pipelines", "crosswalks", "terms", "measured_terms", "precision"}, "proposals.", fail)
     assert isinstance(table, dict)
     plan = _calibration({k: v for k, v in table.items() if k != "precision"}, fail, "proposals.")
     precision = table.get("precision", 0.95)
     if not isinstance(precision, float) or not 0.0 < precision < 1.0:
         raise fail("proposals.precision: a number between 0 and 1, such as 0.95")
-    return ProposalsPlan(plan.pipelines, plan.crosswalks, plan.terms, precision)
+    return ProposalsPlan(plan.pipelines, plan.crosswalks, plan.terms, precision, plan.measured_terms)
 
 
 def _calibration(table: object, fail: Fail, prefix: str = "calibration.") -> CalibrationPlan:
-    _no_unknown(table, {"pipelines", "crosswalks", "terms"}, prefix, fail)
+    _no_unknown(table, {"pipelines", "crosswalks", "terms", "measured_terms"}, prefix, fail)
     assert isinstance(table, dict)
     crosswalks = _crosswalks(table, prefix, fail)
-    terms = table.get("terms", 150)
-    if not isinstance(terms, int) or isinstance(terms, bool) or terms < 0:
-        raise fail(f"{prefix}terms: a whole number >= 0")
+    terms, measured = table.get("terms", 150), table.get("measured_terms")
+    for key, value in (("terms", terms), ("measured_terms", measured)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise fail(f"{prefix}{key}: a whole number >= 0")
     pipelines = tuple(scorer_specs(table.get("pipelines", ["best"]), f"{prefix}pipelines", fail))
-    return CalibrationPlan(pipelines, crosswalks, terms)
+    return CalibrationPlan(pipelines, crosswalks, int(str(terms)), None if measured is None else int(str(measured)))
 
 
 def _crosswalks(table: dict[str, object], prefix: str, fail: Fail) -> str | tuple[str, ...]:

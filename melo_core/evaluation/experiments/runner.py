@@ -419,6 +419,12 @@ CALIBRATION_MEAN = "mean:crosswalks"  # a calibration experiment's mean over the
 RELIABILITY_BIN = "reliability:"  # dataset of a reliability-diagram bin: reliability:00 .. reliability:14
 
 
+def _measured_terms(plan: CalibrationPlan | ProposalsPlan, limit: int) -> int | None:
+    """Terms per held-out crosswalk a calibration plan measures on, where not those it fits on
+    (``--limit-queries`` sets both)."""
+    return None if limit or plan.measured_terms in (None, plan.terms) else plan.measured_terms
+
+
 def _run_calibration(experiment: Experiment, plan: CalibrationPlan, data_dir: Path, results: Path, command: str,
                      limit: int, only: list[str] | None, show_progress: bool,
                      say: Say) -> list[dict[str, object]]:  # fmt: skip
@@ -448,8 +454,9 @@ def _run_calibration(experiment: Experiment, plan: CalibrationPlan, data_dir: Pa
     out: list[dict[str, object]] = []
     for name in plan.pipelines:
         started = time.perf_counter()
-        with tqdm(total=len(codes), unit="crosswalk", desc=f"{experiment.name}: {name}",
-                  disable=not show_progress) as bar:  # fmt: skip
+        measured_terms = _measured_terms(plan, limit)
+        with tqdm(total=len(codes) * (1 if measured_terms is None else 2), unit="crosswalk",
+                  desc=f"{experiment.name}: {name}", disable=not show_progress) as bar:  # fmt: skip
 
             def linked(message: str) -> None:
                 bar.set_postfix_str(message)
@@ -457,8 +464,14 @@ def _run_calibration(experiment: Experiment, plan: CalibrationPlan, data_dir: Pa
 
             rows = collect_rows(load_pipeline(name), taxonomy, data_dir, codes, limit or plan.terms,
                                 on_progress=linked)  # fmt: skip
+            measured = (
+                rows
+                if measured_terms is None
+                else collect_rows(load_pipeline(name), taxonomy, data_dir, codes, measured_terms, on_progress=linked)
+            )
         fits: dict = {}
-        predicted = out_of_fold(rows, name, fits)
+        predicted = out_of_fold(rows, name, fits, measured=measured)
+        training, rows = rows, measured
         seconds = round(time.perf_counter() - started, 1)
         done: list[dict[str, object]] = []
         term_number = np.cumsum(rows.ranks == 1)  # a crosswalk's rows are its terms' lists, one after another
@@ -469,7 +482,7 @@ def _run_calibration(experiment: Experiment, plan: CalibrationPlan, data_dir: Pa
             # those, under the prior of the calibrator without the crosswalk's country (the Link page's)
             decided = mine & (term_number - term_number[np.argmax(mine)] < MIN_SCHEME_TERMS)
             later = mine & ~decided
-            spread = fit_calibrator(rows, name, crosswalk_country(code), fits).offset_spread
+            spread = fit_calibrator(training, name, crosswalk_country(code), fits).offset_spread
             offset = scheme_offset(predicted[decided], rows.labels[decided], spread)
             logits = np.log(np.clip(predicted[later], 1e-9, 1) / np.clip(1 - predicted[later], 1e-9, 1))
             adapted = 1.0 / (1.0 + np.exp(-(logits + offset)))
@@ -530,16 +543,29 @@ def _run_proposals(experiment: Experiment, plan: ProposalsPlan, data_dir: Path, 
                   disable=not show_progress) as bar:  # fmt: skip
             rows = collect_rows(load_pipeline(name), taxonomy, data_dir, codes, limit or plan.terms,
                                 on_progress=lambda message: bar.set_postfix_str(message))  # fmt: skip
+            measured_terms = _measured_terms(plan, limit)
+            measured = (
+                rows
+                if measured_terms is None
+                else collect_rows(
+                    load_pipeline(name),
+                    taxonomy,
+                    data_dir,
+                    codes,
+                    measured_terms,
+                    on_progress=lambda message: bar.set_postfix_str(message),
+                )
+            )
             bar.update(len(codes))
         done: list[dict[str, object]] = []
         for code in codes:
             country = crosswalk_country(code)
             calibrator = fit_calibrator(rows, name, country)
             threshold = calibrator.threshold_for(plan.precision)
-            first = np.array([d == code for d in rows.datasets]) & (rows.ranks == 1)
-            probabilities = calibrator.probabilities_of(rows.features[first])
+            first = np.array([d == code for d in measured.datasets]) & (measured.ranks == 1)
+            probabilities = calibrator.probabilities_of(measured.features[first])
             proposed = probabilities >= threshold if threshold is not None else np.zeros(len(probabilities), bool)
-            right = rows.labels[first][proposed]
+            right = measured.labels[first][proposed]
             seconds = round(time.perf_counter() - started, 1)
             coverage = float(proposed.mean()) if len(proposed) else 0.0
             done.append({"dataset": code, "pipeline": name, "metric": "proposal_coverage", "value": round(coverage, 6),
