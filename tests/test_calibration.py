@@ -145,12 +145,11 @@ def test_a_scheme_of_few_terms_expects_more_matches_below_the_first() -> None:
     fitted = fit_calibrator(synthetic_rows(), "lexical")
     listed = [candidate(1, 0.8), candidate(2, 0.7), candidate(3, 0.6)]
     small, large = fitted.probabilities(listed, "no", 400), fitted.probabilities(listed, "no", 4000)
-    assert small[0] == large[0]  # the first candidate's model leaves the scheme's size out
     assert small[1] > 2 * large[1] and small[2] > 2 * large[2]
     # No scheme: a typical one (the training mean).
     typical = fitted.probabilities(listed, "no", round(float(np.exp(fitted.rest.mean[-1]))))
     assert fitted.probabilities(listed, "no") == pytest.approx(typical, abs=1e-3)
-    assert fitted.rest.features[-1] == "scheme_terms" and "scheme_terms" not in fitted.first.features
+    assert fitted.first.features == fitted.rest.features == list(FEATURES)
 
 
 def test_the_threshold_comes_from_other_countries_precision_curve() -> None:

@@ -185,14 +185,14 @@ def write_calibrator(models: Path, pipeline: str, country: str | None) -> None:
     """A calibrator as `prepare` leaves it (melo_core.evaluation.calibration's JSON): the probability grows with
     the fused score (sigmoid(12 score - 6)), and other countries' first candidates reached precision
     0.95 from probability 0.5 on."""
-    from melo_core.evaluation.calibration import FEATURES, FIRST_FEATURES, Calibrator, Model, save_calibrator
+    from melo_core.evaluation.calibration import FEATURES, Calibrator, Model, save_calibrator
 
     def model(names: tuple[str, ...]) -> Model:
         n = len(names)
         weights = [12.0 if name == "score" else 0.0 for name in names]
         return Model(list(names), [0.0] * n, [1.0] * n, weights, -6.0)
 
-    save_calibrator(Calibrator(pipeline, country, model(FIRST_FEATURES), model(FEATURES), curve_thresholds=[0.9, 0.5, 0.1],
+    save_calibrator(Calibrator(pipeline, country, model(FEATURES), model(FEATURES), curve_thresholds=[0.9, 0.5, 0.1],
                                curve_precision=[0.99, 0.95, 0.6], curve_counts=[40, 80, 200]), models)  # fmt: skip
 
 
