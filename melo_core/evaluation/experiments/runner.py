@@ -14,6 +14,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from tqdm import tqdm
@@ -36,6 +37,10 @@ from melo_core.evaluation.experiments.grids import create_grid
 from melo_core.evaluation.experiments.results import RESULTS_FILE, append_results, provenance
 from melo_core.evaluation.protocol import EvaluationResult
 from melo_core.evaluation.significance import mean_interval
+
+if TYPE_CHECKING:
+    from melo_core.esco.taxonomy import Taxonomy
+    from melo_core.evaluation.calibration import CandidateRows, Fits
 
 REPORTED = ("mrr", "acc@1", "acc@5", "acc@10", "acc@100", "pool_mrr")  # pool_mrr: a grid's pool-only score
 # The MRR's 95% bootstrap interval over the queries; for job-ad titles also over their gold concepts
@@ -425,6 +430,22 @@ def _measured_terms(plan: CalibrationPlan | ProposalsPlan, limit: int) -> int | 
     return None if limit or plan.measured_terms in (None, plan.terms) else plan.measured_terms
 
 
+def _calibration_rows(plan: CalibrationPlan | ProposalsPlan, limit: int, name: str, taxonomy: Taxonomy,
+                      data_dir: Path, codes: list[str],
+                      on_progress: Callable[[str], None]) -> tuple[CandidateRows, CandidateRows]:  # fmt: skip
+    """The rows a calibration plan fits on (``terms`` per crosswalk, as `prepare` does) and those it
+    measures on (``measured_terms`` per held-out crosswalk; without it, the same rows)."""
+    from melo_core.evaluation.calibration import collect_rows
+    from melo_core.linking.pipeline import load_pipeline
+
+    definition = load_pipeline(name)
+    training = collect_rows(definition, taxonomy, data_dir, codes, limit or plan.terms, on_progress=on_progress)
+    measured_terms = _measured_terms(plan, limit)
+    if measured_terms is None:
+        return training, training
+    return training, collect_rows(definition, taxonomy, data_dir, codes, measured_terms, on_progress=on_progress)
+
+
 def _run_calibration(experiment: Experiment, plan: CalibrationPlan, data_dir: Path, results: Path, command: str,
                      limit: int, only: list[str] | None, show_progress: bool,
                      say: Say) -> list[dict[str, object]]:  # fmt: skip
@@ -438,14 +459,12 @@ def _run_calibration(experiment: Experiment, plan: CalibrationPlan, data_dir: Pa
     from melo_core.evaluation.calibration import (
         ECE_BINS,
         MIN_SCHEME_TERMS,
-        collect_rows,
         expected_calibration_error,
         fit_calibrator,
         out_of_fold,
         reliability,
         scheme_offset,
     )
-    from melo_core.linking.pipeline import load_pipeline
 
     codes, files = _leave_one_country_out(experiment, plan.crosswalks, plan.pipelines, only, data_dir, 2,
                                           "calibration is")  # fmt: skip
@@ -462,16 +481,9 @@ def _run_calibration(experiment: Experiment, plan: CalibrationPlan, data_dir: Pa
                 bar.set_postfix_str(message)
                 bar.update(1)
 
-            rows = collect_rows(load_pipeline(name), taxonomy, data_dir, codes, limit or plan.terms,
-                                on_progress=linked)  # fmt: skip
-            measured = (
-                rows
-                if measured_terms is None
-                else collect_rows(load_pipeline(name), taxonomy, data_dir, codes, measured_terms, on_progress=linked)
-            )
-        fits: dict = {}
-        predicted = out_of_fold(rows, name, fits, measured=measured)
-        training, rows = rows, measured
+            training, rows = _calibration_rows(plan, limit, name, taxonomy, data_dir, codes, linked)
+        fits: Fits = {}
+        predicted = out_of_fold(training, name, fits, measured=rows)
         seconds = round(time.perf_counter() - started, 1)
         done: list[dict[str, object]] = []
         term_number = np.cumsum(rows.ranks == 1)  # a crosswalk's rows are its terms' lists, one after another
@@ -528,8 +540,7 @@ def _run_proposals(experiment: Experiment, plan: ProposalsPlan, data_dir: Path, 
     (``--limit-queries``): terms per crosswalk instead of the file's ``terms``."""
     from melo_core.esco.crosswalk import crosswalk_country
     from melo_core.esco.taxonomy import cached_taxonomy_from_melo
-    from melo_core.evaluation.calibration import collect_rows, fit_calibrator
-    from melo_core.linking.pipeline import load_pipeline
+    from melo_core.evaluation.calibration import fit_calibrator
 
     # the threshold needs two countries besides the held-out one
     codes, files = _leave_one_country_out(experiment, plan.crosswalks, plan.pipelines, only, data_dir, 3,
@@ -541,26 +552,13 @@ def _run_proposals(experiment: Experiment, plan: ProposalsPlan, data_dir: Path, 
         started = time.perf_counter()
         with tqdm(total=len(codes), unit="crosswalk", desc=f"{experiment.name}: {name}",
                   disable=not show_progress) as bar:  # fmt: skip
-            rows = collect_rows(load_pipeline(name), taxonomy, data_dir, codes, limit or plan.terms,
-                                on_progress=lambda message: bar.set_postfix_str(message))  # fmt: skip
-            measured_terms = _measured_terms(plan, limit)
-            measured = (
-                rows
-                if measured_terms is None
-                else collect_rows(
-                    load_pipeline(name),
-                    taxonomy,
-                    data_dir,
-                    codes,
-                    measured_terms,
-                    on_progress=lambda message: bar.set_postfix_str(message),
-                )
-            )
+            rows, measured = _calibration_rows(plan, limit, name, taxonomy, data_dir, codes, bar.set_postfix_str)
             bar.update(len(codes))
         done: list[dict[str, object]] = []
+        fits: Fits = {}
         for code in codes:
             country = crosswalk_country(code)
-            calibrator = fit_calibrator(rows, name, country)
+            calibrator = fit_calibrator(rows, name, country, fits)
             threshold = calibrator.threshold_for(plan.precision)
             first = np.array([d == code for d in measured.datasets]) & (measured.ranks == 1)
             probabilities = calibrator.probabilities_of(measured.features[first])
