@@ -408,7 +408,13 @@ with notices:  # a pipeline's readiness, and an error that stops the page
 # Each candidate's calibrated probability of being accepted, where the pipeline has a calibrator.
 confidence = dict(zip([c.concept_uri for c in candidates],
                       calibrator.probabilities(candidates, scheme.language, scheme.terms) if calibrator else [], strict=False))  # fmt: skip
-source_area.caption(f"Candidates by {produced_by}.")
+uncalibrated = (
+    ""
+    if calibrator
+    else f" Raw scores: no calibrated probability for **{md_text(serving)}** yet "
+    f"({md_code(f'python -m melo_core prepare --pipeline {serving}')} fits one)."
+)
+source_area.caption(f"Candidates by {produced_by}.{uncalibrated}")
 if candidates and not store.suggestions(term.id, suggestion_source):
     store.save_suggestions(term.id, suggestion_source,
                            [(c.concept_uri, c.score, confidence.get(c.concept_uri)) for c in candidates])  # fmt: skip

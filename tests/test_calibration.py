@@ -241,6 +241,7 @@ def test_link_page_shows_the_probability_and_sssom_exports_it(started: str, tmp_
     assert not app.exception
     table = app.dataframe[0].value
     assert all(cell.endswith(" %") for cell in table["probability"])
+    assert not any("Raw scores" in c.value for c in app.caption)  # a calibrator: probabilities, no hint
     choice = app.radio(key=f"link_choice_{term.id}")
     assert all(" %" in option for option in choice.options[:10])  # "… · 87 %  [1]" instead of the raw score
     next(b for b in app.button if b.label == "Exact").click().run()

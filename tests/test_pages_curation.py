@@ -85,6 +85,8 @@ def test_first_run_asks_the_curator_then_imports_with_one_click(env: str) -> Non
     assert app.selectbox(key="link_term").options[0] == f"{first.label}  ·  {code}  [todo]"
     (caption,) = [c.value for c in app.caption if c.value.startswith("Code ")]
     assert caption == f"Code `{code}` · `{first.uri}` · status **todo**"  # code spans: no link, no markup
+    # No calibrator fitted here: the scores are raw, and the page says how to get probabilities.
+    assert any("Raw scores" in c.value and "melo_core prepare --pipeline" in c.value for c in app.caption)
 
 
 def test_accept_a_candidate_then_see_it_on_the_crosswalk_page(started: str) -> None:
