@@ -408,13 +408,16 @@ with notices:  # a pipeline's readiness, and an error that stops the page
 # Each candidate's calibrated probability of being accepted, where the pipeline has a calibrator.
 confidence = dict(zip([c.concept_uri for c in candidates],
                       calibrator.probabilities(candidates, scheme.language, scheme.terms) if calibrator else [], strict=False))  # fmt: skip
-uncalibrated = (
-    ""
-    if calibrator
-    else f" Raw scores: no calibrated probability for **{md_text(serving)}** yet "
-    f"({md_code(f'python -m melo_core prepare --pipeline {serving}')} fits one)."
+# No calibrator for the pipeline (none fitted, or one of an older format): say how to get one.
+source_area.caption(
+    f"Candidates by {produced_by}."
+    + (
+        ""
+        if calibrator or spec
+        else f" Raw scores: no calibrated probability for **{md_text(serving)}** yet "
+        f"({md_code(f'python -m melo_core prepare --pipeline {serving}')} fits one)."
+    )
 )
-source_area.caption(f"Candidates by {produced_by}.{uncalibrated}")
 if candidates and not store.suggestions(term.id, suggestion_source):
     store.save_suggestions(term.id, suggestion_source,
                            [(c.concept_uri, c.score, confidence.get(c.concept_uri)) for c in candidates])  # fmt: skip
