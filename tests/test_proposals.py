@@ -187,12 +187,10 @@ def write_calibrator(models: Path, pipeline: str, country: str | None) -> None:
     0.95 from probability 0.5 on."""
     from melo_core.evaluation.calibration import FEATURES, Calibrator, Model, save_calibrator
 
-    def model(names: tuple[str, ...]) -> Model:
-        n = len(names)
-        weights = [12.0 if name == "score" else 0.0 for name in names]
-        return Model(list(names), [0.0] * n, [1.0] * n, weights, -6.0)
-
-    save_calibrator(Calibrator(pipeline, country, model(FEATURES), model(FEATURES), curve_thresholds=[0.9, 0.5, 0.1],
+    n = len(FEATURES)
+    weights = [12.0 if name == "score" else 0.0 for name in FEATURES]
+    model = Model([0.0] * n, [1.0] * n, weights, -6.0)
+    save_calibrator(Calibrator(pipeline, country, model, model, curve_thresholds=[0.9, 0.5, 0.1],
                                curve_precision=[0.99, 0.95, 0.6], curve_counts=[40, 80, 200]), models)  # fmt: skip
 
 

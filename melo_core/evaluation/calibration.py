@@ -155,7 +155,7 @@ class CandidateRows:
         names = list(raw.get("features") or [])
         if names == list(FEATURES):
             features = np.array(raw["rows"], dtype=np.float64).reshape(-1, len(FEATURES))
-        elif names[: len(KEPT_BEFORE)] == list(KEPT_BEFORE) and names == list(FEATURES[: len(names)]):
+        elif len(names) >= len(KEPT_BEFORE) and names == list(FEATURES[: len(names)]):
             kept = np.array(raw["rows"], dtype=np.float64).reshape(-1, len(names))[:, : len(KEPT_BEFORE)]
             features = _derived(kept, ranks, scheme_terms)
         else:
@@ -199,28 +199,26 @@ def _round(values: Iterable[float]) -> list[float]:
 
 @dataclass
 class Model:
-    """A logistic regression over standardised ``features`` (names of ``FEATURES``); an unknown value
-    (NaN: no scheme) counts as the training mean."""
+    """A logistic regression over standardised ``FEATURES``; an unknown value (NaN: no scheme)
+    counts as the training mean."""
 
-    features: list[str]
     mean: list[float]
     scale: list[float]
     coefficients: list[float]
     intercept: float
 
     def logits(self, features: np.ndarray) -> np.ndarray:
-        x = features[:, [FEATURES.index(name) for name in self.features]]
         mean = np.array(self.mean)
-        x = np.where(np.isnan(x), mean, x)
+        x = np.where(np.isnan(features), mean, features)
         return ((x - mean) / np.array(self.scale)) @ np.array(self.coefficients) + self.intercept
 
     def to_dict(self) -> dict[str, object]:
-        return {"features": self.features, "mean": _round(self.mean), "scale": _round(self.scale),
-                "coefficients": _round(self.coefficients), "intercept": _round([self.intercept])[0]}  # fmt: skip
+        return {"mean": _round(self.mean), "scale": _round(self.scale), "coefficients": _round(self.coefficients),
+                "intercept": _round([self.intercept])[0]}  # fmt: skip
 
     @classmethod
     def from_dict(cls, raw: dict) -> Model:
-        return cls(list(raw["features"]), raw["mean"], raw["scale"], raw["coefficients"], raw["intercept"])
+        return cls(raw["mean"], raw["scale"], raw["coefficients"], raw["intercept"])
 
 
 @dataclass
@@ -298,10 +296,10 @@ class Calibrator:
                    raw["curve_counts"], raw["countries"], raw["rows"], raw.get("offset_spread"))  # fmt: skip
 
 
-def _fit_model(rows: CandidateRows, names: Sequence[str]) -> Model:
+def _fit_model(rows: CandidateRows) -> Model:
     from sklearn.linear_model import LogisticRegression
 
-    x = rows.features[:, [FEATURES.index(name) for name in names]]
+    x = rows.features
     known = ~np.isnan(x)
     mean = np.array([x[known[:, j], j].mean() if known[:, j].any() else 0.0 for j in range(x.shape[1])])
     x = np.where(known, x, mean)
@@ -309,7 +307,7 @@ def _fit_model(rows: CandidateRows, names: Sequence[str]) -> Model:
     scale[scale < 1e-9] = 1.0  # a constant feature (one component, no descriptions) carries nothing
     model = LogisticRegression(C=1.0, max_iter=2000)  # lbfgs: deterministic
     model.fit((x - mean) / scale, rows.labels.astype(int))
-    return Model(list(names), list(mean), list(scale), list(model.coef_[0]), float(model.intercept_[0]))
+    return Model(list(mean), list(scale), list(model.coef_[0]), float(model.intercept_[0]))
 
 
 def _bare(rows: CandidateRows, pipeline: str, hold_out_country: str | None) -> Calibrator:
@@ -317,8 +315,8 @@ def _bare(rows: CandidateRows, pipeline: str, hold_out_country: str | None) -> C
     for part, what in ((rows.labels[first], "first candidates"), (rows.labels[~first], "candidates below the first")):
         if len(set(part.tolist())) < 2:
             raise ValueError(f"calibration needs {what} both right and wrong")
-    return Calibrator(pipeline, hold_out_country, _fit_model(rows.where(first), FEATURES),
-                      _fit_model(rows.where(~first), FEATURES), countries=sorted(set(rows.countries)),
+    return Calibrator(pipeline, hold_out_country, _fit_model(rows.where(first)),
+                      _fit_model(rows.where(~first)), countries=sorted(set(rows.countries)),
                       rows=len(rows))  # fmt: skip
 
 

@@ -484,6 +484,9 @@ def _run_calibration(experiment: Experiment, plan: CalibrationPlan, data_dir: Pa
             training, rows = _calibration_rows(plan, limit, name, taxonomy, data_dir, codes, linked)
         fits: Fits = {}
         predicted = out_of_fold(training, name, fits, measured=rows)
+        # the prior of a scheme's offset, per held-out country (Belgium's two crosswalks share one)
+        spreads = {country: fit_calibrator(training, name, country, fits).offset_spread
+                   for country in sorted({crosswalk_country(code) for code in codes})}  # fmt: skip
         seconds = round(time.perf_counter() - started, 1)
         done: list[dict[str, object]] = []
         term_number = np.cumsum(rows.ranks == 1)  # a crosswalk's rows are its terms' lists, one after another
@@ -494,8 +497,7 @@ def _run_calibration(experiment: Experiment, plan: CalibrationPlan, data_dir: Pa
             # those, under the prior of the calibrator without the crosswalk's country (the Link page's)
             decided = mine & (term_number - term_number[np.argmax(mine)] < MIN_SCHEME_TERMS)
             later = mine & ~decided
-            spread = fit_calibrator(training, name, crosswalk_country(code), fits).offset_spread
-            offset = scheme_offset(predicted[decided], rows.labels[decided], spread)
+            offset = scheme_offset(predicted[decided], rows.labels[decided], spreads[crosswalk_country(code)])
             logits = np.log(np.clip(predicted[later], 1e-9, 1) / np.clip(1 - predicted[later], 1e-9, 1))
             adapted = 1.0 / (1.0 + np.exp(-(logits + offset)))
             for metric, probabilities, labels in (("ece", predicted[mine], rows.labels[mine]),
