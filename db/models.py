@@ -259,6 +259,9 @@ class SuggestionRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     # Calibrated probability that a curator accepts it (melo_core.evaluation.calibration); None: no calibrator.
     confidence: Mapped[float | None] = mapped_column(Float)
+    # The logit shift to the scheme's own decisions that ``confidence`` holds (the Link page's
+    # ``scheme_offset``); None: none. Taken out before the next shift is fitted.
+    confidence_offset: Mapped[float | None] = mapped_column(Float)
 
 
 class DecisionRow(Base):

@@ -368,6 +368,7 @@ notices = st.container()  # a pipeline being prepared: below the buttons, the ca
 details_area = st.container()  # every score and component, per candidate
 # What the scheme's decisions teach: the kind of concept it maps to, and the relation its curators use most.
 kinds = learning.scheme_kinds(store, scheme.name, ui.taxonomy())
+offset = 0.0  # the calibrator's shift to the scheme's own decisions, stored with what it shows
 with notices:  # a pipeline's readiness, and an error that stops the page
     try:
         if spec:
@@ -399,9 +400,8 @@ with notices:  # a pipeline's readiness, and an error that stops the page
             suggestion_source = serving
             calibrator = load_calibrator(serving)  # what `prepare` fitted; None: raw scores only
             if calibrator is not None:  # shifted to the scheme's own decisions, once it has some
-                calibrator = calibrator.shifted(
-                    scheme_offset_for(store, scheme.name, serving, calibrator.offset_spread)
-                )
+                offset = scheme_offset_for(store, scheme.name, serving, calibrator.offset_spread)
+                calibrator = calibrator.shifted(offset)
     except (MeloInputError, ValueError, KeyError, OSError) as exc:
         st.error(md_text(f"{spec or pipeline_name}: {exc}"))
         st.stop()
@@ -420,7 +420,8 @@ source_area.caption(
 )
 if candidates and not store.suggestions(term.id, suggestion_source):
     store.save_suggestions(term.id, suggestion_source,
-                           [(c.concept_uri, c.score, confidence.get(c.concept_uri)) for c in candidates])  # fmt: skip
+                           [(c.concept_uri, c.score, confidence.get(c.concept_uri)) for c in candidates],
+                           confidence_offset=offset)  # fmt: skip
 
 descriptions = ui.concept_descriptions(store, [c.concept_uri for c in candidates])
 details = details_area.expander("Candidates in full: scores, components, descriptions, URIs")

@@ -322,3 +322,30 @@ def test_the_link_pages_offset_follows_the_schemes_decisions(store: Store, tmp_p
     assert offset > 2.0  # logit(0.2) = -1.39: the shift lifts the first candidate towards what curators did
     assert scheme_offset_for(store, "tst", "best") == 0.0  # another pipeline's probabilities: none stored
     assert 0 < scheme_offset_for(store, "tst", "lexical", spread=0.5) < offset  # the calibrator's prior holds it back
+
+
+def test_the_link_pages_offset_is_fitted_on_the_calibrators_own_probabilities(store: Store, tmp_path: Path) -> None:
+    """Probabilities the Link page showed after a shift are stored with it; the next fit takes it out,
+    so the same decisions give the same offset whether or not their probabilities were shifted."""
+    from db.imports import import_taxonomy, import_terms, read_terms_csv
+    from tests.test_store import BAKER, NURSE, tiny_taxonomy
+    from ui.calibration import scheme_offset_for
+
+    import_taxonomy(store, tiny_taxonomy(), "esco", "v1")
+    terms = tmp_path / "terms.csv"
+    terms.write_text("code,label\n" + "".join(f"T{i},Term {i}\n" for i in range(40)), encoding="utf-8")
+    for name in ("plain", "shown"):
+        import_terms(store, name, read_terms_csv(terms), language="no")
+    shift = 1.5
+    shifted = [1 / (1 + np.exp(-(np.log(p / (1 - p)) + shift))) for p in (0.2, 0.05)]
+    for name in ("plain", "shown"):
+        for i, term in enumerate(store.terms(name)):
+            # the first 20 as the calibrator gave them, the rest as shown after a shift of 1.5
+            stored = (0.2, 0.05) if name == "plain" or i < 20 else shifted
+            store.save_suggestions(term.id, "lexical", [(BAKER, 0.7, stored[0]), (NURSE, 0.3, stored[1])],
+                                   confidence_offset=shift if stored is shifted else None)  # fmt: skip
+            store.decide(term.id, BAKER if i % 10 else NURSE, "exactMatch", "alice")
+    assert {s.confidence_offset for s in store.top_suggestions("shown", max_rank=10)} == {None, shift}
+    plain = scheme_offset_for(store, "plain", "lexical")
+    assert plain > 2.0
+    assert scheme_offset_for(store, "shown", "lexical") == pytest.approx(plain, abs=1e-6)

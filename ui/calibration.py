@@ -73,8 +73,8 @@ def reliability_frame(rows: Iterable[dict[str, str]]) -> pd.DataFrame:
 def scheme_offset_for(store: Store, scheme: str, pipeline: str, spread: float | None = None) -> float:
     """The logit shift that fits the scheme's own decisions (``melo_core.evaluation.calibration.scheme_offset``,
     under the prior ``spread``: the calibrator's ``offset_spread``): the probabilities stored with
-    ``pipeline``'s suggestions for the terms decided as a match, right where the decided concept; 0
-    before ``MIN_SCHEME_TERMS`` such terms. Read again only when the scheme's decisions change."""
+    ``pipeline``'s suggestions for the terms decided as a match, right where the decided concept,
+    less the shift each was stored with; 0 before ``MIN_SCHEME_TERMS`` such terms. Read again only when the scheme's decisions change."""
     return _scheme_offset(store, str(store.engine.url), scheme, pipeline, store.fingerprint(scheme), spread)
 
 
@@ -89,4 +89,5 @@ def _scheme_offset(_store: Store, url: str, scheme: str, pipeline: str, fingerpr
     if len({s.term_id for s in shown}) < MIN_SCHEME_TERMS:
         return 0.0
     return scheme_offset([float(s.confidence or 0.0) for s in shown],
-                         [float(s.concept_uri in matched[s.term_id]) for s in shown], spread)  # fmt: skip
+                         [float(s.concept_uri in matched[s.term_id]) for s in shown], spread,
+                         applied=[s.confidence_offset or 0.0 for s in shown])  # fmt: skip

@@ -134,6 +134,7 @@ class Suggestion:
     rank: int
     created_at: datetime | None = None
     confidence: float | None = None  # calibrated probability (None: no calibrator scored it)
+    confidence_offset: float | None = None  # the scheme's logit shift ``confidence`` holds (None: none)
 
 
 @dataclass(frozen=True)

@@ -176,9 +176,11 @@ class TermQueries(StoreBase):
             return Term(row.id, row.scheme.name, row.code, row.uri, row.label, row.description, row.language, state)
 
     def save_suggestions(self, term_id: int, scorer: str,
-                         candidates: Sequence[tuple[str, float] | tuple[str, float, float | None]]) -> None:  # fmt: skip
+                         candidates: Sequence[tuple[str, float] | tuple[str, float, float | None]],
+                         confidence_offset: float | None = None) -> None:  # fmt: skip
         """Replace the scorer's suggestions for a term with ``candidates`` (best first): (concept URI,
-        score) or (concept URI, score, calibrated probability)."""
+        score) or (concept URI, score, calibrated probability); ``confidence_offset``: the scheme's
+        logit shift those probabilities hold (``melo_core.evaluation.calibration.scheme_offset``)."""
         with self.write() as s:
             if s.get(TermRow, term_id) is None:
                 raise KeyError(f"no term with id {term_id}")
@@ -196,7 +198,9 @@ class TermQueries(StoreBase):
                 confidence = calibrated[0] if calibrated and calibrated[0] is not None else None
                 s.add(
                     SuggestionRow(term_id=term_id, concept_uri=uri, scorer=scorer, score=float(score), rank=rank,
-                                  created_at=now, confidence=None if confidence is None else float(confidence))
+                                  created_at=now, confidence=None if confidence is None else float(confidence),
+                                  confidence_offset=None if confidence is None or not confidence_offset
+                                  else float(confidence_offset))
                 )  # fmt: skip
 
     def suggestions(self, term_id: int, scorer: str | None = None) -> list[Suggestion]:
@@ -205,10 +209,7 @@ class TermQueries(StoreBase):
             if scorer is not None:
                 query = query.where(SuggestionRow.scorer == scorer)
             query = query.order_by(SuggestionRow.scorer, SuggestionRow.rank)
-            return [
-                Suggestion(r.term_id, r.concept_uri, r.scorer, r.score, r.rank, r.created_at, r.confidence)
-                for r in s.scalars(query)
-            ]
+            return [_suggestion(r) for r in s.scalars(query)]
 
     def top_suggestions(self, scheme: str, max_rank: int = 1) -> list[Suggestion]:
         """The stored suggestions of every term of a scheme up to ``max_rank`` (each scorer's best by
@@ -221,7 +222,9 @@ class TermQueries(StoreBase):
                 .where(TermRow.scheme_id == scheme_id, SuggestionRow.rank <= max_rank)
                 .order_by(TermRow.id, SuggestionRow.scorer, SuggestionRow.rank)
             )
-            return [
-                Suggestion(r.term_id, r.concept_uri, r.scorer, r.score, r.rank, r.created_at, r.confidence)
-                for r in s.scalars(query)
-            ]
+            return [_suggestion(r) for r in s.scalars(query)]
+
+
+def _suggestion(row: SuggestionRow) -> Suggestion:
+    return Suggestion(row.term_id, row.concept_uri, row.scorer, row.score, row.rank, row.created_at, row.confidence,
+                      row.confidence_offset)  # fmt: skip

@@ -324,20 +324,23 @@ MIN_SCHEME_TERMS = 25  # decided terms before a scheme's own offset is fitted
 
 
 def scheme_offset(probabilities: Sequence[float] | np.ndarray, labels: Sequence[float] | np.ndarray,
-                  spread: float | None = None) -> float:  # fmt: skip
+                  spread: float | None = None, applied: Sequence[float] | np.ndarray | None = None) -> float:  # fmt: skip
     """The shift of the logit that fits a scheme's own decisions best (log loss): the candidates a
     calibrator scored for the scheme's decided terms (``probabilities``) and whether each became
     the term's match (``labels``). ``spread``: how far schemes' offsets lie from 0 after the
     calibrator's features (``Calibrator.offset_spread``), a normal prior on the offset, so that a
     few decisions move it little: without it, 25 decided terms made best's ECE worse (150 terms per
-    crosswalk: 0.031 to 0.035; with it 0.030, docs/experiments/calibration.md). Newton's method on one variable; 0
-    without both outcomes."""
+    crosswalk: 0.031 to 0.035; with it 0.030, docs/experiments/calibration.md). ``applied``: the offset
+    each probability already holds (the Link page stores what it showed), taken out first so that the
+    fit is of the calibrator itself. Newton's method on one variable; 0 without both outcomes."""
     p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-9, 1 - 1e-9)
     y = np.asarray(labels, dtype=np.float64)
     if len(p) == 0 or y.min() == y.max():
         return 0.0
     weight = 1.0 / spread**2 if spread else 0.0  # the prior's precision
     logit, offset = np.log(p / (1 - p)), 0.0
+    if applied is not None:
+        logit = logit - np.asarray(applied, dtype=np.float64)
     for _ in range(50):
         q = 1.0 / (1.0 + np.exp(-(logit + offset)))
         step = float((np.sum(q - y) + weight * offset) / max(np.sum(q * (1 - q)) + weight, 1e-12))
