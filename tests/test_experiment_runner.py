@@ -118,3 +118,22 @@ def test_the_shipped_experiments_load() -> None:
         assert load_experiment(name).description
     unknown = cli("experiment", "run", "no-such-experiment")
     assert unknown.returncode == 2 and "unknown experiment" in unknown.stderr
+
+
+def test_two_processes_started_in_the_same_second_get_their_own_run_ids() -> None:
+    """A run id is the second it started and its process: two experiments side by side no longer
+    share one (the Benchmark page picks a run's rows by its id)."""
+    import subprocess
+    import sys
+
+    from melo_core.evaluation.experiments.results import provenance
+
+    code = "from melo_core.evaluation.experiments.results import provenance; print(provenance([], [], 'x').run)"
+    for _ in range(5):  # retried where the clock turned a second between the two
+        here = provenance([], [], "x").run
+        there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                               cwd=Path(__file__).resolve().parent.parent).stdout.strip()  # fmt: skip
+        if here.split("-")[0] == there.split("-")[0]:
+            break
+    assert here.split("-")[0] == there.split("-")[0] and here != there
+    assert here.split("-")[0].endswith("Z") and len(here.split("-")[0]) == len("20261206T135648Z")

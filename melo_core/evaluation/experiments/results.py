@@ -103,7 +103,9 @@ def machine() -> str:
 
 def provenance(specs: Iterable[str], data_files: Sequence[Path], command: str) -> Provenance:
     now = datetime.now(UTC)
-    return Provenance(run=now.strftime("%Y%m%dT%H%M%SZ"), commit=code_version(), models=models_of(specs),
+    # The second, then the process: two runs started in the same second (two experiments side by
+    # side) shared one id, and a page that picks a run's rows by id mixed them.
+    return Provenance(run=f"{now.strftime('%Y%m%dT%H%M%SZ')}-{os.getpid()}", commit=code_version(), models=models_of(specs),
                       data_stamp=data_stamp(data_files), command=command, machine=machine(),
                       date=now.isoformat(timespec="seconds"))  # fmt: skip
 
