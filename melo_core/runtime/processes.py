@@ -37,11 +37,29 @@ def bare_main() -> Iterator[None]:
             sys.modules["__main__"] = main
 
 
+PARENT_CHECK_SECONDS = 1.0
+
+
+def _stop_when_orphaned(parent: int) -> None:
+    """Interrupt this process (as Ctrl-C: the build removes its temporary folder) once its parent is
+    gone. A parent killed outright (SIGKILL, SIGTERM) cannot stop its children, and a build left
+    running kept two cores busy for minutes with nobody waiting for it."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            threading.Event().wait(PARENT_CHECK_SECONDS)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=watch, name="parent watch", daemon=True).start()
+
+
 def _build_child(build: Callable[..., Path], data_dir: str, folders: dict[str, str],
-                 messages: multiprocessing.Queue) -> None:  # fmt: skip
+                 messages: multiprocessing.Queue, parent: int | None = None) -> None:  # fmt: skip
     def progress(step: int, steps: int, loss: float) -> None:
         messages.put(("progress", (step, steps, loss)))
 
+    if parent is not None:
+        _stop_when_orphaned(parent)
     try:
         config.choose_folders(**folders)  # the parent's, whatever its options chose: where the model goes
         messages.put(("done", str(build(data_dir, on_progress=progress))))
@@ -74,7 +92,8 @@ def _build_name(build: Callable[..., Path]) -> str:
 def _build_apart(build: Callable[..., Path], data_dir: str | Path, on_progress: Progress | None) -> Path:
     context = multiprocessing.get_context("spawn")  # torch's threads are not fork-safe
     messages = context.Queue()
-    process = context.Process(target=_build_child, args=(build, str(data_dir), config.folders(), messages), daemon=True)
+    process = context.Process(target=_build_child, args=(build, str(data_dir), config.folders(), messages, os.getpid()),
+                              daemon=True)  # fmt: skip
     with _starting, bare_main():  # one start at a time: builds may start from two threads (`prepare`'s early build)
         process.start()
     try:
