@@ -369,6 +369,7 @@ details_area = st.container()  # every score and component, per candidate
 # What the scheme's decisions teach: the kind of concept it maps to, and the relation its curators use most.
 kinds = learning.scheme_kinds(store, scheme.name, ui.taxonomy())
 offset = 0.0  # the calibrator's shift to the scheme's own decisions, stored with what it shows
+refitting = False  # an older calibrator being refitted in the background
 with notices:  # a pipeline's readiness, and an error that stops the page
     try:
         if spec:
@@ -399,7 +400,10 @@ with notices:  # a pipeline's readiness, and an error that stops the page
                            f"{fallback_note}")  # fmt: skip
             suggestion_source = serving
             calibrator = load_calibrator(serving)  # what `prepare` fitted; None: raw scores only
-            if calibrator is not None:  # shifted to the scheme's own decisions, once it has some
+            if calibrator is None:  # one of an older format is refitted in the background
+                refitting = ui.refitting_calibrator(serving, search_languages, scheme.language,
+                                                    ui.scheme_country(scheme.name))  # fmt: skip
+            else:  # shifted to the scheme's own decisions, once it has some
                 offset = scheme_offset_for(store, scheme.name, serving, calibrator.offset_spread)
                 calibrator = calibrator.shifted(offset)
     except (MeloInputError, ValueError, KeyError, OSError) as exc:
@@ -414,6 +418,9 @@ source_area.caption(
     + (
         ""
         if calibrator or spec
+        else f" Raw scores: the calibrated probabilities of **{md_text(serving)}** are being refitted "
+        "in the background (an older version's); they show once that is done."
+        if refitting
         else f" Raw scores: no calibrated probability for **{md_text(serving)}** yet "
         f"({md_code(f'python -m melo_core prepare --pipeline {serving}')} fits one)."
     )

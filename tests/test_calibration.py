@@ -302,6 +302,45 @@ def test_the_calibration_experiment_writes_ece_rows_the_benchmark_page_shows(
     assert len(app.get("plotly_chart")) >= 1  # the reliability diagram
 
 
+def test_the_link_page_refits_an_older_calibrator_in_the_background(three_countries: Path, esco_csv: Path,
+                                                                   tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """After an upgrade the calibrator on disk is of an older format: the Link page shows raw scores,
+    says the probabilities are being refitted, and `prepare` refits them in the background (the
+    pipeline is ready); the next term shows probabilities."""
+    import time
+
+    from db.quickstart import start_curation
+
+    models = tmp_path / "models"
+    for name, value in (("MELO_DATA", three_countries), ("MELO_ESCO", esco_csv), ("MELO_CACHE", tmp_path / "cache"),
+                        ("MELO_MODELS", models), ("MELO_DB_URL", f"sqlite:///{tmp_path / 'melo.db'}")):  # fmt: skip
+        monkeypatch.setenv(name, str(value))
+    monkeypatch.delenv("MELO_PREPARE", raising=False)  # the app prepares in the background, as by default
+    with Store(f"sqlite:///{tmp_path / 'melo.db'}", create=True) as store:
+        start_curation(store, three_countries, "nor_no")
+    older = json.loads(fit_calibrator(synthetic_rows(), "lexical").to_json())
+    older["version"] = 1
+    path = calibration.calibration_path("lexical", models_dir=models)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(older), encoding="utf-8")
+    assert load_calibrator("lexical", models_dir=models) is None  # refused, as after an upgrade
+
+    app = page(LINK).run()
+    assert not app.exception
+    assert any("being refitted in the background" in c.value for c in app.caption)
+    assert "probability" not in app.dataframe[0].value.columns
+    deadline = time.monotonic() + 300
+    while load_calibrator("lexical", models_dir=models) is None and time.monotonic() < deadline:
+        time.sleep(1)
+    refitted = load_calibrator("lexical", models_dir=models)
+    assert refitted is not None and refitted.countries == ["dnk", "nor", "swe"]  # from the data's crosswalks
+    app.run()
+    assert not app.exception
+    assert all(cell.endswith(" %") for cell in app.dataframe[0].value["probability"])
+    assert not any("Raw scores" in c.value for c in app.caption)
+
+
 def test_the_link_pages_offset_follows_the_schemes_decisions(store: Store, tmp_path: Path) -> None:
     from db.imports import import_taxonomy, import_terms, read_terms_csv
     from tests.test_store import BAKER, NURSE, tiny_taxonomy

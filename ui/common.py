@@ -290,6 +290,28 @@ def preparation(name: str, languages: tuple[str, ...] | None, query_language: st
     return run
 
 
+@st.cache_resource(show_spinner=False)
+def _refits() -> dict[str, Preparation]:
+    return {}
+
+
+def refitting_calibrator(name: str, languages: tuple[str, ...] | None, query_language: str | None,
+                         hold_out_country: str | None) -> bool:  # fmt: skip
+    """Whether the pipeline's calibrator, there but unreadable (an older format, after an upgrade),
+    is being refitted: `prepare` runs in the background, once per app process (its models are
+    ready: it refits from the rows it kept, seconds to minutes). False when it ended, or where the
+    app prepares nothing itself (``MELO_PREPARE=manual``)."""
+    from melo_core.evaluation.calibration import calibration_path
+
+    if not prepares_in_background() or not calibration_path(name).is_file():
+        return False
+    runs = _refits()
+    if name not in runs:
+        runs[name] = preparation(name, languages, query_language, hold_out_country)
+    status = runs[name].status()
+    return not status.done and status.error is None
+
+
 def readiness(name: str, languages: tuple[str, ...] | None, mentions: MentionTexts) -> list[Requirement]:
     """What the pipeline still needs, checked at most every 20 s. Keyed by the known mentions'
     digest, made once with them: Streamlit hashing 65,000 texts on every rerun of the Link page
