@@ -399,10 +399,12 @@ with notices:  # a pipeline's readiness, and an error that stops the page
                            f"variant, {known:,} known mentions{pending}{'; ' + md_text(left_out) if left_out else ''})"
                            f"{fallback_note}")  # fmt: skip
             suggestion_source = serving
-            calibrator = load_calibrator(serving)  # what `prepare` fitted; None: raw scores only
+            # What `prepare` fitted (None: raw scores only); for a scheme named like a MELO crosswalk,
+            # the fit without its country, as `propose` uses: its own crosswalk taught it nothing.
+            country = ui.scheme_country(scheme.name)
+            calibrator = (country and load_calibrator(serving, country)) or load_calibrator(serving)
             if calibrator is None:  # one of an older format is refitted in the background
-                refitting = ui.refitting_calibrator(serving, search_languages, scheme.language,
-                                                    ui.scheme_country(scheme.name))  # fmt: skip
+                refitting = ui.refitting_calibrator(serving, search_languages, scheme.language, country)
             else:  # shifted to the scheme's own decisions, once it has some
                 offset = scheme_offset_for(store, scheme.name, serving, calibrator.offset_spread)
                 calibrator = calibrator.shifted(offset)

@@ -302,6 +302,25 @@ def test_the_calibration_experiment_writes_ece_rows_the_benchmark_page_shows(
     assert len(app.get("plotly_chart")) >= 1  # the reliability diagram
 
 
+def test_the_link_page_holds_a_melo_schemes_country_out_of_its_calibrator(started: str, tmp_path: Path,  # noqa: F811
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """nor_no is a MELO crosswalk: the Link page uses the calibrator fitted without Norway, as
+    `propose` does (the one on every country learnt from nor_no's own decisions)."""
+    from dataclasses import replace
+
+    models = tmp_path / "models"
+    monkeypatch.setenv("MELO_MODELS", str(models))
+    everyone = fit_calibrator(synthetic_rows(), "lexical")
+    calibration.save_calibrator(everyone, models)
+    app = page(LINK).run()
+    assert any(cell != "<1 %" for cell in app.dataframe[0].value["probability"])  # every country's: some chance
+    # A fit without Norway that gives every candidate next to nothing: the page now shows that one.
+    calibration.save_calibrator(replace(everyone.shifted(-30.0), hold_out_country="nor"), models)
+    app.run()
+    assert not app.exception
+    assert all(cell == "<1 %" for cell in app.dataframe[0].value["probability"])
+
+
 def test_the_link_page_refits_an_older_calibrator_in_the_background(three_countries: Path, esco_csv: Path,
                                                                    tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
