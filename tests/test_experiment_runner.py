@@ -121,19 +121,20 @@ def test_the_shipped_experiments_load() -> None:
 
 
 def test_two_processes_started_in_the_same_second_get_their_own_run_ids() -> None:
-    """A run id is the second it started and its process: two experiments side by side no longer
+    """A run id is the second it started, then its process: two experiments side by side no longer
     share one (the Benchmark page picks a run's rows by its id)."""
+    import os
+    import re
     import subprocess
     import sys
 
     from melo_core.evaluation.experiments.results import provenance
 
-    code = "from melo_core.evaluation.experiments.results import provenance; print(provenance([], [], 'x').run)"
-    for _ in range(5):  # retried where the clock turned a second between the two
-        here = provenance([], [], "x").run
-        there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                               cwd=Path(__file__).resolve().parent.parent).stdout.strip()  # fmt: skip
-        if here.split("-")[0] == there.split("-")[0]:
-            break
-    assert here.split("-")[0] == there.split("-")[0] and here != there
-    assert here.split("-")[0].endswith("Z") and len(here.split("-")[0]) == len("20261206T135648Z")
+    code = ("import os; from melo_core.evaluation.experiments.results import provenance; "
+            "print(provenance([], [], 'x').run, os.getpid())")  # fmt: skip
+    here = provenance([], [], "x").run
+    there, pid = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                cwd=Path(__file__).resolve().parent.parent).stdout.split()  # fmt: skip
+    stamp = r"\d{8}T\d{6}Z"
+    assert re.fullmatch(rf"{stamp}-{os.getpid()}", here) and re.fullmatch(rf"{stamp}-{pid}", there)
+    assert int(pid) != os.getpid()  # so the same second cannot give the two one id
