@@ -169,8 +169,8 @@ def test_the_simulated_curator_learns_the_kind_and_saves_time(norwegian: Taxonom
     assert sorted(s.term.code for s in ordered.steps) == ["1", "2", "3"] and ordered.order == "least-confident"
 
 
-def test_the_simulation_experiment_writes_effort_rows(nor_data: Path, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_the_simulation_experiment_writes_effort_rows(nor_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))
     (tmp_path / "effort.toml").write_text(
         'description = "a slice"\n[simulation]\npipelines = ["lexical"]\ncrosswalks = ["nor_no"]\nseeds = [0, 1]\n'
@@ -179,7 +179,9 @@ def test_the_simulation_experiment_writes_effort_rows(nor_data: Path, tmp_path: 
     )
     experiment = load_experiment(tmp_path / "effort.toml")
     results = tmp_path / "results.csv"
-    run_experiment(experiment, nor_data, results=results, show_progress=False, say=lambda message: None)
+    run_experiment(experiment, nor_data, results=results, show_progress=True, say=lambda message: None)
+    # A bar of the terms replayed, per seed: a crosswalk with best takes minutes.
+    assert "nor_no lexical random seed 1" in capsys.readouterr().err
     rows = read_results(results)
     by_key = {(r["dataset"], r["pipeline"], r["metric"]): r for r in rows}
     for label in ("lexical", "lexical/static", "lexical/mentions-only"):

@@ -13,8 +13,9 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tqdm import tqdm
@@ -39,8 +40,11 @@ from melo_core.evaluation.protocol import EvaluationResult
 from melo_core.evaluation.significance import mean_interval
 
 if TYPE_CHECKING:
+    from melo_core.esco.crosswalk import Crosswalk
     from melo_core.esco.taxonomy import Taxonomy
     from melo_core.evaluation.calibration import CandidateRows, Fits
+    from melo_core.evaluation.simulate import Simulation
+    from melo_core.linking.pipeline import PipelineDefinition
 
 REPORTED = ("mrr", "acc@1", "acc@5", "acc@10", "acc@100", "pool_mrr")  # pool_mrr: a grid's pool-only score
 # The MRR's 95% bootstrap interval over the queries; for job-ad titles also over their gold concepts
@@ -349,6 +353,20 @@ def simulation_label(pipeline: str, variant: str, order: str) -> str:
     return "/".join([pipeline, *([variant] if variant != "learning" else []), *([order] if order != "random" else [])])
 
 
+def _replay(crosswalk: Crosswalk, taxonomy: Taxonomy, scorer: PipelineDefinition | str, *, label: str,
+            show_progress: bool, **options: Any) -> Simulation:  # fmt: skip
+    """``simulate`` with a bar of the terms replayed: one crosswalk with `best` takes 5 to 40 min."""
+    from melo_core.evaluation.simulate import simulate
+
+    with tqdm(unit="term", desc=label, disable=not show_progress, leave=False) as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        return simulate(crosswalk, taxonomy, scorer, on_progress=progress, **options)
+
+
 def _run_simulation(experiment: Experiment, plan: SimulationPlan, data_dir: Path, results: Path, command: str,
                     limit: int, only: list[str] | None, show_progress: bool,
                     say: Say) -> list[dict[str, object]]:  # fmt: skip
@@ -358,7 +376,7 @@ def _run_simulation(experiment: Experiment, plan: SimulationPlan, data_dir: Path
     order instead of the file's ``limit``; ``only``: crosswalk codes."""
     from melo_core.esco.crosswalk import load_crosswalk
     from melo_core.esco.taxonomy import cached_taxonomy_from_melo
-    from melo_core.evaluation.simulate import LinkerSummary, simulate
+    from melo_core.evaluation.simulate import LinkerSummary
     from melo_core.linking.pipeline import is_pipeline, load_pipeline
 
     codes, files = _chosen_crosswalks(experiment, plan.crosswalks, only, data_dir)
@@ -375,15 +393,15 @@ def _run_simulation(experiment: Experiment, plan: SimulationPlan, data_dir: Path
                 started = time.perf_counter()
                 for seed in plan.seeds if order == "random" else plan.seeds[:1]:
                     learnt = ("learning", "static")
+                    replay = partial(_replay, crosswalk, taxonomy, scorer, seed=seed, limit=limit or plan.limit,
+                                     data_dir=data_dir, order=order, on_status=say, show_progress=show_progress,
+                                     label=f"{code} {name} {order} seed {seed}")  # fmt: skip
                     if any(v in plan.variants for v in learnt):
-                        result = simulate(crosswalk, taxonomy, scorer, seed=seed, limit=limit or plan.limit,
-                                          data_dir=data_dir, order=order, on_status=say)  # fmt: skip
+                        result = replay()
                         for variant in learnt:
                             runs[variant].append(result.summaries[variant])
                     if "mentions-only" in plan.variants:
-                        result = simulate(crosswalk, taxonomy, scorer, seed=seed, limit=limit or plan.limit,
-                                          data_dir=data_dir, order=order, learn_kinds=False, skip_boilerplate=False,
-                                          on_status=say)  # fmt: skip
+                        result = replay(learn_kinds=False, skip_boilerplate=False)
                         runs["mentions-only"].append(result.summaries["learning"])
                 seconds = round(time.perf_counter() - started, 1)
                 done: list[dict[str, object]] = []
