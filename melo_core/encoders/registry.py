@@ -33,6 +33,38 @@ def register_encoder(kind: str, languages: LanguagesOf | None = None,
     return decorate
 
 
+def is_model_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds a whole sentence-transformers model (its last file is written by a rename)."""
+    return (folder / "modules.json").is_file()
+
+
+def build_model_folder(folder: Path, write: Callable[[Path], None]) -> Path:
+    """``folder``, written first by ``write(temporary)`` when it holds no model. One build of a folder
+    at a time, across processes: a second waits, then finds it built. Written to a temporary folder
+    beside it and renamed, so an interrupted build leaves nothing half-made; temporary folders left
+    by killed builds are removed first."""
+    import os
+    import shutil
+
+    from melo_core.runtime.preparing import held
+
+    if is_model_folder(folder):
+        return folder
+    with held(folder.with_name(f".{folder.name}.build.lock")):
+        if is_model_folder(folder):
+            return folder
+        for stale in folder.parent.glob(f".tmp-*-{folder.name}"):  # left by a killed build: none runs now
+            shutil.rmtree(stale, ignore_errors=True)
+        temporary = folder.with_name(f".tmp-{os.getpid()}-{folder.name}")
+        try:
+            write(temporary)
+            shutil.rmtree(folder, ignore_errors=True)
+            os.replace(temporary, folder)
+        finally:
+            shutil.rmtree(temporary, ignore_errors=True)
+    return folder
+
+
 @dataclass(frozen=True)
 class BuiltModel:
     """A model MELO Studio builds itself (on first use, or by `prepare`) for an encoder kind."""
@@ -44,7 +76,7 @@ class BuiltModel:
     seconds: float  # to build it on 2 cores, measured
 
     def ready(self) -> bool:
-        return (self.folder() / "modules.json").is_file()
+        return is_model_folder(self.folder())
 
     def on_first_use(self, verb: str) -> Path:
         """The model's folder, built first with a progress bar when it is missing; a clear error

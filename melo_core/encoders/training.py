@@ -757,29 +757,14 @@ def ensure_model(
     on_progress: Callable[[int, int, float], None] | None = None,
 ) -> Path:
     """The model in ``folder``; trained first with ``settings`` on the ESCO union of ``data_dir``
-    when it is not there yet. Written to a temporary folder and renamed, so an interrupted build
-    leaves nothing half-made."""
-    import shutil
-
+    when it is not there yet (``build_model_folder``: one build at a time, nothing half-made)."""
+    from melo_core.encoders.registry import build_model_folder
     from melo_core.esco.taxonomy import cached_taxonomy_from_melo
-    from melo_core.runtime.preparing import held
 
-    if (folder / "modules.json").is_file():
-        return folder
-    # One build of a model at a time, across processes: a second one waits, then finds it built.
-    with held(folder.with_name(f".{folder.name}.build.lock")):
-        if (folder / "modules.json").is_file():
-            return folder
-        for stale in folder.parent.glob(f".tmp-*-{folder.name}"):  # left by a killed build: none runs now
-            shutil.rmtree(stale, ignore_errors=True)
+    def write(temporary: Path) -> None:
         taxonomy = cached_taxonomy_from_melo(data_dir)
-        temporary = folder.with_name(f".tmp-{os.getpid()}-{folder.name}")
-        try:
-            train(taxonomy, temporary, settings, source=f"ESCO union of the MELO corpora in {data_dir}",
-                  on_progress=on_progress, final=folder)  # fmt: skip
-            release_freed_memory()  # the training's tensors: what comes next (e5-esco's export) starts from 0.7 GB
-            shutil.rmtree(folder, ignore_errors=True)
-            os.replace(temporary, folder)
-        finally:
-            shutil.rmtree(temporary, ignore_errors=True)
-    return folder
+        train(taxonomy, temporary, settings, source=f"ESCO union of the MELO corpora in {data_dir}",
+              on_progress=on_progress, final=folder)  # fmt: skip
+        release_freed_memory()  # the training's tensors: what comes next (e5-esco's export) starts from 0.7 GB
+
+    return build_model_folder(folder, write)
