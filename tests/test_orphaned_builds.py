@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.test_one_preparation import gone, wait_for
+
 ROOT = Path(__file__).resolve().parent.parent
 PARENT = """
 import sys
@@ -37,32 +39,15 @@ def slow_build(data_dir: str, on_progress: Callable[[int, int, float], None] | N
         temporary.rmdir()
 
 
-def _gone(pid: int) -> bool:
-    status = Path(f"/proc/{pid}/status")
-    try:  # a zombie nobody reaps (a container's first process may not) has ended too
-        return "\nState:\tZ" in status.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return True
-
-
-def _wait_for(condition: Callable[[], bool], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
-
-
 def test_a_build_whose_parent_is_killed_stops_and_cleans_up(tmp_path: Path) -> None:
     parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path)], cwd=ROOT)
     pid_file = tmp_path / ".tmp-slow" / "pid"
     try:
-        assert _wait_for(lambda: pid_file.is_file() and pid_file.read_text(encoding="utf-8") != "", 120)
+        assert wait_for(lambda: pid_file.is_file() and pid_file.read_text(encoding="utf-8") != "", 120)
         child = int(pid_file.read_text(encoding="utf-8"))
-        assert not _gone(child)
+        assert not gone(child)
     finally:
         parent.send_signal(signal.SIGKILL)
         parent.wait()
-    assert _wait_for(lambda: _gone(child), 30), "the build went on after its parent was killed"
+    assert wait_for(lambda: gone(child), 30), "the build went on after its parent was killed"
     assert not (tmp_path / ".tmp-slow").exists()

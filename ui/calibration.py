@@ -74,7 +74,8 @@ def scheme_offset_for(store: Store, scheme: str, pipeline: str, spread: float | 
     """The logit shift that fits the scheme's own decisions (``melo_core.evaluation.calibration.scheme_offset``,
     under the prior ``spread``: the calibrator's ``offset_spread``): the probabilities stored with
     ``pipeline``'s suggestions for the terms decided as a match, right where the decided concept,
-    less the shift each was stored with; 0 before ``MIN_SCHEME_TERMS`` such terms. Read again only when the scheme's decisions change."""
+    less the shift each was stored with; 0 before ``MIN_SCHEME_TERMS`` such terms. Read again only
+    when the scheme's decisions change."""
     return _scheme_offset(store, str(store.engine.url), scheme, pipeline, store.fingerprint(scheme), spread)
 
 
