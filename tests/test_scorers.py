@@ -165,3 +165,30 @@ def test_the_known_mentions_matrix_kept_on_disk_serves_the_next_process(
     for other in (dataset.corpus[3000:3100], dataset.corpus[3100:3200]):
         fitted(folder)[0].score_against(queries, other)  # type: ignore[attr-defined]
     assert len(list(folder.glob("*.npz"))) == 2  # the newest two are kept
+
+
+@pytest.mark.parametrize("name", ["char-tfidf", "bm25"])
+def test_known_mentions_appended_one_by_one_score_as_if_built_whole(
+    name: str, melo_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decisions append one column at a time to a tail (restacking 130,000 mentions' columns per
+    decision cost 25 ms); the tail joins the main block at ``TAIL_LIMIT``; undos cut either."""
+    from melo_core.scorers import lexical
+
+    monkeypatch.setattr(lexical, "TAIL_LIMIT", 3)
+    dataset = load_dataset(melo_data / "processed" / "melo" / "nor_q_no_c_no")
+    corpus, mentions, queries = dataset.corpus[:1500], dataset.corpus[1500:1520], dataset.queries[:10]
+
+    def fitted() -> Scorer:
+        scorer = create_scorer(name, ScorerContext("no", ("no",)))
+        scorer.fit(corpus)
+        return scorer
+
+    kept = fitted()
+    sequence = [mentions[:10]] + [mentions[:n] for n in range(11, 21)]  # ten decisions, one at a time
+    sequence += [mentions[:19], mentions[:12], mentions[:8], mentions[:8] + mentions[15:17]]  # undos, then others
+    for texts in sequence:
+        scores = kept.score_against(queries, texts)  # type: ignore[attr-defined]
+        assert np.array_equal(scores, fitted().score_against(queries, texts))  # type: ignore[attr-defined]
+        columns = kept._text_rows[lexical.LAST][1]  # type: ignore[attr-defined]
+        assert columns.width == len(texts) and (columns.tail is None or columns.tail.shape[1] <= 3)

@@ -103,7 +103,7 @@ class BM25Scorer:
             raise RuntimeError("fit() the scorer on a corpus first")
         columns = memo_columns(self.__dict__.setdefault("_text_rows", {}), texts, self._document_rows,
                                len(self._vocabulary), self.__dict__.get("memo_folder"))  # fmt: skip
-        return np.asarray((self._query_matrix(queries) @ columns).toarray(), dtype=np.float64)
+        return columns.scores(self._query_matrix(queries))
 
 
 def _bm25(name: str, lemmatize: bool):

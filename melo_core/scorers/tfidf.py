@@ -168,7 +168,7 @@ class TfidfScorer:
         columns = memo_columns(memo, texts, lambda batch: self._vectorizer.transform([self._prepare(t) for t in batch]),
                                self._matrix_t.shape[0], self.__dict__.get("memo_folder"))  # fmt: skip
         query_matrix = self._vectorizer.transform([self._prepare(q) for q in queries])
-        return np.asarray((query_matrix @ columns).toarray(), dtype=np.float64)
+        return columns.scores(query_matrix)
 
 
 def _word(name: str, lemmatize: bool):
