@@ -521,6 +521,11 @@ class Linker:
 
     # -- known mentions ----------------------------------------------------------------------------
 
+    @property
+    def mentions_given(self) -> list[tuple[str, str, str | None]]:
+        """The (text, concept URI, language) items last given: ``set_mentions`` of them changes nothing."""
+        return self._mentions_given
+
     def set_mentions(self, mentions: Iterable[tuple[str, str, str | None]]) -> tuple[int, int]:
         """Make the known mentions exactly these (text, concept URI, language); (added, removed).
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +42,7 @@ if TYPE_CHECKING:
     from melo_core.esco.crosswalk import Crosswalk
     from melo_core.esco.taxonomy import Taxonomy
     from melo_core.evaluation.calibration import CandidateRows, Fits
-    from melo_core.evaluation.simulate import Simulation
+    from melo_core.evaluation.simulate import Replay, Simulation
     from melo_core.linking.pipeline import PipelineDefinition
 
 REPORTED = ("mrr", "acc@1", "acc@5", "acc@10", "acc@100", "pool_mrr")  # pool_mrr: a grid's pool-only score
@@ -353,10 +352,11 @@ def simulation_label(pipeline: str, variant: str, order: str) -> str:
     return "/".join([pipeline, *([variant] if variant != "learning" else []), *([order] if order != "random" else [])])
 
 
-def _replay(crosswalk: Crosswalk, taxonomy: Taxonomy, scorer: PipelineDefinition | str, *, label: str,
-            show_progress: bool, **options: Any) -> Simulation:  # fmt: skip
-    """``simulate`` with a bar of the terms replayed: one crosswalk with `best` takes 5 to 40 min."""
-    from melo_core.evaluation.simulate import simulate
+def _replay(crosswalk: Crosswalk, taxonomy: Taxonomy, scorer: PipelineDefinition | str, replays: list[Replay], *,
+            label: str, show_progress: bool, **options: Any) -> list[Simulation]:  # fmt: skip
+    """``simulate_many`` with a bar of the terms replayed: one crosswalk with `best` takes 5 to 40 min.
+    No MRR of the undecided terms at checkpoints: no row holds it, and it was a third of the work."""
+    from melo_core.evaluation.simulate import simulate_many
 
     with tqdm(unit="term", desc=label, disable=not show_progress, leave=False) as bar:
 
@@ -364,7 +364,7 @@ def _replay(crosswalk: Crosswalk, taxonomy: Taxonomy, scorer: PipelineDefinition
             bar.total = total
             bar.update(done - bar.n)
 
-        return simulate(crosswalk, taxonomy, scorer, on_progress=progress, **options)
+        return simulate_many(crosswalk, taxonomy, scorer, replays, checkpoints=(), on_progress=progress, **options)
 
 
 def _run_simulation(experiment: Experiment, plan: SimulationPlan, data_dir: Path, results: Path, command: str,
@@ -376,7 +376,7 @@ def _run_simulation(experiment: Experiment, plan: SimulationPlan, data_dir: Path
     order instead of the file's ``limit``; ``only``: crosswalk codes."""
     from melo_core.esco.crosswalk import load_crosswalk
     from melo_core.esco.taxonomy import cached_taxonomy_from_melo
-    from melo_core.evaluation.simulate import LinkerSummary
+    from melo_core.evaluation.simulate import LinkerSummary, Replay
     from melo_core.linking.pipeline import is_pipeline, load_pipeline
 
     codes, files = _chosen_crosswalks(experiment, plan.crosswalks, only, data_dir)
@@ -391,17 +391,19 @@ def _run_simulation(experiment: Experiment, plan: SimulationPlan, data_dir: Path
             for order in plan.orders:
                 runs: dict[str, list[LinkerSummary]] = defaultdict(list)
                 started = time.perf_counter()
-                for seed in plan.seeds if order == "random" else plan.seeds[:1]:
-                    learnt = ("learning", "static")
-                    replay = partial(_replay, crosswalk, taxonomy, scorer, seed=seed, limit=limit or plan.limit,
-                                     data_dir=data_dir, order=order, on_status=say, show_progress=show_progress,
-                                     label=f"{code} {name} {order} seed {seed}")  # fmt: skip
-                    if any(v in plan.variants for v in learnt):
-                        result = replay()
+                seeds = plan.seeds if order == "random" else plan.seeds[:1]
+                learnt = ("learning", "static")
+                replays = [Replay(seed) for seed in seeds] if any(v in plan.variants for v in learnt) else []
+                if "mentions-only" in plan.variants:
+                    replays += [Replay(seed, learn_kinds=False, skip_boilerplate=False) for seed in seeds]
+                simulations = _replay(crosswalk, taxonomy, scorer, replays, limit=limit or plan.limit,
+                                      data_dir=data_dir, order=order, on_status=say, show_progress=show_progress,
+                                      label=f"{code} {name} {order}")  # fmt: skip
+                for replay, result in zip(replays, simulations, strict=True):
+                    if replay.learn_kinds:
                         for variant in learnt:
                             runs[variant].append(result.summaries[variant])
-                    if "mentions-only" in plan.variants:
-                        result = replay(learn_kinds=False, skip_boilerplate=False)
+                    else:
                         runs["mentions-only"].append(result.summaries["learning"])
                 seconds = round(time.perf_counter() - started, 1)
                 done: list[dict[str, object]] = []
