@@ -191,3 +191,13 @@ def test_crosswalk_mentions_are_read_once_until_a_crosswalk_changes(
         kept.write_bytes(b"partial")  # a file cut short reads as a miss
     _crosswalk_mentions.cache_clear()
     assert crosswalk_mentions_of(data, ALIAS_RELATIONS, cache_dir=cache) == changed and len(reads) == 4
+
+
+def test_shared_head_counts_the_common_start() -> None:
+    from melo_core.scorers.mention_index import shared_head
+
+    given = [f"term {i}" for i in range(1000)]
+    assert shared_head(given, [*given, "decided"]) == 1000  # a decision
+    assert shared_head([*given, "decided"], given) == 1000  # its undo
+    assert shared_head(given, [*given[:400], "theirs", *given[401:]]) == 400
+    assert shared_head([], given) == 0 and shared_head(given, given) == 1000

@@ -198,7 +198,6 @@ def test_replays_on_one_linker_match_replays_alone(melo_data: Path, tmp_path: Pa
     from melo_core.esco.crosswalk import crosswalk_path
     from melo_core.esco.taxonomy import cached_taxonomy_from_melo
     from melo_core.linking.pipeline import load_pipeline
-
     from tests.conftest import linked_slice
 
     data = linked_slice(tmp_path / "data", melo_data, ("processed/melo/dnk_q_da_c_da", "raw/crosswalks_standard/dnk_da",
