@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from melo_core.errors import MeloInputError
 from melo_core.esco.crosswalk import load_crosswalk
 from melo_core.esco.taxonomy import Concept, LanguageLabels, Taxonomy
 from melo_core.evaluation.effort import COSTS, CostModel, margin, queue_order
@@ -174,9 +175,13 @@ def test_the_simulation_experiment_writes_effort_rows(nor_data: Path, tmp_path: 
     monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))
     (tmp_path / "effort.toml").write_text(
         'description = "a slice"\n[simulation]\npipelines = ["lexical"]\ncrosswalks = ["nor_no"]\nseeds = [0, 1]\n'
-        'variants = ["learning", "static", "mentions-only"]\nlimit = 12\n',
+        'variants = ["learning", "static", "mentions-only", "proposals"]\nlimit = 12\n',
         encoding="utf-8",
     )
+    from tests.test_proposals import write_calibrator
+
+    monkeypatch.setenv("MELO_MODELS", str(tmp_path / "models"))
+    write_calibrator(tmp_path / "models", "lexical", "nor")
     experiment = load_experiment(tmp_path / "effort.toml")
     results = tmp_path / "results.csv"
     run_experiment(experiment, nor_data, results=results, show_progress=True, say=lambda message: None)
@@ -184,7 +189,7 @@ def test_the_simulation_experiment_writes_effort_rows(nor_data: Path, tmp_path: 
     assert "nor_no lexical random" in capsys.readouterr().err
     rows = read_results(results)
     by_key = {(r["dataset"], r["pipeline"], r["metric"]): r for r in rows}
-    for label in ("lexical", "lexical/static", "lexical/mentions-only"):
+    for label in ("lexical", "lexical/static", "lexical/mentions-only", "lexical/proposals"):
         for metric in ("effort_per_100", "acc_at_1", "acc_at_10", "mrr", "not_found_100"):
             assert (("nor_no", label, metric) in by_key) and (("mean:crosswalks", label, metric) in by_key)
         effort = float(by_key[("nor_no", label, "effort_per_100")]["value"])
@@ -217,6 +222,38 @@ def test_replays_on_one_linker_match_replays_alone(melo_data: Path, tmp_path: Pa
     quick = simulate_many(crosswalk, taxonomy, pipeline, replays[:1], limit=30, data_dir=data, cache_dir=cache,
                           checkpoints=())  # fmt: skip
     assert quick[0].steps == together[0].steps and quick[0].summaries["learning"].remaining_mrr == {}
+
+
+def test_a_replay_with_proposals_confirms_the_right_ones_first(melo_data: Path, tmp_path: Path) -> None:
+    # A calibrator as `prepare` leaves it: probability sigmoid(12 score - 6), threshold 0.5 at 0.95.
+    from melo_core.esco.crosswalk import crosswalk_path
+    from melo_core.esco.taxonomy import cached_taxonomy_from_melo
+    from melo_core.evaluation.calibration import load_calibrator
+    from melo_core.linking.pipeline import load_pipeline
+    from tests.conftest import linked_slice
+    from tests.test_proposals import write_calibrator
+
+    data = linked_slice(tmp_path / "data", melo_data, ("processed/melo/dnk_q_da_c_da", "raw/crosswalks_standard/dnk_da",
+                                                      "raw/crosswalks_standard/nor_no"))  # fmt: skip
+    cache = tmp_path / "cache"
+    write_calibrator(tmp_path / "models", "lexical", "dnk")
+    calibrator = load_calibrator("lexical", "dnk", tmp_path / "models")
+    taxonomy = cached_taxonomy_from_melo(data, cache)
+    crosswalk = load_crosswalk(crosswalk_path(data, "dnk_da"))
+    plain, batch = simulate_many(crosswalk, taxonomy, load_pipeline("lexical"), [Replay(0), Replay(0, proposals=True)],
+                                 limit=60, data_dir=data, cache_dir=cache, calibrator=calibrator)  # fmt: skip
+    confirmed = [s for s in batch.steps if s.proposed and s.static_rank == 1]
+    rejected = [s for s in batch.steps if s.proposed and s.static_rank != 1]
+    assert confirmed and rejected and not any(s.proposed for s in plain.steps)
+    assert all(s.learning_rank == 1 for s in confirmed)
+    # The terms not proposed come in the same order; the confirmed ones taught first.
+    assert [s.term for s in batch.steps] == [s.term for s in plain.steps]
+    seconds = [1.5 if s in confirmed else 1.5 * s.proposed + COSTS.seconds(s.learning_rank) for s in batch.steps]
+    assert batch.summaries["learning"].effort_per_100 == pytest.approx(100 * sum(seconds) / 60)
+    assert batch.summaries["static"] == plain.summaries["static"]
+    with pytest.raises(MeloInputError, match="need a calibrator"):
+        simulate_many(crosswalk, taxonomy, load_pipeline("lexical"), [Replay(0, proposals=True)], limit=5,
+                      data_dir=data, cache_dir=cache)  # fmt: skip
 
 
 def test_a_bad_simulation_file_names_the_key(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ from melo_core.errors import MeloInputError
 from melo_core.esco.builder import DEFAULT_LOOSEST_RELATION, LOOSEST_RELATION_BY_CROSSWALK, select_target
 from melo_core.esco.crosswalk import ALIAS_RELATIONS, Crosswalk
 from melo_core.esco.taxonomy import Taxonomy, reader_languages
+from melo_core.evaluation.calibration import Calibrator
 from melo_core.evaluation.effort import COSTS, CostModel, margin, queue_order
 from melo_core.linking.linker import Linker
 from melo_core.linking.pipeline import Pipeline, PipelineDefinition, crosswalk_mentions_of
@@ -46,6 +47,7 @@ DEPTH = 100
 CHECKPOINTS = (0.0, 0.25, 0.5, 0.75)
 BATCH = 64  # terms per link call when evaluating many at once
 LINKERS = ("learning", "static")
+PROPOSAL_PRECISION = 0.95  # the Crosswalk page's "Propose at 95 %"
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class Step:
     static_rank: float  # 1-based concept rank; inf when not in the top depth
     learning_rank: float
     taught: bool  # the accepted decision became a known mention of the learning linker
+    proposed: bool = False  # its first candidate was proposed in the batch (right when learning_rank is 1)
 
 
 @dataclass
@@ -160,9 +163,25 @@ def _margin(candidates: Sequence) -> float:
     return margin([c.score for c in candidates[:2]])
 
 
+class _FirstProbability:
+    """The calibrated probability of each linked term's first candidate, as `propose` computes it."""
+
+    def __init__(self, calibrator: Calibrator, crosswalk: Crosswalk):
+        self.calibrator = calibrator
+        self.language = crosswalk.language
+        self.scheme_terms = sum(1 for t in crosswalk.terms if t.title)  # what the store holds of the scheme
+        self.probabilities: list[float] = []
+
+    def add(self, candidates: Sequence) -> None:
+        probabilities = self.calibrator.probabilities(candidates[:2], self.language, self.scheme_terms)
+        self.probabilities.append(probabilities[0] if probabilities else 0.0)
+
+
 def _ranks(linker: Linker, terms: Sequence[GoldTerm], depth: int, on_progress: Callable[[int], None],
-           kinds: TargetKinds | None = None, margins: list[float] | None = None) -> list[float]:  # fmt: skip
-    """The gold concepts' ranks; each term's ``margin`` appended to ``margins`` when given."""
+           kinds: TargetKinds | None = None, margins: list[float] | None = None,
+           first: _FirstProbability | None = None) -> list[float]:  # fmt: skip
+    """The gold concepts' ranks; each term's ``margin`` appended to ``margins`` when given, its first
+    candidate's probability to ``first``."""
     out: list[float] = []
     for begin in range(0, len(terms), BATCH):
         batch = terms[begin : begin + BATCH]
@@ -170,12 +189,22 @@ def _ranks(linker: Linker, terms: Sequence[GoldTerm], depth: int, on_progress: C
         out.extend(_rank(candidates, t.concept_uri) for candidates, t in zip(results, batch, strict=True))
         if margins is not None:
             margins.extend(_margin(candidates) for candidates in results)
+        if first is not None:
+            for candidates in results:
+                first.add(candidates)
         on_progress(len(batch))
     return out
 
 
-def _summary(name: str, ranks: list[float], remaining: dict[float, float], costs: CostModel) -> LinkerSummary:
+def _summary(name: str, ranks: list[float], remaining: dict[float, float], costs: CostModel,
+             proposed: Sequence[bool] | None = None) -> LinkerSummary:  # fmt: skip
+    """``proposed``: per term, whether its first candidate was proposed in the batch. A right one is
+    confirmed (rank 1); a wrong one is rejected, then the term costs as usual at its ``rank``."""
     found = [r for r in ranks if math.isfinite(r)]
+    proposed = proposed or [False] * len(ranks)
+    confirmed = [p and r == 1 for p, r in zip(proposed, ranks, strict=True)]
+    rejected = sum(proposed) - sum(confirmed)
+    effort = costs.per_100(ranks, confirmed) + (100.0 * rejected * costs.confirm_proposal / len(ranks) if ranks else 0)
     return LinkerSummary(
         linker=name,
         terms=len(ranks),
@@ -186,7 +215,7 @@ def _summary(name: str, ranks: list[float], remaining: dict[float, float], costs
         remaining_mrr=remaining,
         acc_at_1=first_rank_accuracy(ranks, 1),
         acc_at_10=first_rank_accuracy(ranks, 10),
-        effort_per_100=costs.per_100(ranks),
+        effort_per_100=effort,
     )
 
 
@@ -208,6 +237,7 @@ class Replay:
     seed: int = 0
     learn_kinds: bool = True
     skip_boilerplate: bool = True
+    proposals: bool = False  # batch proposals first, at ``simulate_many``'s calibrator and precision
 
 
 def simulate(
@@ -260,16 +290,31 @@ def simulate_many(
     data_dir: str | Path | None = None,
     order: str = "random",
     costs: CostModel = COSTS,
+    calibrator: Calibrator | None = None,
+    precision: float = PROPOSAL_PRECISION,
 ) -> list[Simulation]:
     """``simulate`` once per replay, sharing what does not depend on it: the linker is loaded
     once, the static ranks are taken once, and the learning linker goes back to its first known
     mentions before each replay (an experiment over seeds 0-2 loaded and ranked three times).
-    ``checkpoints=()``: no MRR of the undecided terms (a third of the work with `best`)."""
+    ``checkpoints=()``: no MRR of the undecided terms (a third of the work with `best`).
+
+    A replay with ``proposals`` starts as the Crosswalk page's "Propose at 95 %" does: every term
+    whose first candidate's probability (``calibrator``, fit without the crosswalk's country)
+    clears ``calibrator.threshold_for(precision)`` is proposed; the curator confirms the right ones
+    in bulk (1.5 s each; they become decisions and teach at once) and rejects the wrong ones (1.5 s
+    each; those terms come up again in their turn)."""
     terms, skipped = gold_terms(crosswalk, taxonomy)
     if not terms:
         raise MeloInputError(f"crosswalk {crosswalk.name!r} has no term with a single gold concept in the taxonomy")
     if not replays:
         raise MeloInputError("no replay asked for")
+    threshold = None
+    if any(replay.proposals for replay in replays):
+        if calibrator is None:
+            raise MeloInputError("batch proposals need a calibrator (`prepare` fits one per pipeline)")
+        threshold = calibrator.threshold_for(precision)
+        if threshold is None:
+            on_status(f"no threshold of the calibrator reaches precision {precision:.2f}: nothing is proposed")
     languages = simulation_languages(crosswalk, taxonomy, languages)
     alias_language = crosswalk.language or ""
     by_confidence = order in ("most-confident", "least-confident")
@@ -306,17 +351,24 @@ def simulate_many(
     load_seconds = time.perf_counter() - start
     start = time.perf_counter()
 
-    # The curator's sequence per replay, as term positions.
+    # The curator's sequence per replay, as term positions; the static ranks (and the first
+    # candidates' probabilities) of the terms in any of them.
+    first = _FirstProbability(calibrator, crosswalk) if calibrator is not None and threshold is not None else None
+    margins: list[float] = []
     if by_confidence:
+        needed = list(range(len(terms)))
         total = len(terms)
-        margins: list[float] = []
-        static_of = dict(enumerate(_ranks(linker, terms, depth, progress, margins=margins)))
+        ranks = _ranks(linker, terms, depth, progress, margins=margins, first=first)
         sequences = [queue_order(order, margins, replay.seed)[:count] for replay in replays]
     else:
         sequences = [queue_order(order, [0.0] * len(terms), replay.seed)[:count] for replay in replays]
         needed = sorted({i for sequence in sequences for i in sequence})
         total = len(needed)
-        static_of = dict(zip(needed, _ranks(linker, [terms[i] for i in needed], depth, progress), strict=True))
+        ranks = _ranks(linker, [terms[i] for i in needed], depth, progress, first=first)
+    static_of = dict(zip(needed, ranks, strict=True))
+    cleared = set()
+    if first is not None and threshold is not None:
+        cleared = {i for i, p in zip(needed, first.probabilities, strict=True) if p >= threshold}
     positions = checkpoint_positions(count, checkpoints)
     # The learning steps and the learning checkpoints past 0 %, per replay.
     total += len(replays) * (count + sum(count - p for p in positions if p > 0))
@@ -328,7 +380,8 @@ def simulate_many(
         linker.set_mentions(first_mentions)  # what an earlier replay taught is forgotten
         sequence = [terms[i] for i in sequence_positions]
         static_ranks = [static_of[i] for i in sequence_positions]
-        steps, summaries = _replay(linker, sequence, static_ranks, positions, depth, progress, teaching,
+        proposed = [replay.proposals and i in cleared for i in sequence_positions]
+        steps, summaries = _replay(linker, sequence, static_ranks, proposed, positions, depth, progress, teaching,
                                    alias_language, boilerplate if replay.skip_boilerplate else None,
                                    TargetKinds() if replay.learn_kinds else None, known_before, taxonomy,
                                    costs)  # fmt: skip
@@ -338,11 +391,24 @@ def simulate_many(
     return results
 
 
-def _replay(linker: Linker, sequence: list[GoldTerm], static_ranks: list[float], positions: dict[int, float],
-            depth: int, progress: Callable[[int], None], teaching: tuple[str, ...], alias_language: str,
-            boilerplate: Boilerplate | None, kinds: TargetKinds | None, known_before: int, taxonomy: Taxonomy,
-            costs: CostModel) -> tuple[list[Step], dict[str, LinkerSummary]]:  # fmt: skip
-    """The learning linker through ``sequence``, one decision at a time."""
+def _replay(linker: Linker, sequence: list[GoldTerm], static_ranks: list[float], proposed: list[bool],
+            positions: dict[int, float], depth: int, progress: Callable[[int], None], teaching: tuple[str, ...],
+            alias_language: str, boilerplate: Boilerplate | None, kinds: TargetKinds | None, known_before: int,
+            taxonomy: Taxonomy, costs: CostModel) -> tuple[list[Step], dict[str, LinkerSummary]]:  # fmt: skip
+    """The learning linker through ``sequence``, one decision at a time, after the batch of the
+    ``proposed`` terms (right when their static rank is 1: confirmed and learnt first)."""
+
+    def decide(term: GoldTerm) -> bool:
+        # The curator accepted the gold concept: the term becomes a known mention of it, unless it
+        # is mostly the scheme's boilerplate; the decision teaches the kind of concept either way.
+        taught = term.relation in teaching and (boilerplate is None or boilerplate.teaches_mention(term.title))
+        if taught:
+            linker.add_mentions([(term.title, term.concept_uri, alias_language)])
+        if kinds is not None:
+            kinds.observe(taxonomy.by_uri[term.concept_uri], term.relation)
+        return taught
+
+    confirmed = {i: decide(sequence[i]) for i, p in enumerate(proposed) if p and static_ranks[i] == 1}
     learning_ranks: list[float] = []
     remaining: dict[str, dict[float, float]] = {"learning": {}, "static": {}}
     steps = []
@@ -354,19 +420,16 @@ def _replay(linker: Linker, sequence: list[GoldTerm], static_ranks: list[float],
             learned = len(linker.mentions) > known_before or (kinds is not None and kinds.decisions > 0)
             undecided = _ranks(linker, sequence[i:], depth, progress, kinds) if learned else static_ranks[i:]
             remaining["learning"][share] = mean_reciprocal_rank(undecided)
+        progress(1)
+        if i in confirmed:  # decided in the batch
+            learning_ranks.append(1.0)
+            steps.append(Step(i, term, static_ranks[i], 1.0, confirmed[i], proposed=True))
+            continue
         [candidates] = linker.link([term.title], top_k=depth, pool=max(POOL, 5 * depth), kinds=kinds)
         learning_ranks.append(_rank(candidates, term.concept_uri))
-        progress(1)
-        # The curator accepted the gold concept: the term becomes a known mention of it, unless it
-        # is mostly the scheme's boilerplate; the decision teaches the kind of concept either way.
-        taught = term.relation in teaching and (boilerplate is None or boilerplate.teaches_mention(term.title))
-        if taught:
-            linker.add_mentions([(term.title, term.concept_uri, alias_language)])
-        if kinds is not None:
-            kinds.observe(taxonomy.by_uri[term.concept_uri], term.relation)
-        steps.append(Step(i, term, static_ranks[i], learning_ranks[-1], taught))
+        steps.append(Step(i, term, static_ranks[i], learning_ranks[-1], decide(term), proposed=proposed[i]))
     summaries = {
-        "learning": _summary("learning", learning_ranks, remaining["learning"], costs),
+        "learning": _summary("learning", learning_ranks, remaining["learning"], costs, proposed),
         "static": _summary("static", static_ranks, remaining["static"], costs),
     }
     return steps, summaries

@@ -58,7 +58,8 @@ _TOP = {"description", "claim", "evaluate", "leave_one_out", "graded", "simulati
 # An experiment has exactly one of these tables.
 KINDS = ("evaluate", "leave_one_out", "graded", "simulation", "calibration", "proposals")
 _SIMULATION = {"pipelines", "crosswalks", "seeds", "orders", "variants", "limit"}
-SIMULATION_VARIANTS = ("learning", "static", "mentions-only")  # mentions-only: learning as before issue 89
+# mentions-only: learning as before issue 89; proposals: learning after a batch of proposals at 0.95
+SIMULATION_VARIANTS = ("learning", "static", "mentions-only", "proposals")
 _GRADED = {"scorers", "crosswalks", "terms", "seed"}
 _EVALUATE = {"scorers", "datasets", "titles", "langs", "title_column", "uri_column", "mode", "depth",
              "limit_queries"}  # fmt: skip

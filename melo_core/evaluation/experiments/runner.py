@@ -41,7 +41,7 @@ from melo_core.evaluation.significance import mean_interval
 if TYPE_CHECKING:
     from melo_core.esco.crosswalk import Crosswalk
     from melo_core.esco.taxonomy import Taxonomy
-    from melo_core.evaluation.calibration import CandidateRows, Fits
+    from melo_core.evaluation.calibration import Calibrator, CandidateRows, Fits
     from melo_core.evaluation.simulate import Replay, Simulation
     from melo_core.linking.pipeline import PipelineDefinition
 
@@ -367,6 +367,20 @@ def _replay(crosswalk: Crosswalk, taxonomy: Taxonomy, scorer: PipelineDefinition
         return simulate_many(crosswalk, taxonomy, scorer, replays, checkpoints=(), on_progress=progress, **options)
 
 
+def _proposing_calibrator(pipeline: str, crosswalk: Crosswalk) -> Calibrator:
+    """What `propose` would use for the crosswalk: the pipeline's calibrator fit by `prepare` without
+    the crosswalk's country."""
+    from melo_core.evaluation.calibration import calibration_path, load_calibrator
+
+    calibrator = load_calibrator(pipeline, crosswalk.country)
+    if calibrator is None:
+        raise MeloInputError(
+            f"the proposals variant needs {calibration_path(pipeline, crosswalk.country)}: "
+            f"run `python -m melo_core prepare --pipeline {pipeline}` first"
+        )
+    return calibrator
+
+
 def _run_simulation(experiment: Experiment, plan: SimulationPlan, data_dir: Path, results: Path, command: str,
                     limit: int, only: list[str] | None, show_progress: bool,
                     say: Say) -> list[dict[str, object]]:  # fmt: skip
@@ -396,11 +410,16 @@ def _run_simulation(experiment: Experiment, plan: SimulationPlan, data_dir: Path
                 replays = [Replay(seed) for seed in seeds] if any(v in plan.variants for v in learnt) else []
                 if "mentions-only" in plan.variants:
                     replays += [Replay(seed, learn_kinds=False, skip_boilerplate=False) for seed in seeds]
+                if "proposals" in plan.variants:
+                    replays += [Replay(seed, proposals=True) for seed in seeds]
+                calibrator = _proposing_calibrator(name, crosswalk) if "proposals" in plan.variants else None
                 simulations = _replay(crosswalk, taxonomy, scorer, replays, limit=limit or plan.limit,
                                       data_dir=data_dir, order=order, on_status=say, show_progress=show_progress,
-                                      label=f"{code} {name} {order}")  # fmt: skip
+                                      label=f"{code} {name} {order}", calibrator=calibrator)  # fmt: skip
                 for replay, result in zip(replays, simulations, strict=True):
-                    if replay.learn_kinds:
+                    if replay.proposals:
+                        runs["proposals"].append(result.summaries["learning"])
+                    elif replay.learn_kinds:
                         for variant in learnt:
                             runs[variant].append(result.summaries[variant])
                     else:
