@@ -363,6 +363,29 @@ def test_simulate_command_on_a_crosswalk_slice(nor_data: Path, tmp_path: Path, s
     assert again.splitlines()[1:] == lines[1:]
 
 
+def test_simulate_command_with_batch_proposals(nor_data: Path, tmp_path: Path, sim_env: None,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    from tests.test_proposals import write_calibrator
+
+    out = tmp_path / "steps.csv"
+    monkeypatch.setenv("MELO_MODELS", str(tmp_path / "models"))
+    code, _, stderr = run_cli("simulate", "--data", str(nor_data), "--crosswalk", "nor_no", "--limit", "40",
+                              "--pipeline", "lexical", "--proposals")  # fmt: skip
+    assert code == 2 and "lexical-without-nor.json" in stderr and "prepare --pipeline lexical" in stderr
+    write_calibrator(tmp_path / "models", "lexical", "nor")
+    code, stdout, stderr = run_cli("simulate", "--data", str(nor_data), "--crosswalk", "nor_no", "--limit", "40",
+                                   "--pipeline", "lexical", "--proposals", "--out", str(out), "--quiet")  # fmt: skip
+    assert code == 0, stderr
+    rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    proposed = [r for r in rows if r["proposed"] == "1"]
+    confirmed = [r for r in proposed if r["static_rank"] == "1"]
+    assert proposed and f"{len(proposed)} proposed in a batch first ({len(confirmed)} confirmed" in stdout
+    assert all(r["learning_rank"] == "1" for r in confirmed)
+    code, _, stderr = run_cli("simulate", "--data", str(nor_data), "--crosswalk", "nor_no", "--scorer", "char-tfidf",
+                              "--proposals")  # fmt: skip
+    assert code == 2 and "--proposals needs a pipeline" in stderr
+
+
 def write_crosswalk(folder: Path, terms: dict[str, tuple[str, str, str]]) -> Path:
     path = folder / "tst_no" / "crosswalk.json"
     path.parent.mkdir(parents=True)

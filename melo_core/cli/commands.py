@@ -551,6 +551,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     )
     say = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
     scorer = args.scorer or load_pipeline(args.pipeline or DEFAULT_PIPELINE)
+    calibrator = None
+    if args.proposals:
+        from melo_core.evaluation.calibration import calibration_path, load_calibrator
+
+        if not isinstance(scorer, PipelineDefinition):
+            raise MeloInputError("--proposals needs a pipeline (its calibrator), not --scorer")
+        calibrator = load_calibrator(scorer.name, crosswalk.country)
+        if calibrator is None:
+            raise MeloInputError(f"--proposals needs {calibration_path(scorer.name, crosswalk.country)}: "
+                                 f"run `python -m melo_core prepare --pipeline {scorer.name}` first")  # fmt: skip
     with tqdm(unit="term", desc=f"simulating {crosswalk.name}", disable=args.quiet, file=sys.stderr) as bar:
 
         def progress(done: int, total: int) -> None:
@@ -560,7 +570,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         result = simulate(crosswalk, taxonomy, scorer, languages, seed=args.seed, limit=args.limit,
                           depth=args.depth, index_kind=args.index, on_status=say, on_progress=progress,
                           data_dir=args.data, order=args.order, learn_kinds=not args.mentions_only,
-                          skip_boilerplate=not args.mentions_only)  # fmt: skip
+                          skip_boilerplate=not args.mentions_only, calibrator=calibrator)  # fmt: skip
     messages = message_stream(args.out)  # stderr while the CSV goes to stdout
     print(result.header(), file=messages)
     for summary in result.summaries.values():
@@ -907,6 +917,9 @@ def build_parser() -> argparse.ArgumentParser:
     si.add_argument("--mentions-only", action="store_true",
                     help="learn known mentions only, as before issue 89 (no target kinds, no boilerplate check)")  # fmt: skip
     si.add_argument("--limit", type=at_least(0), default=0, help="only the first N terms of the shuffled order")
+    si.add_argument("--proposals", action="store_true",
+                    help="start with a batch of proposals at 0.95 (the pipeline's calibrator that `prepare` fitted "
+                         "without the crosswalk's country), as the Crosswalk page proposes")  # fmt: skip
     si.add_argument(
         "--langs",
         type=str.lower,

@@ -9,7 +9,9 @@ of its concept (``Linker.add_mentions``) when the relation is one of the pipelin
 relations (a scorer spec: exact or narrow, ``ALIAS_RELATIONS``) and the term is not mostly the
 scheme's boilerplate (``scheme_learning.Boilerplate``); and every decision teaches the kind of
 concept the scheme maps to (``scheme_learning.TargetKinds``). The static linker learns nothing.
-Each rank costs the curator time (``effort.CostModel``): effort per 100 terms.
+Each rank costs the curator time (``effort.CostModel``): effort per 100 terms. With a calibrator,
+a replay can start as "Propose at 95 %" does: a batch of proposals, confirmed or rejected in bulk
+(``simulate_many``).
 
 Gold concepts follow the benchmark build (``builder.select_target``): one gold concept per term,
 the closest relation up to narrowMatch (closeMatch for Norway), ambiguous and vague terms left
@@ -109,13 +111,22 @@ class Simulation:
     def taught(self) -> int:
         return sum(s.taught for s in self.steps)
 
+    def proposals(self) -> str:
+        proposed = [s for s in self.steps if s.proposed]
+        if not proposed:
+            return ""
+        confirmed = sum(s.learning_rank == 1 and s.static_rank == 1 for s in proposed)
+        return (
+            f"{len(proposed)} proposed in a batch first ({confirmed} confirmed, {len(proposed) - confirmed} rejected); "
+        )
+
     def header(self) -> str:
         skipped = ", ".join(f"{n} {why}" for why, n in self.skipped.items() if n) or "none"
         order = f"random order (seed {self.seed})" if self.order == "random" else f"{self.order} order"
         return (
             f"{self.crosswalk}: {len(self.steps)} terms in {order} (left out: {skipped}); "
             f"scorer {self.scorer} over ESCO labels in {', '.join(self.languages)}; "
-            f"{self.taught} decisions taught as known mentions; "
+            f"{self.taught} decisions taught as known mentions; {self.proposals()}"
             f"{self.seconds:.1f} s (+{self.load_seconds:.1f} s loading)"
         )
 
@@ -258,6 +269,7 @@ def simulate(
     learn_kinds: bool = True,
     skip_boilerplate: bool = True,
     costs: CostModel = COSTS,
+    calibrator: Calibrator | None = None,
 ) -> Simulation:
     """Replay the crosswalk through a learning and a static linker (see the module docstring).
     ``scorer``: a pipeline (its variant for the crosswalk's language; with ``data_dir``, the
@@ -265,12 +277,14 @@ def simulate(
     ``limit``: only the first N terms of the order. ``order``: ``random`` (``seed``), ``file``,
     ``most-confident`` or ``least-confident`` first (by the static linker's margin between its
     first two candidates). ``learn_kinds``/``skip_boilerplate``: what the learning linker learns
-    besides known mentions (off: mentions only, as before issue 89). ``on_progress(done,
+    besides known mentions (off: mentions only, as before issue 89). ``calibrator``: the
+    learning linker starts after a batch of proposals at 0.95 (``simulate_many``). ``on_progress(done,
     total)`` counts linked terms."""
-    [result] = simulate_many(crosswalk, taxonomy, scorer, [Replay(seed, learn_kinds, skip_boilerplate)],
+    replay = Replay(seed, learn_kinds, skip_boilerplate, proposals=calibrator is not None)
+    [result] = simulate_many(crosswalk, taxonomy, scorer, [replay],
                              languages=languages, limit=limit, depth=depth, checkpoints=checkpoints,
                              cache_dir=cache_dir, index_kind=index_kind, on_status=on_status, on_progress=on_progress,
-                             data_dir=data_dir, order=order, costs=costs)  # fmt: skip
+                             data_dir=data_dir, order=order, costs=costs, calibrator=calibrator)  # fmt: skip
     return result
 
 
@@ -447,9 +461,10 @@ def step_rows(simulation: Simulation) -> list[dict[str, object]]:
             "static_rank": s.static_rank if math.isinf(s.static_rank) else int(s.static_rank),
             "learning_rank": s.learning_rank if math.isinf(s.learning_rank) else int(s.learning_rank),
             "taught": int(s.taught),
+            "proposed": int(s.proposed),
         }
         for s in simulation.steps
     ]
 
 
-STEP_COLUMNS = ["step", "code", "title", "gold_uri", "relation", "static_rank", "learning_rank", "taught"]
+STEP_COLUMNS = ["step", "code", "title", "gold_uri", "relation", "static_rank", "learning_rank", "taught", "proposed"]
