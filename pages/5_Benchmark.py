@@ -143,8 +143,9 @@ if not effort.empty:
     st.caption("The simulated curator replays each crosswalk (seeds 0-2, mean): seconds per 100 terms by the cost "
                "model (accept the first 4 s; pick rank r <= 10: 6 s + 1 s x r; search 30 s) and acc@1. `best`: "
                "learning from each decision; `/static`: learning nothing; `/mentions-only`: known mentions only, as "
-               "before; `/most-confident` etc.: queue orders. `python -m melo_core experiment run curator-effort` "
-               "(docs/experiments/curator-effort.md).")  # fmt: skip
+               "before; `/proposals`: learning after a batch of proposals at 0.95 (1.5 s to confirm or reject each); "
+               "`/most-confident` etc.: queue orders. The mean of a column is over the crosswalks it holds. "
+               "`python -m melo_core experiment run curator-effort` (docs/experiments/curator-effort.md).")  # fmt: skip
     st.dataframe(effort, hide_index=True, key="bench_effort",
                  column_config={c: st.column_config.NumberColumn(format="%.0f" if "s/100" in c else "%.3f")
                                 for c in effort.columns[1:]})  # fmt: skip

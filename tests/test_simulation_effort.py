@@ -194,6 +194,8 @@ def test_the_simulation_experiment_writes_effort_rows(nor_data: Path, tmp_path: 
             assert (("nor_no", label, metric) in by_key) and (("mean:crosswalks", label, metric) in by_key)
         effort = float(by_key[("nor_no", label, "effort_per_100")]["value"])
         assert 400.0 <= effort <= 3000.0 and by_key[("nor_no", label, "acc_at_1")]["queries"] == "12"
+    assert 0.0 < float(by_key[("nor_no", "lexical/proposals", "proposal_coverage")]["value"]) <= 1.0
+    assert ("nor_no", "lexical", "proposal_coverage") not in by_key
     learning = float(by_key[("nor_no", "lexical", "acc_at_1")]["value"])
     assert learning >= float(by_key[("nor_no", "lexical/static", "acc_at_1")]["value"])
 
@@ -251,6 +253,10 @@ def test_a_replay_with_proposals_confirms_the_right_ones_first(melo_data: Path, 
     seconds = [1.5 if s in confirmed else 1.5 * s.proposed + COSTS.seconds(s.learning_rank) for s in batch.steps]
     assert batch.summaries["learning"].effort_per_100 == pytest.approx(100 * sum(seconds) / 60)
     assert batch.summaries["static"] == plain.summaries["static"]
+    assert (batch.summaries["learning"].proposed, batch.summaries["learning"].confirmed) == (
+        len(confirmed) + len(rejected),
+        len(confirmed),
+    )
     with pytest.raises(MeloInputError, match="need a calibrator"):
         simulate_many(crosswalk, taxonomy, load_pipeline("lexical"), [Replay(0, proposals=True)], limit=5,
                       data_dir=data, cache_dir=cache)  # fmt: skip

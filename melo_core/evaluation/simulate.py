@@ -82,6 +82,8 @@ class LinkerSummary:
     acc_at_1: float = 0.0
     acc_at_10: float = 0.0
     effort_per_100: float = 0.0  # seconds per 100 terms (effort.CostModel)
+    proposed: int = 0  # terms proposed in the batch first
+    confirmed: int = 0  # of them, those whose first candidate was right
 
     def line(self, depth: int = DEPTH) -> str:
         remaining = "  ".join(f"{share:.0%}: {value:.4f}" for share, value in self.remaining_mrr.items())
@@ -227,6 +229,8 @@ def _summary(name: str, ranks: list[float], remaining: dict[float, float], costs
         acc_at_1=first_rank_accuracy(ranks, 1),
         acc_at_10=first_rank_accuracy(ranks, 10),
         effort_per_100=effort,
+        proposed=sum(proposed),
+        confirmed=sum(confirmed),
     )
 
 

@@ -435,6 +435,10 @@ def _run_simulation(experiment: Experiment, plan: SimulationPlan, data_dir: Path
                         "mrr": [s.mrr for s in summaries],
                         "not_found_100": [s.not_found / s.terms if s.terms else 0.0 for s in summaries],
                     }
+                    if variant == "proposals":  # the share of terms proposed, and of them the share right
+                        values["proposal_coverage"] = [s.proposed / s.terms if s.terms else 0.0 for s in summaries]
+                        if all(s.proposed for s in summaries):
+                            values["proposal_precision"] = [s.confirmed / s.proposed for s in summaries]
                     label = simulation_label(name, variant, order)
                     done += [{"dataset": code, "pipeline": label, "metric": metric,
                               "value": round(sum(v) / len(v), 6), "queries": summaries[0].terms, "seconds": seconds}
