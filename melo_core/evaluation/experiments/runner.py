@@ -354,7 +354,7 @@ def simulation_label(pipeline: str, variant: str, order: str) -> str:
 
 def _replay(crosswalk: Crosswalk, taxonomy: Taxonomy, scorer: PipelineDefinition | str, replays: list[Replay], *,
             label: str, show_progress: bool, **options: Any) -> list[Simulation]:  # fmt: skip
-    """``simulate_many`` with a bar of the terms replayed: one crosswalk with `best` takes 1 to 15 min.
+    """``simulate_many`` with a bar of the terms replayed: one crosswalk with `best` takes minutes.
     No MRR of the undecided terms at checkpoints: no row holds it, and it was a third of the work."""
     from melo_core.evaluation.simulate import simulate_many
 
