@@ -8,7 +8,7 @@ Two sources:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -398,3 +398,21 @@ _last_loaded: tuple[Path, Taxonomy] | None = None
 def _remember(target: Path, taxonomy: Taxonomy) -> None:
     global _last_loaded
     _last_loaded = (target, taxonomy)
+
+
+def crosswalk_languages(crosswalk_language: str | None, taxonomy: Taxonomy,
+                        languages: Sequence[str] | None = None) -> tuple[str, ...]:  # fmt: skip
+    """ESCO label languages to search for a crosswalk's terms: the given ones, else those `link`
+    ranks for the crosswalk's language (its own and English)."""
+    if languages:
+        wanted = tuple(dict.fromkeys(languages))
+        present = tuple(lang for lang in wanted if lang in taxonomy.languages)
+    else:
+        wanted = tuple(dict.fromkeys(lang for lang in (crosswalk_language, "en") if lang))
+        present = reader_languages(crosswalk_language or "en", taxonomy.languages)
+    if not present:
+        raise MeloInputError(
+            f"the taxonomy has no labels in {', '.join(wanted) or 'the crosswalk language'} "
+            f"(it has {', '.join(taxonomy.languages)})"
+        )
+    return present

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from melo_core import config
-from melo_core.esco.taxonomy import ISCO_GROUP
+from melo_core.esco.taxonomy import ISCO_GROUP, crosswalk_languages
 from melo_core.linking.linker import Candidate
 
 # What a candidate's probability is computed from; all are things the ranking already has.
@@ -483,7 +483,6 @@ def collect_rows(definition: object, taxonomy: object, data_dir: str | Path, cod
     the languages and the sample."""
     from melo_core.esco.crosswalk import crosswalk_path, list_crosswalks, load_crosswalk
     from melo_core.esco.taxonomy import Taxonomy
-    from melo_core.evaluation.simulate import simulation_languages
     from melo_core.linking.pipeline import Pipeline, PipelineDefinition, crosswalk_mentions_of
     from melo_core.runtime.disk_cache import files_stamp
 
@@ -496,7 +495,7 @@ def collect_rows(definition: object, taxonomy: object, data_dir: str | Path, cod
     parts = []
     for code in codes:
         crosswalk = load_crosswalk(crosswalk_path(data_dir, code))
-        searched = simulation_languages(crosswalk, taxonomy, None)
+        searched = crosswalk_languages(crosswalk.language, taxonomy)
         if languages:
             searched = tuple(lang for lang in searched if lang in languages) or tuple(languages)
         key = f"{spec_stamp}-{stamp}-{'+'.join(searched) if languages else 'own'}-{terms_per_crosswalk}"

@@ -27,7 +27,7 @@ from scipy.stats import spearmanr
 
 from melo_core.errors import MeloInputError
 from melo_core.esco.crosswalk import Crosswalk
-from melo_core.esco.taxonomy import Taxonomy
+from melo_core.esco.taxonomy import Taxonomy, crosswalk_languages
 from melo_core.linking.linker import Linker
 from melo_core.linking.pipeline import Pipeline, PipelineDefinition, crosswalk_mentions_of
 from melo_core.spec import parse_component
@@ -131,12 +131,10 @@ def graded_similarity(crosswalk: Crosswalk, taxonomy: Taxonomy, scorer: str | Pi
     """Score the crosswalk's graded pairs with ``scorer`` (a pipeline: its variant for the
     crosswalk's language, with the other countries' crosswalk titles as mentions when ``data_dir``
     is given; or a scorer spec) over the ESCO labels `simulate` searches, and correlate."""
-    from melo_core.evaluation.simulate import simulation_languages
-
     pairs = graded_pairs(crosswalk, taxonomy, seed, terms)
     if not pairs:
         raise MeloInputError(f"crosswalk {crosswalk.name!r} has no term linked to a concept of the taxonomy")
-    searched = simulation_languages(crosswalk, taxonomy, languages)
+    searched = crosswalk_languages(crosswalk.language, taxonomy, languages)
     start = time.perf_counter()
     try:
         if isinstance(scorer, PipelineDefinition):

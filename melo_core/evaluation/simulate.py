@@ -36,7 +36,7 @@ from pathlib import Path
 from melo_core.errors import MeloInputError
 from melo_core.esco.builder import DEFAULT_LOOSEST_RELATION, LOOSEST_RELATION_BY_CROSSWALK, select_target
 from melo_core.esco.crosswalk import ALIAS_RELATIONS, Crosswalk
-from melo_core.esco.taxonomy import Taxonomy, reader_languages
+from melo_core.esco.taxonomy import Taxonomy, crosswalk_languages
 from melo_core.evaluation.calibration import Calibrator
 from melo_core.evaluation.effort import COSTS, CostModel, margin, queue_order
 from melo_core.linking.linker import Linker
@@ -149,23 +149,6 @@ def gold_terms(crosswalk: Crosswalk, taxonomy: Taxonomy, loosest: str | None = N
         else:
             kept.append(GoldTerm(term.code, term.title, target, term.matches[target]))
     return kept, skipped
-
-
-def simulation_languages(crosswalk: Crosswalk, taxonomy: Taxonomy, languages: Sequence[str] | None) -> tuple[str, ...]:  # fmt: skip
-    """ESCO label languages to search: the given ones, else those `link` ranks for the crosswalk's
-    language (its own and English)."""
-    if languages:
-        wanted = tuple(dict.fromkeys(languages))
-        present = tuple(lang for lang in wanted if lang in taxonomy.languages)
-    else:
-        wanted = tuple(dict.fromkeys(lang for lang in (crosswalk.language, "en") if lang))
-        present = reader_languages(crosswalk.language or "en", taxonomy.languages)
-    if not present:
-        raise MeloInputError(
-            f"the taxonomy has no labels in {', '.join(wanted) or 'the crosswalk language'} "
-            f"(it has {', '.join(taxonomy.languages)})"
-        )
-    return present
 
 
 def _rank(candidates: Sequence, gold: str) -> float:
@@ -333,7 +316,7 @@ def simulate_many(
         threshold = calibrator.threshold_for(precision)
         if threshold is None:
             on_status(f"no threshold of the calibrator reaches precision {precision:.2f}: nothing is proposed")
-    languages = simulation_languages(crosswalk, taxonomy, languages)
+    languages = crosswalk_languages(crosswalk.language, taxonomy, languages)
     alias_language = crosswalk.language or ""
     by_confidence = order in ("most-confident", "least-confident")
     queue_order(order, [])  # an unknown order fails before any work
