@@ -58,6 +58,9 @@ def _build_child(build: Callable[..., Path], data_dir: str, folders: dict[str, s
     def progress(step: int, steps: int, loss: float) -> None:
         messages.put(("progress", (step, steps, loss)))
 
+    # Ctrl-C raises KeyboardInterrupt here even where an ancestor ignored SIGINT: Python keeps an
+    # inherited SIG_IGN, and then neither _stop nor _stop_when_orphaned could stop the build.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if parent is not None:
         _stop_when_orphaned(parent)
     try:
