@@ -226,6 +226,14 @@ def test_replays_on_one_linker_match_replays_alone(melo_data: Path, tmp_path: Pa
     assert quick[0].steps == together[0].steps and quick[0].summaries["learning"].remaining_mrr == {}
 
 
+def test_a_rejected_proposal_ranked_first_later_still_costs_its_rejection() -> None:
+    from melo_core.evaluation.simulate import _summary
+
+    summary = _summary("learning", [1.0, 1.0, 3.0], {}, COSTS, [True, True, False], [True, False, False])
+    assert summary.effort_per_100 == pytest.approx(100 * (1.5 + (1.5 + 4.0) + 9.0) / 3)
+    assert (summary.proposed, summary.confirmed) == (2, 1)
+
+
 def test_a_replay_with_proposals_confirms_the_right_ones_first(melo_data: Path, tmp_path: Path) -> None:
     # A calibrator as `prepare` leaves it: probability sigmoid(12 score - 6), threshold 0.5 at 0.95.
     from melo_core.esco.crosswalk import crosswalk_path

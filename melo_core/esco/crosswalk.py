@@ -42,6 +42,11 @@ class Crosswalk:
         return crosswalk_country(self.name)
 
     @property
+    def scheme_terms(self) -> int:
+        """How many terms the store holds of this crosswalk as a scheme: those with a title."""
+        return sum(1 for t in self.terms if t.title)
+
+    @property
     def language(self) -> str | None:
         parts = self.name.split("_")
         return parts[1] if len(parts) == 2 else None

@@ -500,7 +500,7 @@ def collect_rows(definition: object, taxonomy: object, data_dir: str | Path, cod
             searched = tuple(lang for lang in searched if lang in languages) or tuple(languages)
         key = f"{spec_stamp}-{stamp}-{'+'.join(searched) if languages else 'own'}-{terms_per_crosswalk}"
         path = folder / f"rows-{definition.name}-{code}-{key}.json"
-        scheme_terms = sum(1 for t in crosswalk.terms if t.title)  # what the store holds of the scheme
+        scheme_terms = crosswalk.scheme_terms
         kept = CandidateRows.from_json(path.read_text(encoding="utf-8"), scheme_terms) if path.is_file() else None
         if kept is None:
             on_progress(f"calibration: linking {code}")

@@ -114,13 +114,11 @@ class Simulation:
         return sum(s.taught for s in self.steps)
 
     def proposals(self) -> str:
-        proposed = [s for s in self.steps if s.proposed]
-        if not proposed:
+        learning = self.summaries["learning"]
+        if not learning.proposed:
             return ""
-        confirmed = sum(s.learning_rank == 1 and s.static_rank == 1 for s in proposed)
-        return (
-            f"{len(proposed)} proposed in a batch first ({confirmed} confirmed, {len(proposed) - confirmed} rejected); "
-        )
+        rejected = learning.proposed - learning.confirmed
+        return f"{learning.proposed} proposed in a batch first ({learning.confirmed} confirmed, {rejected} rejected); "
 
     def header(self) -> str:
         skipped = ", ".join(f"{n} {why}" for why, n in self.skipped.items() if n) or "none"
@@ -165,7 +163,7 @@ class _FirstProbability:
     def __init__(self, calibrator: Calibrator, crosswalk: Crosswalk):
         self.calibrator = calibrator
         self.language = crosswalk.language
-        self.scheme_terms = sum(1 for t in crosswalk.terms if t.title)  # what the store holds of the scheme
+        self.scheme_terms = crosswalk.scheme_terms
         self.probabilities: list[float] = []
 
     def add(self, candidates: Sequence) -> None:
@@ -193,12 +191,13 @@ def _ranks(linker: Linker, terms: Sequence[GoldTerm], depth: int, on_progress: C
 
 
 def _summary(name: str, ranks: list[float], remaining: dict[float, float], costs: CostModel,
-             proposed: Sequence[bool] | None = None) -> LinkerSummary:  # fmt: skip
-    """``proposed``: per term, whether its first candidate was proposed in the batch. A right one is
-    confirmed (rank 1); a wrong one is rejected, then the term costs as usual at its ``rank``."""
+             proposed: Sequence[bool] | None = None, confirmed: Sequence[bool] | None = None) -> LinkerSummary:  # fmt: skip
+    """``proposed``: per term, whether its first candidate was proposed in the batch; ``confirmed``:
+    whether that proposal was right (the term then costs the confirmation). A rejected one costs the
+    rejection, then the term as usual at its ``rank`` (rank 1 too, when learning put it first later)."""
     found = [r for r in ranks if math.isfinite(r)]
     proposed = proposed or [False] * len(ranks)
-    confirmed = [p and r == 1 for p, r in zip(proposed, ranks, strict=True)]
+    confirmed = confirmed or [False] * len(ranks)
     rejected = sum(proposed) - sum(confirmed)
     effort = costs.per_100(ranks, confirmed) + (100.0 * rejected * costs.confirm_proposal / len(ranks) if ranks else 0)
     return LinkerSummary(
@@ -430,7 +429,14 @@ def _replay(linker: Linker, sequence: list[GoldTerm], static_ranks: list[float],
         learning_ranks.append(_rank(candidates, term.concept_uri))
         steps.append(Step(i, term, static_ranks[i], learning_ranks[-1], decide(term), proposed=proposed[i]))
     summaries = {
-        "learning": _summary("learning", learning_ranks, remaining["learning"], costs, proposed),
+        "learning": _summary(
+            "learning",
+            learning_ranks,
+            remaining["learning"],
+            costs,
+            proposed,
+            [i in confirmed for i in range(len(sequence))],
+        ),
         "static": _summary("static", static_ranks, remaining["static"], costs),
     }
     return steps, summaries
