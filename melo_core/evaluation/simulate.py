@@ -67,7 +67,7 @@ class Step:
     static_rank: float  # 1-based concept rank; inf when not in the top depth
     learning_rank: float
     taught: bool  # the accepted decision became a known mention of the learning linker
-    proposed: bool = False  # its first candidate was proposed in the batch (right when learning_rank is 1)
+    proposed: bool = False  # its first candidate was proposed in the batch (confirmed when static_rank is 1)
 
 
 @dataclass
