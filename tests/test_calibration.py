@@ -22,6 +22,7 @@ from melo_core.evaluation.calibration import (
     FEATURES,
     Calibrator,
     CandidateRows,
+    calibration_step,
     candidate_features,
     expected_calibration_error,
     fit_calibrator,
@@ -207,7 +208,8 @@ def test_prepare_links_real_crosswalks_and_fits_one_calibrator_per_held_out_coun
                                   on_message=said.append, terms_per_crosswalk=12)  # fmt: skip
     assert sorted(p.name for p in written) == ["lexical-without-dnk.json", "lexical-without-nor.json",
                                                "lexical-without-swe.json", "lexical.json"]  # fmt: skip
-    assert said[:3] == ["calibration: linking dnk_da", "calibration: linking nor_no", "calibration: linking swe_sv"]
+    assert said[:3] == ["calibration: linking dnk_da (1 of 3)", "calibration: linking nor_no (2 of 3)",
+                        "calibration: linking swe_sv (3 of 3)"]  # fmt: skip
     rows = calibration.collect_rows(definition, taxonomy, three_countries, None, 12, cache_dir=tmp_path / "cache",
                                     on_progress=said.append)  # fmt: skip
     assert len(said) == 4  # the rows were kept: nothing linked again
@@ -222,6 +224,27 @@ def test_prepare_links_real_crosswalks_and_fits_one_calibrator_per_held_out_coun
     again = prepare_calibration(definition, taxonomy, three_countries, tmp_path / "cache", models,
                                 terms_per_crosswalk=12)  # fmt: skip
     assert {p.name: p.read_text(encoding="utf-8") for p in again} == before
+
+
+def test_the_calibration_step_is_estimated_from_the_terms_it_still_links(three_countries: Path,
+                                                                         tmp_path: Path) -> None:  # fmt: skip
+    definition = load_pipeline("lexical")
+    cache_dir, models = tmp_path / "cache", tmp_path / "models"
+    taxonomy = cached_taxonomy_from_melo(three_countries, cache_dir)
+    step = calibration_step(definition, taxonomy, three_countries, cache_dir, models, terms_per_crosswalk=12)
+    assert step.what == "lexical calibration"
+    assert step.seconds == pytest.approx(3 * 12 * calibration.DEFAULT_SECONDS_PER_TERM)
+    told: list[tuple[float, str]] = []
+    assert step.run(lambda fraction, message: told.append((fraction, message))) == 3 * 12
+    assert [message for _, message in told[:3]] == ["calibration: linking dnk_da (1 of 3)",
+                                                    "calibration: linking nor_no (2 of 3)",
+                                                    "calibration: linking swe_sv (3 of 3)"]  # fmt: skip
+    assert [fraction for fraction, _ in told[:3]] == pytest.approx([0, 1 / 3, 2 / 3])  # a share of the terms
+    assert told[-1][0] == 1.0 and told[-1][1].startswith("calibration: fitting lexical")
+    assert load_calibrator("lexical", "nor", models) is not None
+    # The rows are kept: nothing is left to link, nothing to wait for.
+    again = calibration_step(definition, taxonomy, three_countries, cache_dir, models, terms_per_crosswalk=12)
+    assert again.seconds == 0 and again.run(lambda fraction, message: None) == 0
 
 
 def test_prepare_skips_a_data_folder_with_one_country(nor_data: Path, tmp_path: Path) -> None:

@@ -21,7 +21,15 @@ import pytest
 
 from melo_core.linking.pipeline import _prepare_held, prepare, requirements
 from melo_core.runtime import preparing
-from melo_core.runtime.preparing import Estimate, MeasuredPace, Stage, held, preparation_lock, time_left_words
+from melo_core.runtime.preparing import (
+    Estimate,
+    LastStep,
+    MeasuredPace,
+    Stage,
+    held,
+    preparation_lock,
+    time_left_words,
+)
 from tests.conftest import described_pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -373,3 +381,27 @@ def test_prepare_records_the_pace_of_each_stage_and_estimates_with_it_next_time(
     assert MeasuredPace(cache).seconds(need.what, need.seconds) == pytest.approx(
         need.seconds * kept["muse labels"]["pace"]
     )
+
+
+def test_the_time_left_counts_the_last_step_from_the_start(esco_csv: Path, tmp_path: Path) -> None:
+    """The calibration after the pipeline's needs took 3 of `fast`'s 12 minutes, which the first
+    time left left out ("ready in about 7 min"): it is a stage of the estimate like the others."""
+    taxonomy, definition = described_pipeline(esco_csv, tmp_path, "components = [{ scorer = 'muse' }]\n")
+    told: list[tuple[float, str]] = []
+
+    def calibrate(report: Callable[[float, str], None]) -> int:
+        for done, code in enumerate(("dnk_da", "nor_no")):
+            report(done / 2, f"calibration: linking {code} ({done + 1} of 2)")
+        return 0  # nothing measured: a pace from an instant run would say nothing
+
+    last = LastStep("muse calibration", 1200.0, calibrate)
+    prepare(definition, taxonomy, ["en"], tmp_path / "cache", workers=1,
+            on_progress=lambda fraction, message: told.append((fraction, message)), last_step=last)  # fmt: skip
+    first = told[0][1]
+    assert first.startswith("starting") and "complete in about 20 min" in first  # the labels take seconds
+    calibrating = [(f, m) for f, m in told if m.startswith("calibration")]
+    assert [preparing.without_time_left(m) for _, m in calibrating] == ["calibration: linking dnk_da (1 of 2)",
+                                                                       "calibration: linking nor_no (2 of 2)"]  # fmt: skip
+    assert all(preparing.TIME_LEFT_SEPARATOR in m for _, m in calibrating)
+    assert all(0 < f < 1 for f, _ in calibrating) and told[-1] == (1.0, "ready")
+    assert "muse calibration" not in MeasuredPace(tmp_path / "cache").read()

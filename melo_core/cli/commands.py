@@ -624,7 +624,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     """Build what a pipeline needs (the domain model, the labels' embeddings and indexes, then what
     the first `link` of --query-lang reads: its lexical scorers fitted, the known mentions read) so
     that its first suggestion is fast; resumable: an interrupted run keeps what it finished."""
-    from melo_core.evaluation.calibration import prepare_calibration
+    from melo_core.evaluation.calibration import calibration_step
 
     definition = load_pipeline(args.pipeline)
     taxonomy = cached_taxonomy_from_melo(args.data)
@@ -665,8 +665,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
             prepare(definition, taxonomy, languages, on_progress=progress, workers=args.workers,
                     query_language=args.query_lang, mentions=_mention_texts(args, definition, taxonomy),
                     on_serving=on_serving, data_dir=args.data, on_estimate=estimated,
-                    last_step=lambda say: prepare_calibration(definition, taxonomy, args.data, languages=languages,
-                                                              on_message=say))  # fmt: skip
+                    last_step=calibration_step(definition, taxonomy, args.data, languages=languages))  # fmt: skip
             last["time_left"] = None
             progress(1.0, "fitting the lexical scorers and reading the known mentions as `link` will")
             _first_link(args, definition, languages)

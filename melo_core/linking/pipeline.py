@@ -58,6 +58,7 @@ from melo_core.linking.query_rules import RULES as QUERY_RULES
 from melo_core.runtime.preparing import (
     TIME_LEFT_SEPARATOR,
     Estimate,
+    LastStep,
     MeasuredPace,
     Stage,
     TimeLeft,
@@ -519,7 +520,7 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
             mentions: Sequence[str] = (), on_serving: Callable[[], None] = lambda: None,
             data_dir: str | Path | None = None,
             on_estimate: Callable[[TimeLeft], None] = lambda left: None,
-            last_step: Callable[[Callable[[str], None]], object] | None = None) -> None:  # fmt: skip
+            last_step: LastStep | None = None) -> None:  # fmt: skip
     """Build what the pipeline needs over ``languages``, in the order a first suggestion needs
     it: the domain model, then per encoder the labels' vectors and index, and the descriptions
     (``on_serving()`` is called once these are there: the pipeline serves from then on; with
@@ -529,9 +530,9 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
     (``on_estimate``: the times left in seconds). Models are trained on ``data_dir`` (default
     ``config.data_dir()``), the folder ``taxonomy`` came from. One preparation per data folder at a
     time, across processes: another one (another scheme, another app, the command line) waits,
-    saying so through ``on_progress``, then builds only what is still missing. ``last_step(say)`` runs
-    last, the lock still held (`prepare` on the command line and the app's: the calibrated
-    confidence from the data folder's crosswalks, ``melo_core.evaluation.calibration.prepare_calibration``)."""
+    saying so through ``on_progress``, then builds only what is still missing. ``last_step`` runs
+    last, the lock still held, its estimate in the time left (`prepare` on the command line and the
+    app's: the calibrated confidence, ``melo_core.evaluation.calibration.calibration_step``)."""
     cache = Path(cache_dir or config.cache_dir())
     data = Path(data_dir or config.data_dir())
     holder = {"pipeline": definition.name, "languages": list(languages or ()), "query_language": query_language}
@@ -543,8 +544,7 @@ def prepare(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Seque
 def _prepare_held(definition: PipelineDefinition, taxonomy: Taxonomy, languages: Sequence[str] | None, cache: Path,
                   data: Path, on_progress: Callable[[float, str], None], workers: int | None,
                   query_language: str | None, mentions: Sequence[str], on_serving: Callable[[], None],
-                  on_estimate: Callable[[TimeLeft], None],
-                  last_step: Callable[[Callable[[str], None]], object] | None = None) -> None:  # fmt: skip
+                  on_estimate: Callable[[TimeLeft], None], last_step: LastStep | None = None) -> None:  # fmt: skip
     """`prepare` once it holds the data folder's lock: what is missing now, built in order."""
     needs = requirements(definition, taxonomy, languages, cache, mentions=mentions)
     stage_seconds = 1.0  # the estimate of the stage under way (report reads it)
@@ -566,15 +566,17 @@ def _prepare_held(definition: PipelineDefinition, taxonomy: Taxonomy, languages:
     # Each stage's estimate scaled by the pace measured here before; the stage under way by its own.
     pace = MeasuredPace(cache)
     pending = [(i, need) for i, need in enumerate(ordered) if not need.ready]
-    estimate = Estimate([Stage(need.what, pace.seconds(need.what, need.seconds), i <= last_serving)
-                         for i, need in pending])  # fmt: skip
+    stages = [Stage(need.what, pace.seconds(need.what, need.seconds), i <= last_serving) for i, need in pending]
+    if last_step is not None:
+        stages.append(Stage(last_step.what, pace.seconds(last_step.what, last_step.seconds), serves=False))
+    estimate = Estimate(stages)
 
     def report(seconds_done: float, message: str) -> None:
         left = estimate.update(seconds_done / stage_seconds if stage_seconds > 0 else 1.0)
         on_estimate(left)
         on_progress(estimate.fraction, f"{message}{TIME_LEFT_SEPARATOR}{time_left_words(left.serves, left.complete)}")
 
-    if pending:  # a first estimate at once, before the first stage's first report
+    if stages:  # a first estimate at once, before the first stage's first report
         report(0.0, "starting")
     if last_serving < 0:
         on_serving()
@@ -594,7 +596,11 @@ def _prepare_held(definition: PipelineDefinition, taxonomy: Taxonomy, languages:
         if i == last_serving:
             on_serving()
     if last_step is not None:  # e.g. the calibrated confidence: the pipeline serves without it meanwhile
-        last_step(lambda message: on_progress(0.99, message))
+        stage_seconds = last_step.seconds
+        estimate.start(len(pending))
+        units = last_step.run(lambda fraction, message: report(fraction * stage_seconds, message))
+        if units:
+            pace.record(last_step.what, last_step.seconds, estimate.stage_seconds(), units, "terms")
     on_progress(1.0, "ready")
 
 

@@ -186,6 +186,18 @@ class Stage:
 
 
 @dataclass(frozen=True)
+class LastStep:
+    """What `prepare` runs after the pipeline's needs, the lock still held (the calibrated
+    confidence): ``what`` names its measured pace, ``seconds`` is its estimate (0: nothing left to
+    do), and ``run(report)`` does it, calling ``report(fraction_done, message)`` as it goes and
+    returning how many units (terms linked) it did, for the measured pace."""
+
+    what: str
+    seconds: float
+    run: Callable[[Callable[[float, str], None]], int]
+
+
+@dataclass(frozen=True)
 class TimeLeft:
     serves: float | None  # seconds until the pipeline serves; None: it serves already
     complete: float  # seconds until everything is built
