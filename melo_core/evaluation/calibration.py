@@ -484,13 +484,15 @@ class PlannedRows:
     crosswalk: Crosswalk
     searched: tuple[str, ...]
     path: Path
+    terms_per_crosswalk: int
 
-    def to_link(self, terms_per_crosswalk: int) -> int:
+    def sample(self) -> list:
+        """The terms these rows link: a fixed sample of those with a title and a match."""
+        return sample_terms([t for t in self.crosswalk.terms if t.title and t.matches], self.terms_per_crosswalk)
+
+    def to_link(self) -> int:
         """The terms linking these rows takes (0: they are kept)."""
-        if self.path.is_file():
-            return 0
-        terms = [t for t in self.crosswalk.terms if t.title and t.matches]
-        return min(len(terms), terms_per_crosswalk) if terms_per_crosswalk else len(terms)
+        return 0 if self.path.is_file() else len(self.sample())
 
 
 def plan_rows(definition: object, taxonomy: object, data_dir: str | Path, codes: Sequence[str] | None = None,
@@ -516,26 +518,28 @@ def plan_rows(definition: object, taxonomy: object, data_dir: str | Path, codes:
         if languages:
             searched = tuple(lang for lang in searched if lang in languages) or tuple(languages)
         key = f"{spec_stamp}-{stamp}-{'+'.join(searched) if languages else 'own'}-{terms_per_crosswalk}"
-        planned.append(PlannedRows(code, crosswalk, searched, folder / f"rows-{definition.name}-{code}-{key}.json"))
+        path = folder / f"rows-{definition.name}-{code}-{key}.json"
+        planned.append(PlannedRows(code, crosswalk, searched, path, terms_per_crosswalk))
     return planned
 
 
 def collect_rows(definition: object, taxonomy: object, data_dir: str | Path, codes: Sequence[str] | None = None,
                  terms_per_crosswalk: int = TERMS_PER_CROSSWALK, cache_dir: str | Path | None = None,
                  index_kind: str = "exact", on_progress: Callable[[str], None] = lambda message: None,
-                 languages: Sequence[str] | None = None,
-                 on_linked: Callable[[int], None] = lambda terms: None) -> CandidateRows:  # fmt: skip
+                 languages: Sequence[str] | None = None, on_linked: Callable[[int], None] = lambda terms: None,
+                 plan: Sequence[PlannedRows] | None = None) -> CandidateRows:  # fmt: skip
     """Link a sample of each crosswalk's terms (``codes``; None: all of the data folder) with the
     pipeline over the crosswalk's language and English (as `link` ranks them; with ``languages``,
     only those of them that are among these, else these: what `prepare` built), its known mentions
     taken from the other countries' crosswalks, and turn the top ``TOP_K`` candidates into rows.
-    Each crosswalk's rows are kept (``plan_rows``); ``on_linked(terms)`` follows each crosswalk
-    linked."""
+    Each crosswalk's rows are kept (``plan_rows``, or ``plan`` where the caller made it already);
+    ``on_linked(terms)`` follows each crosswalk linked."""
     from melo_core.esco.taxonomy import Taxonomy
     from melo_core.linking.pipeline import Pipeline, PipelineDefinition, crosswalk_mentions_of
 
     assert isinstance(definition, PipelineDefinition) and isinstance(taxonomy, Taxonomy)
-    plan = plan_rows(definition, taxonomy, data_dir, codes, terms_per_crosswalk, cache_dir, languages)
+    if plan is None:
+        plan = plan_rows(definition, taxonomy, data_dir, codes, terms_per_crosswalk, cache_dir, languages)
     missing = [planned.code for planned in plan if not planned.path.is_file()]
     parts = []
     for planned in plan:
@@ -545,7 +549,7 @@ def collect_rows(definition: object, taxonomy: object, data_dir: str | Path, cod
         if kept is None:
             on_progress(f"calibration: linking {planned.code} ({missing.index(planned.code) + 1} of {len(missing)})"
                         if planned.code in missing else f"calibration: linking {planned.code}")  # fmt: skip
-            terms = sample_terms([t for t in crosswalk.terms if t.title and t.matches], terms_per_crosswalk)
+            terms = planned.sample()
             # persist=False: no vector snapshot per crosswalk's language pair (for `best`, some 100 MB
             # each), no fitted lexical scorer kept; the rows themselves are kept.
             pipeline = Pipeline(definition, taxonomy, planned.searched, cache_dir=cache_dir, index_kind=index_kind,
@@ -610,22 +614,31 @@ def fit_all(rows: CandidateRows, pipeline: str, models_dir: str | Path | None = 
 MIN_COUNTRIES = 2  # leave one country out needs another country to learn from
 
 
+def calibrated_codes(data_dir: str | Path) -> list[str]:
+    """The data folder's crosswalks the calibration links; none when they hold fewer than
+    ``MIN_COUNTRIES`` countries."""
+    from melo_core.esco.crosswalk import crosswalk_country, list_crosswalks
+
+    codes = list_crosswalks(data_dir)
+    return codes if len({crosswalk_country(c) for c in codes}) >= MIN_COUNTRIES else []
+
+
 def prepare_calibration(definition: object, taxonomy: object, data_dir: str | Path, cache_dir: str | Path | None = None,
                         models_dir: str | Path | None = None, languages: Sequence[str] | None = None,
                         on_message: Callable[[str], None] = lambda message: None,
                         terms_per_crosswalk: int = TERMS_PER_CROSSWALK,
-                        on_linked: Callable[[int], None] = lambda terms: None) -> list[Path]:  # fmt: skip
+                        on_linked: Callable[[int], None] = lambda terms: None,
+                        plan: Sequence[PlannedRows] | None = None) -> list[Path]:  # fmt: skip
     """`prepare`'s last step: the pipeline's calibrators from the data folder's crosswalks (rows
     linked once over the label ``languages`` prepared, None: all, and kept in the cache; the fits
     take seconds), written to ``models_dir``/calibration. Nothing when the folder holds crosswalks
-    of fewer than ``MIN_COUNTRIES`` countries. ``on_linked(terms)`` follows each crosswalk linked."""
-    from melo_core.esco.crosswalk import crosswalk_country, list_crosswalks
-
-    codes = list_crosswalks(data_dir)
-    if len({crosswalk_country(c) for c in codes}) < MIN_COUNTRIES:
+    of fewer than ``MIN_COUNTRIES`` countries. ``on_linked(terms)`` follows each crosswalk linked;
+    ``plan``: the rows ``plan_rows`` gave for ``calibrated_codes`` (None: planned here)."""
+    codes = calibrated_codes(data_dir)
+    if not codes:
         return []
     rows = collect_rows(definition, taxonomy, data_dir, codes, terms_per_crosswalk, cache_dir=cache_dir,
-                        on_progress=on_message, languages=languages, on_linked=on_linked)  # fmt: skip
+                        on_progress=on_message, languages=languages, on_linked=on_linked, plan=plan)  # fmt: skip
     name = str(getattr(definition, "name", ""))
     on_message(f"calibration: fitting {name} on {len(rows):,} candidates")
     return fit_all(rows, name, models_dir)
@@ -642,15 +655,12 @@ def calibration_step(definition: object, taxonomy: object, data_dir: str | Path,
                      models_dir: str | Path | None = None, languages: Sequence[str] | None = None,
                      terms_per_crosswalk: int = TERMS_PER_CROSSWALK) -> LastStep:  # fmt: skip
     """``prepare_calibration`` as `prepare`'s last step: estimated from the terms still to link (rows
-    kept from an earlier run cost nothing), its progress the share of those terms linked."""
-    from melo_core.esco.crosswalk import crosswalk_country, list_crosswalks
-
+    kept from an earlier run cost nothing), its progress the share of those terms linked. The
+    crosswalks are read once, here, for the estimate and the run."""
     name = str(getattr(definition, "name", ""))
-    codes = list_crosswalks(data_dir)
-    to_link = 0
-    if len({crosswalk_country(c) for c in codes}) >= MIN_COUNTRIES:
-        plan = plan_rows(definition, taxonomy, data_dir, codes, terms_per_crosswalk, cache_dir, languages)
-        to_link = sum(planned.to_link(terms_per_crosswalk) for planned in plan)
+    codes = calibrated_codes(data_dir)
+    plan = plan_rows(definition, taxonomy, data_dir, codes, terms_per_crosswalk, cache_dir, languages) if codes else []
+    to_link = sum(planned.to_link() for planned in plan)
 
     def run(report: Callable[[float, str], None]) -> int:
         linked = 0
@@ -661,7 +671,7 @@ def calibration_step(definition: object, taxonomy: object, data_dir: str | Path,
 
         prepare_calibration(definition, taxonomy, data_dir, cache_dir, models_dir, languages,
                             on_message=lambda message: report(linked / to_link if to_link else 1.0, message),
-                            terms_per_crosswalk=terms_per_crosswalk, on_linked=on_linked)  # fmt: skip
+                            terms_per_crosswalk=terms_per_crosswalk, on_linked=on_linked, plan=plan)  # fmt: skip
         return linked
 
     return LastStep(f"{name} calibration", to_link * SECONDS_PER_TERM.get(name, DEFAULT_SECONDS_PER_TERM), run)
