@@ -245,6 +245,16 @@ def test_the_calibration_step_is_estimated_from_the_terms_it_still_links(three_c
     # The rows are kept: nothing is left to link, nothing to wait for.
     again = calibration_step(definition, taxonomy, three_countries, cache_dir, models, terms_per_crosswalk=12)
     assert again.seconds == 0 and again.run(lambda fraction, message: None) == 0
+    # Rows of another feature set (kept by an older version) are linked again, and counted so.
+    [older] = [p for p in (cache_dir / "calibration").glob("rows-lexical-nor_no-*.json")]
+    raw = json.loads(older.read_text(encoding="utf-8"))
+    older.write_text(json.dumps({**raw, "features": ["score"]}), encoding="utf-8")
+    relinked = calibration_step(definition, taxonomy, three_countries, cache_dir, models, terms_per_crosswalk=12)
+    assert relinked.seconds == pytest.approx(12 * calibration.DEFAULT_SECONDS_PER_TERM)
+    told.clear()
+    assert relinked.run(lambda fraction, message: told.append((fraction, message))) == 12
+    assert told[0] == (0.0, "calibration: linking nor_no (1 of 1)")
+    assert json.loads(older.read_text(encoding="utf-8"))["features"] == raw["features"]
 
 
 def test_prepare_skips_a_data_folder_with_one_country(nor_data: Path, tmp_path: Path) -> None:

@@ -490,9 +490,15 @@ class PlannedRows:
         """The terms these rows link: a fixed sample of those with a title and a match."""
         return sample_terms([t for t in self.crosswalk.terms if t.title and t.matches], self.terms_per_crosswalk)
 
+    def kept(self) -> CandidateRows | None:
+        """The rows an earlier run kept, when they are of a feature set this version reads."""
+        if not self.path.is_file():
+            return None
+        return CandidateRows.from_json(self.path.read_text(encoding="utf-8"), self.crosswalk.scheme_terms)
+
     def to_link(self) -> int:
-        """The terms linking these rows takes (0: they are kept)."""
-        return 0 if self.path.is_file() else len(self.sample())
+        """The terms linking these rows takes (0: they are kept; rows of an older set are linked again)."""
+        return 0 if self.kept() is not None else len(self.sample())
 
 
 def plan_rows(definition: object, taxonomy: object, data_dir: str | Path, codes: Sequence[str] | None = None,
@@ -540,15 +546,15 @@ def collect_rows(definition: object, taxonomy: object, data_dir: str | Path, cod
     assert isinstance(definition, PipelineDefinition) and isinstance(taxonomy, Taxonomy)
     if plan is None:
         plan = plan_rows(definition, taxonomy, data_dir, codes, terms_per_crosswalk, cache_dir, languages)
-    missing = [planned.code for planned in plan if not planned.path.is_file()]
+    kept_rows = {planned.code: planned.kept() for planned in plan}
+    missing = [code for code, rows in kept_rows.items() if rows is None]
     parts = []
     for planned in plan:
         crosswalk, path = planned.crosswalk, planned.path
         scheme_terms = crosswalk.scheme_terms
-        kept = CandidateRows.from_json(path.read_text(encoding="utf-8"), scheme_terms) if path.is_file() else None
+        kept = kept_rows[planned.code]
         if kept is None:
-            on_progress(f"calibration: linking {planned.code} ({missing.index(planned.code) + 1} of {len(missing)})"
-                        if planned.code in missing else f"calibration: linking {planned.code}")  # fmt: skip
+            on_progress(f"calibration: linking {planned.code} ({missing.index(planned.code) + 1} of {len(missing)})")
             terms = planned.sample()
             # persist=False: no vector snapshot per crosswalk's language pair (for `best`, some 100 MB
             # each), no fitted lexical scorer kept; the rows themselves are kept.
