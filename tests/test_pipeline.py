@@ -86,6 +86,15 @@ def models(sliced: Path, shared_cache: Path, tmp_path_factory: pytest.TempPathFa
         yield folder
 
 
+def unprepared_cache(folder: Path, shared_cache: Path) -> Path:
+    """A cache with nothing embedded, indexed or fitted. Its ONNX exports of the module's models
+    are the module's: each export takes 10-18 s here and is not what these tests are about."""
+    (shared_cache / "onnx").mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "onnx").symlink_to(shared_cache / "onnx", target_is_directory=True)
+    return folder
+
+
 @pytest.fixture
 def env(sliced: Path, models: Path, shared_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("MELO_DATA", str(sliced))
@@ -196,9 +205,10 @@ def test_bad_pipelines_exit_2_with_one_line(tmp_path: Path, env: Path) -> None:
 # -- readiness, fallback and preparation ---------------------------------------------------------------
 
 
-def test_link_falls_back_while_best_is_not_ready_then_prepare_makes_it_ready(env: Path, tmp_path: Path,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))  # nothing embedded yet
+def test_link_falls_back_while_best_is_not_ready_then_prepare_makes_it_ready(
+    env: Path, shared_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MELO_CACHE", str(unprepared_cache(tmp_path / "cache", shared_cache)))  # nothing embedded yet
     code, stdout, stderr = run_cli("pipelines", "--data", str(env), "--langs", "no")
     assert code == 0, stderr
     blocks = {block.split(":")[0]: block.splitlines() for block in stdout.split("\n\n")}
@@ -469,7 +479,7 @@ def test_sessions_sharing_a_pipeline_each_link_with_their_own_mentions(env: Path
 
 
 def test_the_link_page_serves_a_fallback_while_best_is_prepared_then_best(
-    env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    env: Path, shared_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import time
 
@@ -481,7 +491,7 @@ def test_the_link_page_serves_a_fallback_while_best_is_prepared_then_best(
     root = Path(__file__).resolve().parent.parent
     url = f"sqlite:///{tmp_path / 'melo.db'}"
     monkeypatch.setenv("MELO_DB_URL", url)
-    monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))  # nothing prepared yet
+    monkeypatch.setenv("MELO_CACHE", str(unprepared_cache(tmp_path / "cache", shared_cache)))  # nothing prepared yet
     monkeypatch.chdir(root)
     with Store(url, create=True) as store:
         start_curation(store, env, "nor_no")
