@@ -617,6 +617,31 @@ def test_prepare_embeds_the_descriptions_a_pipeline_weighs(esco_csv: Path, tmp_p
     assert any(c.description != 0.0 for c in top)
 
 
+def test_without_descriptions_the_describing_encoder_is_never_built(
+    esco_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`best` weighs descriptions read by e5-small; over labels only (no ESCO export, or a scheme's
+    own taxonomy) there is nothing to read: `prepare` does not build e5-small (15 s to extract,
+    13 s to export here) and a link does not embed its queries with it."""
+    from melo_core.esco.taxonomy import Taxonomy
+
+    monkeypatch.setenv("MELO_MODELS", str(tmp_path / "models"))
+    variant = "description_weight = 2.0\ndescription_encoder = 'e5-small'\ncomponents = [{ scorer = 'char-tfidf' }]\n"
+    described, definition = described_pipeline(esco_csv, tmp_path, variant)
+    labels_only = Taxonomy(replace(c, description="") for c in described.concepts)
+    cache = tmp_path / "cache"
+
+    def needs(taxonomy: Taxonomy) -> list[str]:
+        return [r.what for r in requirements(definition, taxonomy, ["en"], cache)]
+
+    assert {"e5-small model", "e5-small descriptions"} <= set(needs(described))
+    assert not [what for what in needs(labels_only) if "e5-small" in what]
+    pipeline = Pipeline(definition, labels_only, ["en"], cache_dir=cache, show_progress=False)
+    [first] = pipeline.link(["cook"], top_k=1, query_language="en")[0]
+    assert first.description == 0.0 and "cook" in first.label.lower()
+    assert not (tmp_path / "models" / "e5-small").exists()
+
+
 def test_a_query_waits_only_for_the_descriptions_it_reads(
     esco_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -514,9 +514,11 @@ class Linker:
         self._prior = np.zeros(len(taxonomy.concepts))  # per concept: log(1 + its known mentions)
         self._concept_kind: np.ndarray | None = None  # per concept: its index in scheme_learning.KINDS
         self.description_weight = description_weight
+        # No concept described (labels only): no describing encoder to build, no query to embed with it.
+        described = description_weight and any(c.description for c in taxonomy.concepts)
         self._descriptions = (DescriptionSimilarity([c.description for c in taxonomy.concepts], cache,
                                                     description_encoder, cache_queries)
-                              if description_weight else None)  # fmt: skip
+                              if described else None)  # fmt: skip
         self.load_seconds = time.perf_counter() - start
 
     # -- known mentions ----------------------------------------------------------------------------

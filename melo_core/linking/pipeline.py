@@ -407,7 +407,8 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
     encoders = definition.encoders(label_languages)
     unbuilt: set[str] = set()  # kinds whose model is not built yet: nothing of theirs is cached
     models: dict[str, Requirement] = {}
-    describers = definition.description_encoders()
+    described = taxonomy is None or any(c.description for c in taxonomy.concepts)
+    describers = definition.description_encoders() if described else []  # labels only: no describer to build
     for kind in dict.fromkeys(EncoderSpec.parse(e).kind for e in encoders + describers):
         model = built_model(kind)
         if model is None:
