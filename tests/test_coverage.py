@@ -201,6 +201,7 @@ def test_best_is_not_below_its_best_covering_component_where_its_domain_model_ca
     (models / DEFAULT_MODEL).symlink_to(tiny_model)
     monkeypatch.setenv("MELO_MODELS", str(models))
     monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("MELO_ESCO", str(tmp_path / "no-esco"))  # labels only, as the components alone read
     # e5-esco after one step on the slice's English labels (the shipped recipe builds for 12 min).
     ensure_e5_esco_model(held_out_data, training=replace(e5_esco_settings(ensure_base_model()), rounds=1))
     definition = load_pipeline("best")

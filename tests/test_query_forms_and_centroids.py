@@ -110,14 +110,15 @@ def test_pool_scores_a_concept_by_the_log_sum_exp_of_its_forms(tmp_path: Path) -
         _muse("muse@pool=1.5", tmp_path, concepts)
 
 
-def test_linker_pools_searched_candidates_as_it_pools_every_form(nor_data: Path, tmp_path: Path) -> None:
+def test_linker_pools_searched_candidates_as_it_pools_every_form(nor_data: Path, run_cache: Path) -> None:
     """With @pool, HNSW search pools each candidate over all its concept's forms, not only the
-    forms the index returned: same concepts and scores as exact search, which scores every form."""
+    forms the index returned: same concepts and scores as exact search, which scores every form.
+    The run's cache: muse embeds the slice's labels once for this file's tests."""
     taxonomy = taxonomy_from_melo(nor_data)
     spec = "muse@centroid=0.2@pool=0.03"
-    exact = Linker(taxonomy, spec, languages=["no"], cache_dir=tmp_path, index_kind="exact")
-    searched = Linker(taxonomy, spec, languages=["no"], cache_dir=tmp_path)
-    plain = Linker(taxonomy, "muse@centroid=0.2", languages=["no"], cache_dir=tmp_path, index_kind="exact")
+    exact = Linker(taxonomy, spec, languages=["no"], cache_dir=run_cache, index_kind="exact")
+    searched = Linker(taxonomy, spec, languages=["no"], cache_dir=run_cache)
+    plain = Linker(taxonomy, "muse@centroid=0.2", languages=["no"], cache_dir=run_cache, index_kind="exact")
     queries = ["lege", "sykepleier", "tømrer", "butikkmedarbeider"]
     for got, want, unpooled in zip(searched.link(queries, top_k=5), exact.link(queries, top_k=5),
                                    plain.link(queries, top_k=5), strict=True):  # fmt: skip
@@ -129,9 +130,9 @@ def test_linker_pools_searched_candidates_as_it_pools_every_form(nor_data: Path,
     assert any(w[0].score > p[0].score + 1e-6 for w, p in pairs)  # a concept with several matching labels
 
 
-def test_eval_passes_the_dataset_concepts(nor_data: Path, tmp_path: Path) -> None:
+def test_eval_passes_the_dataset_concepts(nor_data: Path, run_cache: Path, tmp_path: Path) -> None:
     out = tmp_path / "run.csv"
-    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MELO_CACHE": str(tmp_path / "cache")}
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MELO_CACHE": str(run_cache)}
     result = subprocess.run(
         [sys.executable, "-m", "melo_core", "eval", "--data", str(nor_data), "--datasets", "nor_q_no_c_no",
          "--scorers", "muse,muse@centroid=0.4@forms=variants", "--limit-queries", "30", "--depth", "0",
@@ -144,11 +145,11 @@ def test_eval_passes_the_dataset_concepts(nor_data: Path, tmp_path: Path) -> Non
     assert plain["mrr"] != mixed["mrr"]  # the concepts of nor_q_no_c_no's corpus reached the scorer
 
 
-def test_pool_mrr_of_the_fusion_grid_matches_the_evaluation(melo_data: Path, tmp_path: Path) -> None:
+def test_pool_mrr_of_the_fusion_grid_matches_the_evaluation(melo_data: Path, run_cache: Path) -> None:
     """The benchmark selects on pooled candidates only; on a real slice that agrees with the full
     evaluation of the same spec, ties included."""
     dataset = load_dataset(melo_data / "processed" / "melo" / "nor_q_no_c_no").subset(60)
-    context = dataclasses.replace(ScorerContext.for_dataset(dataset, show_progress=False), cache_dir=str(tmp_path))
+    context = dataclasses.replace(ScorerContext.for_dataset(dataset, show_progress=False), cache_dir=str(run_cache))
     grid = fusion_grid.grid_mrr(dataset, "char-tfidf", ["muse"], [0.0, 0.4], ["asis"], context)
     assert len(grid) == 2 * 9
     for spec in ("wsum:0.3*char-tfidf+0.7*muse", "wsum:0.6*char-tfidf+0.4*muse@centroid=0.4"):
