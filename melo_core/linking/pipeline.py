@@ -407,8 +407,9 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
     encoders = definition.encoders(label_languages)
     unbuilt: set[str] = set()  # kinds whose model is not built yet: nothing of theirs is cached
     models: dict[str, Requirement] = {}
-    described = taxonomy is None or any(c.description for c in taxonomy.concepts)
-    describers = definition.description_encoders() if described else []  # labels only: no describer to build
+    descriptions = [] if taxonomy is None else [c.description for c in taxonomy.concepts if c.description]
+    # Labels only (no concept described): no describer to build. Without data, every model is listed.
+    describers = definition.description_encoders() if taxonomy is None or descriptions else []
     for kind in dict.fromkeys(EncoderSpec.parse(e).kind for e in encoders + describers):
         model = built_model(kind)
         if model is None:
@@ -457,8 +458,7 @@ def requirements(definition: PipelineDefinition, taxonomy: Taxonomy | None, lang
             out.append(Requirement(f"{spec} mentions", missing == 0, f"{len(mention_texts) - missing:,} of "
                                    f"{len(mention_texts):,} known mentions embedded", missing / rate,
                                    serves=False, encoder=spec, part="mentions"))  # fmt: skip
-    descriptions = [c.description for c in taxonomy.concepts if c.description]
-    for describer in describers if descriptions else ():
+    for describer in describers:
         kind = EncoderSpec.parse(describer).kind
         if kind in models:  # a model no component uses: built just before its descriptions
             out.append(models.pop(kind))
