@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from importlib import metadata
+from pathlib import Path
 
 from melo_core.config import PROJECT_ROOT
 
@@ -18,24 +19,30 @@ def package_version() -> str:
         return FALLBACK_VERSION
 
 
-def code_version() -> str:
-    """``git describe --always --dirty`` of the project, else the package version. Never raises."""
+# What the experiment runner appends to: a change there is a result, not code, so it does not make
+# the next run of a sequence "-dirty".
+RESULT_FILES = ("experiments/results.csv",)
+
+
+def code_version(root: Path = PROJECT_ROOT) -> str:
+    """``git describe --always`` of the project, with ``-dirty`` when a tracked file other than
+    ``RESULT_FILES`` differs from the commit; else the package version. Never raises."""
     # Only the project's own repository: an installed copy must not describe an enclosing one.
-    if (PROJECT_ROOT / ".git").exists():
+    if (root / ".git").exists():
         try:
-            done = subprocess.run(
-                ["git", "-C", str(PROJECT_ROOT), "describe", "--always", "--dirty"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=False,
-            )
-            described = done.stdout.strip()
-            if done.returncode == 0 and described:
-                return described
+            described = _git(root, "describe", "--always")
+            changed = _git(root, "status", "--porcelain", "--untracked-files=no", "--", ".",
+                           *(f":(exclude){path}" for path in RESULT_FILES))  # fmt: skip
+            if described:
+                return described + ("-dirty" if changed else "")
         except (OSError, subprocess.SubprocessError):
             pass
     try:
         return package_version()
     except Exception:  # a broken installation must not stop an evaluation from being stored
         return FALLBACK_VERSION
+
+
+def _git(root: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10, check=True)
+    return done.stdout.strip()

@@ -138,3 +138,33 @@ def test_two_processes_started_in_the_same_second_get_their_own_run_ids() -> Non
     stamp = r"\d{8}T\d{6}Z"
     assert re.fullmatch(rf"{stamp}-{os.getpid()}", here) and re.fullmatch(rf"{stamp}-{pid}", there)
     assert int(pid) != os.getpid()  # so the same second cannot give the two one id
+
+
+def test_a_run_that_follows_another_is_not_dirty_for_the_rows_the_first_wrote(tmp_path: Path) -> None:
+    """The runner appends to experiments/results.csv: that result must not mark the next run of a
+    sequence "-dirty", while any other change to a tracked file still does."""
+    import subprocess
+
+    from melo_core.version import code_version
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.org",
+                               *args], capture_output=True, text=True, check=True)  # fmt: skip
+        return done.stdout.strip()
+
+    (tmp_path / "experiments").mkdir()
+    (tmp_path / "experiments" / "results.csv").write_text("experiment,value\n")
+    (tmp_path / "engine.py").write_text("WEIGHT = 0.5\n")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "first")
+    commit = git("rev-parse", "--short", "HEAD")
+    assert code_version(tmp_path) == commit
+    with (tmp_path / "experiments" / "results.csv").open("a") as results:
+        results.write("melo-best,0.55\n")
+    (tmp_path / "notes.txt").write_text("untracked, as git describe --dirty ignores it\n")
+    assert code_version(tmp_path) == commit
+    (tmp_path / "engine.py").write_text("WEIGHT = 0.7\n")
+    assert code_version(tmp_path) == f"{commit}-dirty"
+    git("add", "engine.py")  # staged counts too
+    assert code_version(tmp_path) == f"{commit}-dirty"
