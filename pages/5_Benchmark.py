@@ -128,10 +128,11 @@ if not eces.empty:
 proposal_results = proposal_table(proposal_rows())
 if not proposal_results.empty:
     st.subheader("Batch proposals")
-    st.caption("Proposals at target precision 0.95, leave one country out: of each crosswalk's linked terms, the "
-               "share whose first candidate a calibrator fit without the crosswalk's country proposes (coverage), "
-               "and the share of those that are a crosswalk match (precision; none where nothing was proposed): "
-               "`python -m melo_core experiment run proposals` (docs/experiments/batch-proposals.md).")  # fmt: skip
+    st.caption("Proposals at a target precision (each column's: 0.95 is the Crosswalk page's), leave one country "
+               "out: of each crosswalk's linked terms, the share whose first candidate a calibrator fit without the "
+               "crosswalk's country proposes (coverage), and the share of those that are a crosswalk match "
+               "(precision; none where nothing was proposed): `python -m melo_core experiment run proposals` "
+               "(docs/experiments/batch-proposals.md).")  # fmt: skip
     st.dataframe(proposal_results, hide_index=True, key="bench_proposals",
                  column_config={c: st.column_config.NumberColumn(format="%.3f")
                                 for c in proposal_results.columns[1:]})  # fmt: skip

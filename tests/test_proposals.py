@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -273,3 +274,41 @@ def test_the_crosswalk_page_proposes_at_95_and_confirms_in_bulk(
         decided = store.crosswalk("nor_no")
     assert sorted(d.term_id for d in decided) == sorted(p.term_id for p in found)
     assert {(d.curator, d.proposed_by) for d in decided} == {("carla", found[0].proposed_by)}
+
+
+def test_the_benchmark_table_keeps_each_target_precision_apart() -> None:
+    """One pipeline measured at 0.95 and at 0.80 gives two pairs of columns: the later run at 0.80
+    once showed in the cells of 0.95, under a caption that said 0.95. A simulation's proposal rows
+    (curator effort after a batch) are not this table's."""
+    from ui.proposals import proposal_table
+
+    def row(experiment: str, dataset: str, metric: str, value: float, date: str) -> dict[str, str]:
+        return {"experiment": experiment, "dataset": dataset, "pipeline": "lexical", "metric": metric,
+                "value": str(value), "date": date, "run": date}  # fmt: skip
+
+    rows = [
+        row("at-95", "nor_no", "proposal_coverage", 0.05, "2026-12-01"),
+        row("at-95", "nor_no", "proposal_precision", 0.96, "2026-12-01"),
+        row("at-95", "ita_it", "proposal_coverage", 0.0, "2026-12-01"),
+        row("at-80", "nor_no", "proposal_coverage", 0.20, "2026-12-02"),
+        row("at-80", "nor_no", "proposal_precision", 0.81, "2026-12-02"),
+        row("at-80", "ita_it", "proposal_coverage", 0.10, "2026-12-02"),
+        row("at-80", "ita_it", "proposal_precision", 0.70, "2026-12-02"),
+        row("at-80", "mean:crosswalks", "proposal_coverage", 0.15, "2026-12-02"),
+        row("effort", "nor_no", "proposal_coverage", 0.5, "2026-12-03"),
+    ]
+    table = proposal_table(rows, {"at-95": 0.95, "at-80": 0.8}).set_index("crosswalk")
+    assert list(table.columns) == ["lexical at 0.95 coverage", "lexical at 0.95 precision",
+                                   "lexical at 0.80 coverage", "lexical at 0.80 precision"]  # fmt: skip
+    assert table.loc["nor_no"].tolist() == [0.05, 0.96, 0.20, 0.81]
+    assert table.loc["ita_it", "lexical at 0.95 coverage"] == 0.0
+    assert math.isnan(table.loc["ita_it", "lexical at 0.95 precision"])  # nothing proposed: no precision
+    assert table.loc["mean", "lexical at 0.80 coverage"] == pytest.approx(0.15)
+    assert list(table.index) == ["ita_it", "nor_no", "mean"]
+
+
+def test_the_benchmark_table_reads_each_experiments_target_from_its_file() -> None:
+    from ui.proposals import proposal_targets
+
+    targets = proposal_targets(["proposals", "proposals-lexical-080", "curator-effort-proposals", "no-such-file"])
+    assert targets == {"proposals": 0.95, "proposals-lexical-080": 0.8}

@@ -47,23 +47,51 @@ def proposal_rows() -> list[dict[str, str]]:
     return [r for r in results.read_results(results.RESULTS_FILE) if r["metric"] in PROPOSAL_METRICS]
 
 
-def proposal_table(rows: Iterable[dict[str, str]]) -> pd.DataFrame:
-    """One row per crosswalk, columns ``PIPELINE precision`` and ``PIPELINE coverage`` from each
-    (crosswalk, pipeline, metric)'s latest run, and a last row with their means over the crosswalks
-    shown (the runner's own mean rows are left out: a partial run's mean would stand for the whole).
-    No precision where nothing was proposed."""
+def proposal_targets(experiments: Iterable[str]) -> dict[str, float]:
+    """The target precision of each experiment named that is a ``[proposals]`` one (its file in
+    ``experiments/``); the others (a simulation's proposal rows, a file since removed) are left out."""
+    from melo_core.errors import MeloInputError
+    from melo_core.evaluation.experiments.config import load_experiment
+
+    targets = {}
+    for name in sorted(set(experiments)):
+        try:
+            plan = load_experiment(name).proposals
+        except MeloInputError:
+            continue
+        if plan is not None:
+            targets[name] = plan.precision
+    return targets
+
+
+def proposal_table(rows: Iterable[dict[str, str]], targets: dict[str, float] | None = None) -> pd.DataFrame:
+    """One row per crosswalk, columns ``PIPELINE at TARGET precision`` and ``... coverage`` from each
+    (crosswalk, pipeline, target, metric)'s latest run, and a last row with their means over the
+    crosswalks shown (the runner's own mean rows are left out: a partial run's mean would stand for
+    the whole). No precision where nothing was proposed. Only rows of ``[proposals]`` experiments
+    (``targets``: experiment -> target precision; default, read from their files): one pipeline at
+    0.95 and at 0.80 are two columns, not one cell the later run overwrote."""
     import pandas as pd
 
-    latest: dict[tuple[str, str, str], dict[str, str]] = {}
+    rows = list(rows)
+    if targets is None:
+        targets = proposal_targets(r["experiment"] for r in rows)
+    latest: dict[tuple[str, str, float, str], dict[str, str]] = {}
     for row in rows:
-        key = (row["dataset"], row["pipeline"], row["metric"])
-        if row["metric"] in PROPOSAL_METRICS and not key[0].startswith("mean:"):
-            if key not in latest or (row["date"], row["run"]) >= (latest[key]["date"], latest[key]["run"]):
-                latest[key] = row
+        if row["metric"] not in PROPOSAL_METRICS or row["dataset"].startswith("mean:"):
+            continue
+        if row["experiment"] not in targets:
+            continue
+        key = (row["dataset"], row["pipeline"], targets[row["experiment"]], row["metric"])
+        if key not in latest or (row["date"], row["run"]) >= (latest[key]["date"], latest[key]["run"]):
+            latest[key] = row
     if not latest:
         return pd.DataFrame()
-    frame = pd.DataFrame([{"crosswalk": c, "column": f"{p} {m.removeprefix('proposal_')}", "value": float(r["value"])}
-                          for (c, p, m), r in latest.items()])  # fmt: skip
+    frame = pd.DataFrame([{"crosswalk": c, "column": f"{p} at {t:.2f} {m.removeprefix('proposal_')}",
+                           "order": (p, -t, m), "value": float(r["value"])}
+                          for (c, p, t, m), r in latest.items()])  # fmt: skip
     table = frame.pivot(index="crosswalk", columns="column", values="value").sort_index()
+    order = dict(zip(frame["column"], frame["order"], strict=True))
+    table = table[sorted(table.columns, key=order.__getitem__)]
     table.loc["mean"] = table.mean(axis=0)
     return table.reset_index().rename_axis(columns=None)
