@@ -26,7 +26,7 @@ from melo_core.errors import MeloInputError
 from ui import auth
 from ui import common as ui
 from ui.navigation import app_navigation, keep_choice, restore_choice
-from ui.proposals import PAGE_PRECISION, run_propose
+from ui.proposals import PAGE_TARGETS, run_propose
 from ui.safe import md_text
 
 app_navigation()
@@ -369,18 +369,19 @@ def resolve_proposals(proposal_ids: list[int], verdict: str) -> None:
     st.session_state[PROPOSALS_SAID] = said
 
 
-def propose_now(scheme: str) -> None:
+def propose_now(scheme: str, target: float) -> None:
     with st.spinner("Linking the undecided terms…"):
-        worked, said = run_propose(store.url, scheme)
+        worked, said = run_propose(store.url, scheme, target)
     st.session_state[PROPOSALS_SAID] = ("success" if worked else "error", said)
 
 
 with st.container(key="cw_proposals"):
     st.subheader("Machine proposals")
     st.caption(
-        f"Propose at {PAGE_PRECISION:.0%} links every undecided term and proposes its first candidate where the "
-        f"calibrated probability reaches the threshold at which first candidates were right {PAGE_PRECISION:.0%} "
-        "of the time in other countries' crosswalks (`python -m melo_core propose` does the same). A proposal "
+        "Propose links every undecided term and proposes its first candidate where the calibrated probability "
+        "reaches the threshold at which first candidates were right as often as the target precision in other "
+        "countries' crosswalks (`python -m melo_core propose --precision` does the same). A lower target proposes "
+        "more terms and more wrong ones: the Benchmark page's Batch proposals shows both per crosswalk. A proposal "
         "is no decision: confirmed, it becomes yours; rejected, it does not come back. Keys: Y confirms, N "
         "rejects the selected proposals, or all shown when none is selected."
     )
@@ -411,9 +412,13 @@ with st.container(key="cw_proposals"):
     chosen_proposals = [open_proposals[r] for r in picked_rows] if picked_rows else open_proposals
     shown = len(chosen_proposals)
     proposal_ids = [p.id for p in chosen_proposals]
-    propose_column, yes_column, no_column, proposals_said_column = st.columns([1, 1, 1, 2])
-    propose_column.button(f"Propose at {PAGE_PRECISION * 100:.0f} %", key="cw_propose", width="stretch",
-                          on_click=propose_now, args=(scheme_name,))  # fmt: skip
+    target_column, propose_column, yes_column, no_column, proposals_said_column = st.columns(
+        [1, 1, 1, 1, 2], vertical_alignment="bottom"
+    )
+    target = target_column.selectbox("Target precision", PAGE_TARGETS, format_func=lambda p: f"{p * 100:.0f} %",
+                                     key="cw_target")  # fmt: skip
+    propose_column.button(f"Propose at {target * 100:.0f} %", key="cw_propose", width="stretch",
+                          on_click=propose_now, args=(scheme_name, target))  # fmt: skip
     yes_column.button(f"Confirm {shown:d} selected" if picked_rows else f"Confirm all {shown:d}", key="cw_proposals_confirm", type="primary", width="stretch", shortcut="Y",
                       disabled=not proposal_ids, on_click=resolve_proposals, args=(proposal_ids, "confirmed"))  # fmt: skip
     no_column.button(f"Reject {shown:d} selected" if picked_rows else f"Reject all {shown:d}", key="cw_proposals_reject", width="stretch", shortcut="N",

@@ -240,7 +240,7 @@ def test_the_proposals_experiment_writes_precision_and_coverage_per_crosswalk(me
     assert ("mean:crosswalks", "proposal_coverage") in rows
 
 
-def test_the_crosswalk_page_proposes_at_95_and_confirms_in_bulk(
+def test_the_crosswalk_page_proposes_at_a_chosen_target_and_confirms_in_bulk(
     nor_data: Path, esco_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from streamlit.testing.v1 import AppTest
@@ -274,6 +274,12 @@ def test_the_crosswalk_page_proposes_at_95_and_confirms_in_bulk(
         decided = store.crosswalk("nor_no")
     assert sorted(d.term_id for d in decided) == sorted(p.term_id for p in found)
     assert {(d.curator, d.proposed_by) for d in decided} == {("carla", found[0].proposed_by)}
+    # A lower target reaches the command: the terms left are linked again at 0.80.
+    app.selectbox(key="cw_target").set_value(0.8).run()
+    assert app.button(key="cw_propose").label == "Propose at 80 %"
+    app.button(key="cw_propose").click().run()
+    assert not app.exception
+    assert any("new proposal(s) at precision 0.80" in s.value for s in app.success), [s.value for s in app.success]
 
 
 def test_the_benchmark_table_keeps_each_target_precision_apart() -> None:
