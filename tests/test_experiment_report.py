@@ -126,3 +126,21 @@ def test_experiments_with_the_same_measures_share_one_table(tmp_path: Path) -> N
     assert text.count("| experiment | dataset | pipeline | ece | date | commit |") == 1
     assert "| `calibration-toy` |" in text and "| `calibration-toy-lexical` |" in text
     assert text.count("| experiment | dataset | pipeline | spearman_grade | date | commit |") == 1
+
+
+def test_an_experiment_measuring_part_of_anothers_measures_joins_its_table(tmp_path: Path) -> None:
+    """proposals-lexical proposed nothing, so it has no precision: its row joins the table of the
+    experiments that have one, with that cell empty, instead of a table of its own."""
+    results = tmp_path / "results.csv"
+    measures = {
+        "proposals-toy": ("proposal_coverage", "proposal_precision"),
+        "proposals-toy-none": ("proposal_coverage",),
+    }
+    for experiment, metrics in measures.items():
+        append_results(results, experiment, [{"dataset": "mean:crosswalks", "pipeline": "lexical", "metric": metric,
+                                              "value": 0.5, "queries": 24, "seconds": ""} for metric in metrics],
+                       origin("20261104T000000Z", "abc1234"))  # fmt: skip
+    text = render(read_results(results))
+    assert text.count("| experiment | dataset | pipeline |") == 1
+    assert "| experiment | dataset | pipeline | proposal_coverage | proposal_precision | date | commit |" in text
+    assert "| `proposals-toy-none` | `mean:crosswalks` | `lexical` | 0.5000 |  | 2026-11-04 | `abc1234` |" in text

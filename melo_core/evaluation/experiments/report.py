@@ -267,10 +267,15 @@ def _is_number(text: str) -> bool:
 
 
 def _others(report: Report, experiments: Sequence[str]) -> list[str]:
-    # Experiments with the same measures (calibration and calibration-lexical) share one table.
+    # Experiments with the same measures (calibration and calibration-lexical) share one table, and
+    # so does one whose measures are a part of another's (proposals-lexical, where nothing was
+    # proposed, has no precision): empty cells, not one more table.
+    measured = {e: frozenset(key[3] for key in report.by_experiment[e]) for e in experiments}
+    kinds = set(measured.values())
     tables: dict[tuple[str, ...], list[list[str]]] = {}
     for experiment in experiments:
-        metrics = tuple(sorted({key[3] for key in report.by_experiment[experiment]}))
+        wider = [k for k in kinds if measured[experiment] < k]
+        metrics = tuple(sorted(max(wider, key=lambda k: (len(k), sorted(k))) if wider else measured[experiment]))
         datasets = sorted(report.datasets(experiment))
         means = [d for d in datasets if d.startswith("mean:")]
         plain = [d for d in datasets if not d.startswith("mean:")]
