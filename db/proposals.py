@@ -92,7 +92,7 @@ def propose(
     if threshold is None:
         raise MeloInputError(
             f"no probability threshold of pipeline {pipeline} reaches precision {precision:.2f} on other countries' "
-            "crosswalks: nothing proposed (try a lower --precision)"
+            "crosswalks: nothing proposed (try a lower target: --precision, or the Crosswalk page's Target precision)"
         )
     relation = scheme_relation(store, scheme)
     earlier = store.proposals(scheme, status=None)
