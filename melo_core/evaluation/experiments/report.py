@@ -274,8 +274,8 @@ def _others(report: Report, experiments: Sequence[str]) -> list[str]:
     kinds = set(measured.values())
     tables: dict[tuple[str, ...], list[list[str]]] = {}
     for experiment in experiments:
-        wider = [k for k in kinds if measured[experiment] < k]
-        metrics = tuple(sorted(max(wider, key=lambda k: (len(k), sorted(k))) if wider else measured[experiment]))
+        wider = sorted((sorted(k) for k in kinds if measured[experiment] < k), key=lambda k: (-len(k), k))
+        metrics = tuple(wider[0] if wider else sorted(measured[experiment]))
         datasets = sorted(report.datasets(experiment))
         means = [d for d in datasets if d.startswith("mean:")]
         plain = [d for d in datasets if not d.startswith("mean:")]
