@@ -198,6 +198,22 @@ def test_the_simulation_experiment_writes_effort_rows(nor_data: Path, tmp_path: 
     assert ("nor_no", "lexical", "proposal_coverage") not in by_key
     learning = float(by_key[("nor_no", "lexical", "acc_at_1")]["value"])
     assert learning >= float(by_key[("nor_no", "lexical/static", "acc_at_1")]["value"])
+    # Another target proposes by its own threshold, under its own label (the calibrator's curve
+    # reached 0.99 from probability 0.9 on, 0.95 from 0.5).
+    (tmp_path / "effort-99.toml").write_text(
+        'description = "a slice"\n[simulation]\npipelines = ["lexical"]\ncrosswalks = ["nor_no"]\nseeds = [0, 1]\n'
+        'variants = ["proposals"]\nlimit = 12\nprecision = 0.99\n',
+        encoding="utf-8",
+    )
+    run_experiment(load_experiment(tmp_path / "effort-99.toml"), nor_data, results=results, say=lambda message: None)
+    by_key = {(r["dataset"], r["pipeline"], r["metric"]): r for r in read_results(results)}
+    stricter = float(by_key[("nor_no", "lexical/proposals-99", "proposal_coverage")]["value"])
+    assert stricter < float(by_key[("nor_no", "lexical/proposals", "proposal_coverage")]["value"])
+    (tmp_path / "effort-bad.toml").write_text(
+        'description = "a slice"\n[simulation]\nvariants = ["proposals"]\nprecision = 95\n', encoding="utf-8"
+    )
+    with pytest.raises(MeloInputError, match=r"simulation\.precision"):
+        load_experiment(tmp_path / "effort-bad.toml")
 
 
 def test_replays_on_one_linker_match_replays_alone(melo_data: Path, tmp_path: Path) -> None:

@@ -57,14 +57,19 @@ DATASET_SETS = ("all", "monolingual", "cross-lingual")
 _TOP = {"description", "claim", "evaluate", "leave_one_out", "graded", "simulation", "calibration", "proposals"}
 # An experiment has exactly one of these tables.
 KINDS = ("evaluate", "leave_one_out", "graded", "simulation", "calibration", "proposals")
-_SIMULATION = {"pipelines", "crosswalks", "seeds", "orders", "variants", "limit"}
-# mentions-only: learning as before issue 89; proposals: learning after a batch of proposals at 0.95
+_SIMULATION = {"pipelines", "crosswalks", "seeds", "orders", "variants", "limit", "precision"}
+# mentions-only: learning as before issue 89; proposals: learning after a batch of proposals (at `precision`)
 SIMULATION_VARIANTS = ("learning", "static", "mentions-only", "proposals")
 _GRADED = {"scorers", "crosswalks", "terms", "seed"}
 _EVALUATE = {"scorers", "datasets", "titles", "langs", "title_column", "uri_column", "mode", "depth",
              "limit_queries"}  # fmt: skip
 _LOO = {"grid", "within", "datasets", "options"}
 Fail = Callable[[str], MeloInputError]
+
+
+# The target precision of batch proposals unless a file says otherwise: the Crosswalk page's and
+# `propose`'s default (melo_core.evaluation.simulate.PROPOSAL_PRECISION).
+PROPOSAL_TARGET = 0.95
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,7 @@ class SimulationPlan:
     orders: tuple[str, ...] = ("random",)
     variants: tuple[str, ...] = ("learning", "static")
     limit: int = 0  # only the first N terms of each order (0: all)
+    precision: float = PROPOSAL_TARGET  # of the "proposals" variant
 
 
 @dataclass(frozen=True)
@@ -129,7 +135,7 @@ class ProposalsPlan:
     pipelines: tuple[str, ...]
     crosswalks: str | tuple[str, ...] = "all"  # all, or crosswalk codes
     terms: int = 150  # terms linked per crosswalk to fit on (0: all); `prepare` fits on 150
-    precision: float = 0.95
+    precision: float = PROPOSAL_TARGET
     measured_terms: int | None = None  # terms per held-out crosswalk measured on (0: all; None: those fit on)
 
 
@@ -257,17 +263,20 @@ def _simulation(table: object, fail: Fail) -> SimulationPlan:
         if not (isinstance(value, list) and value and all(v in known for v in value)):
             raise fail(f"simulation.{key}: a list of {', '.join(known)}")
         chosen[key] = tuple(value)
+    precision = table.get("precision", PROPOSAL_TARGET)
+    if not isinstance(precision, float) or not 0.0 < precision < 1.0:
+        raise fail("simulation.precision: a number between 0 and 1, such as 0.95")
     pipelines = table.get("pipelines", ["best"])
     return SimulationPlan(pipelines=tuple(scorer_specs(pipelines, "simulation.pipelines", fail)),
                           crosswalks=crosswalks, seeds=tuple(seeds),
-                          limit=limit, **chosen)  # fmt: skip
+                          limit=limit, precision=precision, **chosen)  # fmt: skip
 
 
 def _proposals(table: object, fail: Fail) -> ProposalsPlan:
     _no_unknown(table, {"pipelines", "crosswalks", "terms", "measured_terms", "precision"}, "proposals.", fail)
     assert isinstance(table, dict)
     plan = _calibration({k: v for k, v in table.items() if k != "precision"}, fail, "proposals.")
-    precision = table.get("precision", 0.95)
+    precision = table.get("precision", PROPOSAL_TARGET)
     if not isinstance(precision, float) or not 0.0 < precision < 1.0:
         raise fail("proposals.precision: a number between 0 and 1, such as 0.95")
     return ProposalsPlan(plan.pipelines, plan.crosswalks, plan.terms, precision, plan.measured_terms)

@@ -25,6 +25,7 @@ from melo_core.esco.datasets import MeloDataset, list_datasets, load_dataset, pa
 from melo_core.esco.titles import is_titles_dataset, titles_dataset
 from melo_core.evaluation.benchmarking import evaluate_one, protocol_for
 from melo_core.evaluation.experiments.config import (
+    PROPOSAL_TARGET,
     CalibrationPlan,
     Evaluate,
     Experiment,
@@ -346,9 +347,12 @@ SIMULATION_MEAN = "mean:crosswalks"  # a simulation's mean over the crosswalks r
 SIMULATION_METRICS = ("effort_per_100", "acc_at_1", "acc_at_10", "mrr", "not_found_100")
 
 
-def simulation_label(pipeline: str, variant: str, order: str) -> str:
+def simulation_label(pipeline: str, variant: str, order: str, precision: float = PROPOSAL_TARGET) -> str:
     """The pipeline column of a simulation row: ``best`` (learning, random order), ``best/static``,
-    ``best/mentions-only``, ``best/most-confident``, ..."""
+    ``best/mentions-only``, ``best/most-confident``, ``best/proposals`` (at 0.95),
+    ``best/proposals-80`` (at another target), ..."""
+    if variant == "proposals" and precision != PROPOSAL_TARGET:
+        variant = f"proposals-{precision * 100:g}"
     return "/".join([pipeline, *([variant] if variant != "learning" else []), *([order] if order != "random" else [])])
 
 
@@ -415,7 +419,8 @@ def _run_simulation(experiment: Experiment, plan: SimulationPlan, data_dir: Path
                 calibrator = _proposing_calibrator(name, crosswalk) if "proposals" in plan.variants else None
                 simulations = _replay(crosswalk, taxonomy, scorer, replays, limit=limit or plan.limit,
                                       data_dir=data_dir, order=order, on_status=say, show_progress=show_progress,
-                                      label=f"{code} {name} {order}", calibrator=calibrator)  # fmt: skip
+                                      label=f"{code} {name} {order}", calibrator=calibrator,
+                                      precision=plan.precision)  # fmt: skip
                 for replay, result in zip(replays, simulations, strict=True):
                     if replay.proposals:
                         runs["proposals"].append(result.summaries["learning"])
@@ -439,7 +444,7 @@ def _run_simulation(experiment: Experiment, plan: SimulationPlan, data_dir: Path
                         values["proposal_coverage"] = [s.proposed / s.terms if s.terms else 0.0 for s in summaries]
                         if all(s.proposed for s in summaries):
                             values["proposal_precision"] = [s.confirmed / s.proposed for s in summaries]
-                    label = simulation_label(name, variant, order)
+                    label = simulation_label(name, variant, order, plan.precision)
                     done += [{"dataset": code, "pipeline": label, "metric": metric,
                               "value": round(sum(v) / len(v), 6), "queries": summaries[0].terms, "seconds": seconds}
                              for metric, v in values.items()]  # fmt: skip
