@@ -302,8 +302,8 @@ def _others(report: Report, experiments: Sequence[str]) -> list[str]:
 
 def _commands(report: Report, experiments: Sequence[str], descriptions: dict[str, str]) -> list[str]:
     lines = ["## Commands", "",
-             "Each experiment's current run: the command that wrote it, and the machine. Rerun one with",
-             "`python -m melo_core experiment run NAME`, then `python -m melo_core experiment report`.", ""]  # fmt: skip
+             "Each experiment's current run: its command and machine. Rerun: `python -m melo_core experiment run NAME`.",
+             ""]  # fmt: skip
     for experiment in experiments:
         described = f" {descriptions[experiment]}." if descriptions.get(experiment) else ""
         runs = "; ".join(
@@ -313,8 +313,8 @@ def _commands(report: Report, experiments: Sequence[str], descriptions: dict[str
     unrun = sorted(set(descriptions) - set(experiments))
     if unrun:
         names = ", ".join(f"`{e}`" for e in unrun)
-        lines += ["", "Experiment files with no rows in the table yet (the older ones were measured by scripts before the",
-                  f"runner; their pages under experiments/ hold the figures): {names}."]  # fmt: skip
+        lines += ["", "Experiment files with no rows yet (older ones were measured by scripts before the runner; their "
+                  f"pages under experiments/ hold the figures): {names}."]  # fmt: skip
     return [*lines, ""]
 
 
