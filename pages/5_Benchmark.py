@@ -128,7 +128,7 @@ if not eces.empty:
 proposal_results = proposal_table(proposal_rows())
 if not proposal_results.empty:
     st.subheader("Batch proposals")
-    st.caption("Proposals at a target precision (each column's: 0.95 is the Crosswalk page's), leave one country "
+    st.caption("Proposals at a target precision (each column's; the Crosswalk page proposes at 0.95 unless the curator lowers it), leave one country "
                "out: of each crosswalk's linked terms, the share whose first candidate a calibrator fit without the "
                "crosswalk's country proposes (coverage), and the share of those that are a crosswalk match "
                "(precision; none where nothing was proposed): `python -m melo_core experiment run proposals` "

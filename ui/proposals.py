@@ -1,7 +1,7 @@
-"""Batch proposals in the app. The Crosswalk page's "Propose at 95 %": the `propose` command run for
-the scheme in a process of its own (as `prepare` is), so that the pipeline it loads goes back to the
-system when it ends and the page shows the command's own summary or refusal. The Benchmark page's
-"Batch proposals": realised precision and coverage per crosswalk from the results table."""
+"""Batch proposals in the app. The Crosswalk page's "Propose at 95 %" (or 90 %, 80 %): the `propose`
+command run for the scheme in a process of its own (as `prepare` is), so that the pipeline it loads
+goes back to the system when it ends and the page shows the command's own summary or refusal. The
+Benchmark page's "Batch proposals": realised precision and coverage per crosswalk and target."""
 
 from __future__ import annotations
 
