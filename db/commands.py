@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 from melo_core import config
 from melo_core.cli.extensions import Decision, Extensions, RecordRun, StoreAccess
 from melo_core.errors import MeloInputError
+from melo_core.evaluation.effort import PROPOSAL_PRECISION
 from melo_core.files.output import check_output, message_stream, store_inputs
 
 if TYPE_CHECKING:
@@ -502,7 +503,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "Proposing again adds nothing; a rejected proposal does not come back.",
     )
     pr.add_argument("--scheme", required=True, help="source scheme name")
-    pr.add_argument("--precision", type=float, default=0.95, help="target precision (default: 0.95)")
+    pr.add_argument("--precision", type=float, default=PROPOSAL_PRECISION,
+                    help=f"target precision (default: {PROPOSAL_PRECISION})")  # fmt: skip
     pr.add_argument("--pipeline", help="pipeline (default: best when it can serve, else its fallback)")
     pr.add_argument("--data", default=config.data_dir(), help=data_help)
     pr.add_argument("--db", help=DB_HELP)

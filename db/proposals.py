@@ -25,7 +25,6 @@ from melo_core.linking.linker import Candidate
 if TYPE_CHECKING:
     from melo_core.linking.pipeline import PipelineDefinition
 
-DEFAULT_PRECISION = 0.95
 BATCH = 128  # terms linked at once
 
 

@@ -18,6 +18,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+# The precision a batch of proposals is made for unless the curator asks another: `propose`'s
+# default, the Crosswalk page's first target, the simulation's and the experiments'.
+PROPOSAL_PRECISION = 0.95
 QUEUE_ORDERS = ("file", "most-confident", "least-confident")  # what the Link page offers
 SIMULATION_ORDERS = ("random", *QUEUE_ORDERS)  # random: a seeded shuffle, the simulation's default
 ORDER_LABELS = {"file": "file order", "most-confident": "most confident first",

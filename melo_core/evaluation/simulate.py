@@ -38,7 +38,7 @@ from melo_core.esco.builder import DEFAULT_LOOSEST_RELATION, LOOSEST_RELATION_BY
 from melo_core.esco.crosswalk import ALIAS_RELATIONS, Crosswalk
 from melo_core.esco.taxonomy import Taxonomy, crosswalk_languages
 from melo_core.evaluation.calibration import Calibrator
-from melo_core.evaluation.effort import COSTS, CostModel, margin, queue_order
+from melo_core.evaluation.effort import COSTS, PROPOSAL_PRECISION, CostModel, margin, queue_order
 from melo_core.linking.linker import Linker
 from melo_core.linking.pipeline import Pipeline, PipelineDefinition, crosswalk_mentions_of
 from melo_core.linking.scheme_learning import Boilerplate, TargetKinds
@@ -49,7 +49,6 @@ DEPTH = 100
 CHECKPOINTS = (0.0, 0.25, 0.5, 0.75)
 BATCH = 64  # terms per link call when evaluating many at once
 LINKERS = ("learning", "static")
-PROPOSAL_PRECISION = 0.95  # the Crosswalk page's "Propose at 95 %"
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ from pathlib import Path
 
 from melo_core.config import PROJECT_ROOT
 from melo_core.errors import MeloInputError
+from melo_core.evaluation.effort import PROPOSAL_PRECISION
 
 EXPERIMENTS_DIR = PROJECT_ROOT / "experiments"
 DATASET_SETS = ("all", "monolingual", "cross-lingual")
@@ -65,11 +66,6 @@ _EVALUATE = {"scorers", "datasets", "titles", "langs", "title_column", "uri_colu
              "limit_queries"}  # fmt: skip
 _LOO = {"grid", "within", "datasets", "options"}
 Fail = Callable[[str], MeloInputError]
-
-
-# The target precision of batch proposals unless a file says otherwise: the Crosswalk page's and
-# `propose`'s default (melo_core.evaluation.simulate.PROPOSAL_PRECISION).
-PROPOSAL_TARGET = 0.95
 
 
 @dataclass(frozen=True)
@@ -113,7 +109,7 @@ class SimulationPlan:
     orders: tuple[str, ...] = ("random",)
     variants: tuple[str, ...] = ("learning", "static")
     limit: int = 0  # only the first N terms of each order (0: all)
-    precision: float = PROPOSAL_TARGET  # of the "proposals" variant
+    precision: float = PROPOSAL_PRECISION  # of the "proposals" variant
 
 
 @dataclass(frozen=True)
@@ -135,7 +131,7 @@ class ProposalsPlan:
     pipelines: tuple[str, ...]
     crosswalks: str | tuple[str, ...] = "all"  # all, or crosswalk codes
     terms: int = 150  # terms linked per crosswalk to fit on (0: all); `prepare` fits on 150
-    precision: float = PROPOSAL_TARGET
+    precision: float = PROPOSAL_PRECISION
     measured_terms: int | None = None  # terms per held-out crosswalk measured on (0: all; None: those fit on)
 
 
@@ -263,7 +259,7 @@ def _simulation(table: object, fail: Fail) -> SimulationPlan:
         if not (isinstance(value, list) and value and all(v in known for v in value)):
             raise fail(f"simulation.{key}: a list of {', '.join(known)}")
         chosen[key] = tuple(value)
-    precision = table.get("precision", PROPOSAL_TARGET)
+    precision = table.get("precision", PROPOSAL_PRECISION)
     if not isinstance(precision, float) or not 0.0 < precision < 1.0:
         raise fail("simulation.precision: a number between 0 and 1, such as 0.95")
     pipelines = table.get("pipelines", ["best"])
@@ -276,7 +272,7 @@ def _proposals(table: object, fail: Fail) -> ProposalsPlan:
     _no_unknown(table, {"pipelines", "crosswalks", "terms", "measured_terms", "precision"}, "proposals.", fail)
     assert isinstance(table, dict)
     plan = _calibration({k: v for k, v in table.items() if k != "precision"}, fail, "proposals.")
-    precision = table.get("precision", PROPOSAL_TARGET)
+    precision = table.get("precision", PROPOSAL_PRECISION)
     if not isinstance(precision, float) or not 0.0 < precision < 1.0:
         raise fail("proposals.precision: a number between 0 and 1, such as 0.95")
     return ProposalsPlan(plan.pipelines, plan.crosswalks, plan.terms, precision, plan.measured_terms)

@@ -24,8 +24,8 @@ from melo_core.errors import MeloInputError
 from melo_core.esco.datasets import MeloDataset, list_datasets, load_dataset, parse_dataset_name, resolve_dataset
 from melo_core.esco.titles import is_titles_dataset, titles_dataset
 from melo_core.evaluation.benchmarking import evaluate_one, protocol_for
+from melo_core.evaluation.effort import PROPOSAL_PRECISION
 from melo_core.evaluation.experiments.config import (
-    PROPOSAL_TARGET,
     CalibrationPlan,
     Evaluate,
     Experiment,
@@ -347,11 +347,11 @@ SIMULATION_MEAN = "mean:crosswalks"  # a simulation's mean over the crosswalks r
 SIMULATION_METRICS = ("effort_per_100", "acc_at_1", "acc_at_10", "mrr", "not_found_100")
 
 
-def simulation_label(pipeline: str, variant: str, order: str, precision: float = PROPOSAL_TARGET) -> str:
+def simulation_label(pipeline: str, variant: str, order: str, precision: float = PROPOSAL_PRECISION) -> str:
     """The pipeline column of a simulation row: ``best`` (learning, random order), ``best/static``,
     ``best/mentions-only``, ``best/most-confident``, ``best/proposals`` (at 0.95),
     ``best/proposals-80`` (at another target), ..."""
-    if variant == "proposals" and precision != PROPOSAL_TARGET:
+    if variant == "proposals" and precision != PROPOSAL_PRECISION:
         variant = f"proposals-{precision * 100:g}"
     return "/".join([pipeline, *([variant] if variant != "learning" else []), *([order] if order != "random" else [])])
 
