@@ -224,7 +224,7 @@ def test_the_proposals_experiment_writes_precision_and_coverage_per_crosswalk(me
     experiment = tmp_path / "proposals-slice.toml"
     experiment.write_text('description = "a slice"\n\n[proposals]\npipelines = ["lexical"]\n'
                           'crosswalks = ["nor_no", "ita_it", "deu_de"]\nterms = 30\nmeasured_terms = 45\n'
-                          'precision = 0.5\n',
+                          'precision = 0.3\n',
                           encoding="utf-8")  # fmt: skip
     results = tmp_path / "results.csv"
     run_cli_ok("experiment", "run", str(experiment), "--data", str(melo_data), "--results", str(results),
@@ -238,6 +238,10 @@ def test_the_proposals_experiment_writes_precision_and_coverage_per_crosswalk(me
         if rows[(code, "proposal_coverage")] > 0:
             assert 0.0 <= rows[(code, "proposal_precision")] <= 1.0
     assert ("mean:crosswalks", "proposal_coverage") in rows
+    # Reached: within 0.02 of this file's target (0.3), not 0.93 whatever the target.
+    precisions = [rows[(c, "proposal_precision")] for c in ("nor_no", "ita_it", "deu_de") if (c, "proposal_precision") in rows]
+    assert any(0.28 <= p < 0.93 for p in precisions), precisions  # the slice must tell the two rules apart
+    assert rows[("mean:crosswalks", "proposal_precision_reached")] == sum(p >= 0.28 for p in precisions)
 
 
 def test_the_crosswalk_page_proposes_at_a_chosen_target_and_confirms_in_bulk(

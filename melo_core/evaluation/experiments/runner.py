@@ -24,7 +24,7 @@ from melo_core.errors import MeloInputError
 from melo_core.esco.datasets import MeloDataset, list_datasets, load_dataset, parse_dataset_name, resolve_dataset
 from melo_core.esco.titles import is_titles_dataset, titles_dataset
 from melo_core.evaluation.benchmarking import evaluate_one, protocol_for
-from melo_core.evaluation.effort import PROPOSAL_PRECISION
+from melo_core.evaluation.effort import PROPOSAL_PRECISION, PROPOSAL_SHORTFALL
 from melo_core.evaluation.experiments.config import (
     CalibrationPlan,
     Evaluate,
@@ -633,14 +633,15 @@ def _run_proposals(experiment: Experiment, plan: ProposalsPlan, data_dir: Path, 
             if values:
                 means.append({"dataset": PROPOSALS_MEAN, "pipeline": name, "metric": metric,
                               "value": round(float(np.mean(values)), 6), "queries": len(values), "seconds": ""})  # fmt: skip
-        # How many crosswalks realised precision 0.93 or more (the aim of issue 89: 20 of 24 at 0.95).
-        reached = sum(1 for r in done if r["metric"] == "proposal_precision" and float(str(r["value"])) >= 0.93)
+        # How many crosswalks came within PROPOSAL_SHORTFALL of the target (issue 89: 0.93 at 0.95,
+        # on 20 of 24). Before, 0.93 whatever the target: a run at 0.80 counted 0.
+        floor = round(plan.precision - PROPOSAL_SHORTFALL, 6)
+        reached = sum(1 for r in done if r["metric"] == "proposal_precision" and float(str(r["value"])) >= floor)
         means.append({"dataset": PROPOSALS_MEAN, "pipeline": name, "metric": "proposal_precision_reached",
                       "value": reached, "queries": len(codes), "seconds": ""})  # fmt: skip
         append_results(results, experiment.name, means, origin)
         for row in means:
-            say(
-                f"{PROPOSALS_MEAN} {name:<10} {row['metric']} {float(str(row['value'])):.4f} over {row['queries']} crosswalks"
-            )
+            value = row["value"] if isinstance(row["value"], int) else f"{float(str(row['value'])):.4f}"
+            say(f"{PROPOSALS_MEAN} {name:<10} {row['metric']} {value} over {row['queries']} crosswalks")
         out += done + means
     return out
