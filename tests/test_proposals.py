@@ -239,7 +239,9 @@ def test_the_proposals_experiment_writes_precision_and_coverage_per_crosswalk(me
             assert 0.0 <= rows[(code, "proposal_precision")] <= 1.0
     assert ("mean:crosswalks", "proposal_coverage") in rows
     # Reached: within 0.02 of this file's target (0.3), not 0.93 whatever the target.
-    precisions = [rows[(c, "proposal_precision")] for c in ("nor_no", "ita_it", "deu_de") if (c, "proposal_precision") in rows]
+    precisions = [
+        rows[(c, "proposal_precision")] for c in ("nor_no", "ita_it", "deu_de") if (c, "proposal_precision") in rows
+    ]
     assert any(0.28 <= p < 0.93 for p in precisions), precisions  # the slice must tell the two rules apart
     assert rows[("mean:crosswalks", "proposal_precision_reached")] == sum(p >= 0.28 for p in precisions)
 
