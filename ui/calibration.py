@@ -25,12 +25,7 @@ def calibration_rows() -> list[dict[str, str]]:
 
 
 def _latest(rows: Iterable[dict[str, str]]) -> dict[tuple[str, str, str], dict[str, str]]:
-    latest: dict[tuple[str, str, str], dict[str, str]] = {}
-    for row in rows:
-        key = (row["dataset"], row["pipeline"], row["metric"])
-        if key not in latest or (row["date"], row["run"]) >= (latest[key]["date"], latest[key]["run"]):
-            latest[key] = row
-    return latest
+    return results.latest_rows(rows, lambda r: (r["dataset"], r["pipeline"], r["metric"]))
 
 
 def ece_table(rows: Iterable[dict[str, str]]) -> pd.DataFrame:

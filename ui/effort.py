@@ -23,12 +23,8 @@ def effort_table(rows: Iterable[dict[str, str]]) -> pd.DataFrame:
     """One row per crosswalk, per pipeline (``best``: learning; ``best/static``; ...) a column of
     effort per 100 terms and one of acc@1, each cell the latest run's; a last row, the mean over the
     crosswalks shown (the runner's own mean rows are left out: a partial run's would stand for all)."""
-    latest: dict[tuple[str, str, str], dict[str, str]] = {}
-    for row in rows:
-        key = (row["dataset"], row["pipeline"], row["metric"])
-        if row["metric"] in METRICS and not key[0].startswith("mean:"):
-            if key not in latest or (row["date"], row["run"]) >= (latest[key]["date"], latest[key]["run"]):
-                latest[key] = row
+    shown = (r for r in rows if r["metric"] in METRICS and not r["dataset"].startswith("mean:"))
+    latest = results.latest_rows(shown, lambda r: (r["dataset"], r["pipeline"], r["metric"]))
     if not latest:
         return pd.DataFrame()
     frame = pd.DataFrame([{"crosswalk": c, "column": f"{p} {METRICS[m]}", "value": float(r["value"])}

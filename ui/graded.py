@@ -21,12 +21,8 @@ def graded_table(rows: Iterable[dict[str, str]]) -> pd.DataFrame:
     """One row per crosswalk, one column per scorer (pipelines first, then their components), each
     cell the latest run's Spearman; a last row, the mean over the crosswalks shown. The runner's own
     mean rows are left out: a partial run's mean would stand for the whole."""
-    latest: dict[tuple[str, str], dict[str, str]] = {}
-    for row in rows:
-        key = (row["dataset"], row["pipeline"])
-        if row["metric"] == METRIC and not key[0].startswith("mean:"):
-            if key not in latest or (row["date"], row["run"]) >= (latest[key]["date"], latest[key]["run"]):
-                latest[key] = row
+    shown = (r for r in rows if r["metric"] == METRIC and not r["dataset"].startswith("mean:"))
+    latest = results.latest_rows(shown, lambda r: (r["dataset"], r["pipeline"]))
     if not latest:
         return pd.DataFrame()
     frame = pd.DataFrame([{"crosswalk": c, "scorer": s, "value": float(r["value"])} for (c, s), r in latest.items()])

@@ -76,18 +76,14 @@ def proposal_table(rows: Iterable[dict[str, str]], targets: dict[str, float] | N
     0.95 and at 0.80 are two columns, not one cell the later run overwrote."""
     import pandas as pd
 
+    from melo_core.evaluation.experiments import results
+
     rows = list(rows)
     if targets is None:
         targets = proposal_targets(r["experiment"] for r in rows)
-    latest: dict[tuple[str, str, float, str], dict[str, str]] = {}
-    for row in rows:
-        if row["metric"] not in PROPOSAL_METRICS or row["dataset"].startswith("mean:"):
-            continue
-        if row["experiment"] not in targets:
-            continue
-        key = (row["dataset"], row["pipeline"], targets[row["experiment"]], row["metric"])
-        if key not in latest or (row["date"], row["run"]) >= (latest[key]["date"], latest[key]["run"]):
-            latest[key] = row
+    shown = (r for r in rows if r["metric"] in PROPOSAL_METRICS and not r["dataset"].startswith("mean:")
+             and r["experiment"] in targets)  # fmt: skip
+    latest = results.latest_rows(shown, lambda r: (r["dataset"], r["pipeline"], targets[r["experiment"]], r["metric"]))
     if not latest:
         return pd.DataFrame()
     frame = pd.DataFrame([{"crosswalk": c, "column": f"{p} at {t:.2f} {m.removeprefix('proposal_')}",

@@ -13,7 +13,7 @@ from pathlib import Path
 from melo_core.config import PROJECT_ROOT
 from melo_core.errors import MeloInputError
 from melo_core.evaluation.experiments.config import EXPERIMENTS_DIR, experiment_names, load_experiment
-from melo_core.evaluation.experiments.results import RESULTS_FILE, read_results
+from melo_core.evaluation.experiments.results import RESULTS_FILE, latest_rows, read_results
 
 REPORT_FILE = PROJECT_ROOT / "docs" / "benchmarks.md"
 HEAD_FILE = PROJECT_ROOT / "docs" / "benchmarks.head.md"
@@ -39,13 +39,8 @@ Key = tuple[str, str, str, str]  # experiment, dataset, pipeline, metric
 
 
 def current_rows(rows: Iterable[Row]) -> dict[Key, Row]:
-    """The latest row per (experiment, dataset, pipeline, metric): later date wins, then later run."""
-    latest: dict[Key, Row] = {}
-    for row in rows:
-        key = (row["experiment"], row["dataset"], row["pipeline"], row["metric"])
-        if key not in latest or (row["date"], row["run"]) >= (latest[key]["date"], latest[key]["run"]):
-            latest[key] = row
-    return latest
+    """The latest row per (experiment, dataset, pipeline, metric)."""
+    return latest_rows(rows, lambda r: (r["experiment"], r["dataset"], r["pipeline"], r["metric"]))
 
 
 def _number(text: str) -> str:

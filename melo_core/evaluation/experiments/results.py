@@ -8,11 +8,12 @@ import csv
 import hashlib
 import os
 import platform
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
+from typing import TypeVar
 
 from melo_core.config import PROJECT_ROOT
 from melo_core.runtime.disk_cache import files_stamp
@@ -131,3 +132,17 @@ def read_results(path: Path = RESULTS_FILE, experiment: str | None = None) -> li
         return []
     with path.open(encoding="utf-8", newline="") as handle:
         return [r for r in csv.DictReader(handle) if experiment is None or r["experiment"] == experiment]
+
+
+Key = TypeVar("Key", bound=Hashable)
+
+
+def latest_rows(rows: Iterable[dict[str, str]], key: Callable[[dict[str, str]], Key]) -> dict[Key, dict[str, str]]:
+    """The current row per ``key(row)``: a later date wins, then a later run (a rerun that confirms
+    a figure adds a row; tables show the last one)."""
+    latest: dict[Key, dict[str, str]] = {}
+    for row in rows:
+        k = key(row)
+        if k not in latest or (row["date"], row["run"]) >= (latest[k]["date"], latest[k]["run"]):
+            latest[k] = row
+    return latest
