@@ -14,6 +14,7 @@ import pytest
 from melo_core.cli.cache_admin import DAY, cache_entries, human_size, summary, unused_for
 from melo_core.cli.commands import main
 from melo_core.errors import MeloInputError
+from melo_core.runtime.disk_cache import CONTENT_MEMO
 from tests.conftest import ROOT, linked_slice
 
 OLD = time.time() - 40 * DAY
@@ -59,24 +60,25 @@ def test_prune_removes_what_no_run_used_and_keeps_what_link_reads(melo_data: Pat
                              ("processed/melo/nor_q_no_c_no", "raw/crosswalks_standard/nor_no"))  # fmt: skip
     french = linked_slice(tmp_path / "fra", melo_data, ("processed/melo/bel_q_fr_c_fr",))
     cache = tmp_path / "cache"
+    shared = {CONTENT_MEMO}  # the data files' digests: every run reads them
     _link(french, "boulanger", "fr", cache)  # a label set no later run uses
-    french_files = set(_files(cache))
+    french_files = set(_files(cache)) - shared
     first = _link(norwegian, "bakere", "no", cache)
-    norwegian_files = set(_files(cache)) - french_files
+    norwegian_files = set(_files(cache)) - french_files - shared
     assert {f.split("/")[0] for f in norwegian_files} == {"crosswalk_mentions", "lexical", "taxonomy"}
     _age(cache)  # both runs 40 days ago ...
     assert _link(norwegian, "bakere", "no", cache) == first  # ... and the Norwegian one again today
 
     assert main(["cache", "--cache", str(cache), "--prune", "30", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "would be removed (--dry-run)" in out and set(_files(cache)) == french_files | norwegian_files
+    assert "would be removed (--dry-run)" in out and set(_files(cache)) == french_files | norwegian_files | shared
     would = {line.split()[2] for line in out.splitlines() if line.startswith("would remove")}
     assert would == {str(cache / "/".join(f.split("/")[:2])) for f in french_files}  # the area's entries
 
     assert main(["cache", "--cache", str(cache), "--prune", "30"]) == 0
     assert f"removed {len(french_files)} entries" in capsys.readouterr().out
     kept = _files(cache)
-    assert set(kept) == norwegian_files
+    assert set(kept) == norwegian_files | shared
     assert _link(norwegian, "bakere", "no", cache) == first
     assert _files(cache) == kept  # nothing rebuilt: what the run needs was kept
 

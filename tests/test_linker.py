@@ -117,15 +117,21 @@ def test_taxonomy_cache_is_reused_and_refreshed(small_data: Path, tmp_path: Path
     assert cached_taxonomy_from_melo(Path(os.path.relpath(small_data)), tmp_path) is first
     assert len(list((tmp_path / "taxonomy").glob("*.pkl"))) == 1
     assert cached_taxonomy_from_melo(small_data, tmp_path / "other") is not first
-    # Edited data is read again: a copy whose corpus file was saved later gets its own taxonomy.
-    edited = tmp_path / "edited" / "processed" / "melo" / "nor_q_no_c_no"
-    shutil.copytree(small_data / "processed" / "melo" / "nor_q_no_c_no", edited)
-    corpus = edited / "corpus_elements.tsv"
+    # Data laid out again (a clone, `cp -r`: the same bytes, new times) is the same data: the stamp
+    # is of the files' bytes, not their times. Before, every re-lay rebuilt every cache.
+    folder = tmp_path / "edited" / "processed" / "melo" / "nor_q_no_c_no"
+    shutil.copytree(small_data / "processed" / "melo" / "nor_q_no_c_no", folder)
+    relaid = cached_taxonomy_from_melo(tmp_path / "edited", tmp_path)
+    corpus = folder / "corpus_elements.tsv"
     os.utime(corpus, ns=(corpus.stat().st_atime_ns, corpus.stat().st_mtime_ns + 10**9))
-    resaved = cached_taxonomy_from_melo(tmp_path / "edited", tmp_path)
-    assert resaved is not first and len(list((tmp_path / "taxonomy").glob("*.pkl"))) == 2
+    assert cached_taxonomy_from_melo(tmp_path / "edited", tmp_path) is relaid
+    assert len(list((tmp_path / "taxonomy").glob("*.pkl"))) == 2  # a copy elsewhere: its own (names are absolute)
+    # Edited data is read again: one label changed, a taxonomy of its own.
+    corpus.write_text(corpus.read_text(encoding="utf-8").replace("\t", "\tendret ", 1), encoding="utf-8")
+    edited = cached_taxonomy_from_melo(tmp_path / "edited", tmp_path)
+    assert edited is not relaid and len(list((tmp_path / "taxonomy").glob("*.pkl"))) == 3
     back = cached_taxonomy_from_melo(small_data, tmp_path)  # the original again, from its file
-    assert back is not resaved and [c.uri for c in back.concepts] == [c.uri for c in first.concepts]
+    assert back is not edited and [c.uri for c in back.concepts] == [c.uri for c in first.concepts]
 
 
 def run_link(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:

@@ -3,7 +3,7 @@ used, and pruning what has not been used for a while.
 
 Everything in the cache is rebuilt on demand (embeddings, indexes, fitted lexical and linker states,
 the known mentions' matrices, the crosswalks' parsed mentions, ONNX exports, unpickled taxonomies,
-the unpacked language-identification model),
+the unpacked language-identification model, the data and model files' digests),
 but nothing removes the states of models, label sets or mentions that no longer exist: a rebuilt
 model leaves its old states behind.
 An entry is one file or folder directly inside an area (``embeddings/<space>``,

@@ -366,7 +366,7 @@ def cached_taxonomy_from_melo(
     data_dir: str | Path, cache_dir: str | Path | None = None, esco_dir: str | Path | None = None
 ) -> Taxonomy:
     """``taxonomy_from_melo`` remembered on disk (8 s to build, well under 1 s to load), keyed by
-    the size and modification time of every corpus file, so edited data is re-read. When an ESCO
+    the names and bytes of every corpus file (``files_stamp``), so edited data is re-read. When an ESCO
     CSV export is found (``esco_dir``, else ``config.esco_dir(data_dir)``), its ISCO groups and
     descriptions are added (``add_esco_details``)."""
     root = datasets_root(data_dir)

@@ -203,7 +203,7 @@ def cached_min_edit_distances(
     cache_dir: str | Path | None = None,
 ) -> np.ndarray:
     """``min_edit_distances`` of one dataset, remembered under ``<cache>/analysis`` and keyed by
-    its files' sizes and modification times, so pages can call it on every rerun."""
+    its files' names and bytes (``files_stamp``), so pages can call it on every rerun."""
     folder = resolve_dataset(data_dir, name)
     key = f"{name}-{distance}-{'auto' if fold is None else int(fold)}-v{OVERLAP_CACHE_VERSION}-{files_stamp(folder.resolve() / n for n in (QUERIES_FILE, CORPUS_FILE, ANNOTATIONS_FILE))}"
     target = Path(cache_dir or config.cache_dir()) / "analysis" / f"min-dist-{key}.pkl"

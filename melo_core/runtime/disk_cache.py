@@ -5,6 +5,7 @@ the files it was computed from."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pickle
 from collections.abc import Iterable, Sequence
@@ -14,16 +15,69 @@ import numpy as np
 
 
 def files_stamp(paths: Iterable[Path], root: Path | None = None, length: int = 16) -> str:
-    """Changes when any of ``paths`` is rewritten, or one is added or removed: a hash of each
-    file's name (relative to ``root`` when given, else absolute: ``../shared/melo`` and
-    ``/work/shared/melo`` are one folder, whose taxonomy took 13 s to build again), size and
-    modification time."""
+    """Changes when any of ``paths`` is rewritten with other bytes, or one is added, removed or
+    renamed: a hash of each file's name (relative to ``root`` when given, else absolute:
+    ``../shared/melo`` and ``/work/shared/melo`` are one folder, whose taxonomy took 13 s to build
+    again) and of its bytes. Not of its modification time: a folder copied or laid out again (a
+    clone, ``cp -r``, a restored backup) is the same data and keeps its caches."""
+    paths = list(paths)
     digest = hashlib.sha1()
-    for path in paths:
-        info = path.stat()
+    for path, content in zip(paths, content_digests(paths), strict=True):
         name = path.relative_to(root) if root is not None else path.resolve()
-        digest.update(f"{name}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+        digest.update(f"{name}\0{content}\n".encode())
     return digest.hexdigest()[:length]
+
+
+CONTENT_MEMO = "stamps/content-digests.json"  # in the cache folder: path -> [size, mtime, inode, sha1]
+_memo: dict[str, list[object]] = {}
+_memo_file: Path | None = None
+
+
+def content_digests(paths: Sequence[Path]) -> list[str]:
+    """The sha1 of each file's bytes. A file is read once per change of its size, modification time
+    or inode: the digests are remembered in the cache folder (a model's 465 MB take 0.6 s to read,
+    and every command stamps its data and models)."""
+    from melo_core import config
+
+    global _memo, _memo_file
+    memo_file = config.cache_dir() / CONTENT_MEMO
+    if _memo_file != memo_file:
+        _memo, _memo_file = _read_memo(memo_file), memo_file
+    digests, new = [], {}
+    for path in paths:
+        resolved = path.resolve()
+        info = resolved.stat()
+        seen: list[object] = [info.st_size, info.st_mtime_ns, info.st_ino]
+        known = _memo.get(str(resolved))
+        if known is None or known[:3] != seen:
+            with resolved.open("rb") as handle:
+                known = new[str(resolved)] = [*seen, hashlib.file_digest(handle, "sha1").hexdigest()]
+        digests.append(str(known[3]))
+    if new:
+        _memo.update(new)
+        _write_memo(memo_file, new)
+    return digests
+
+
+def _read_memo(memo_file: Path) -> dict[str, list[object]]:
+    try:
+        found = json.loads(memo_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _write_memo(memo_file: Path, new: dict[str, list[object]]) -> None:
+    """Add ``new`` to what is on disk (another process may have added others), drop the files that
+    are gone, and write it atomically. A cache that cannot be written costs a read next time."""
+    merged = {k: v for k, v in {**_read_memo(memo_file), **new}.items() if os.path.exists(k)}
+    try:
+        memo_file.parent.mkdir(parents=True, exist_ok=True)
+        temporary = memo_file.with_name(f".tmp-{os.getpid()}-{memo_file.name}")
+        temporary.write_text(json.dumps(merged), encoding="utf-8")
+        os.replace(temporary, memo_file)
+    except OSError:
+        pass
 
 
 def folder_stamp(folder: Path, length: int = 16) -> str:
