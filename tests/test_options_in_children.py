@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -73,6 +74,19 @@ def test_the_readmes_commands_run_without_any_melo_variable(sliced: Path, tmp_pa
     assert "using 'fast' meanwhile" in linked.stderr  # best is not prepared; fast is, in these folders
     ranks = [line.split()[0] for line in linked.stdout.splitlines() if "http://data.europa.eu/esco/" in line]
     assert ranks == [str(rank) for rank in range(1, 11)]
+
+    # A team copies the prepared folders to its server (other paths, new times, as `cp -r` does):
+    # the copy serves at once and embeds nothing again (caches are keyed by bytes, not times).
+    server = tmp_path / "server"
+    for folder in (cache, models):
+        shutil.copytree(folder, server / folder.name, copy_function=shutil.copy)
+    copied = ("--data", str(sliced), "--cache", str(server / "cache"), "--models", str(server / "models"))
+    built = {p for p in (server / "cache").rglob("*") if p.is_file() and p.parts[-3:-1] != ("cache", "stamps")}
+    listed = run_cli(cwd, "pipelines", *copied, "--langs", "no,en")
+    assert "ready: yes" in listed.stdout.split("\n\nfast: ")[1].split("\n\n")[0], listed.stdout
+    again = run_cli(cwd, "link", *copied, "Bäckermeister")
+    assert again.returncode == 0 and again.stdout == linked.stdout, again.stderr
+    assert {p for p in (server / "cache").rglob("*") if p.is_file() and p.parts[-3:-1] != ("cache", "stamps")} == built
 
 
 def test_a_first_use_trains_the_model_on_the_commands_data(sliced: Path, tmp_path: Path) -> None:

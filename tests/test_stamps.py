@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from melo_core.encoders.base import EncoderSpec
 from melo_core.runtime import disk_cache
 from melo_core.runtime.disk_cache import CONTENT_MEMO, content_digests, files_stamp, folder_stamp
 
@@ -39,6 +40,10 @@ def test_a_copied_model_folder_with_new_times_keeps_its_stamp(model: Path, tmp_p
         if file.is_file():
             later(file)
     assert folder_stamp(copy) == stamp  # names relative to the folder, and the same bytes
+    # What the embedding cache is keyed by: the copy's embeddings are the original's.
+    assert EncoderSpec("st", str(copy)).stamped_key() == EncoderSpec("st", str(model)).stamped_key()
+    (copy / "config.json").write_text('{"dim": 9}', encoding="utf-8")
+    assert EncoderSpec("st", str(copy)).stamped_key() != EncoderSpec("st", str(model)).stamped_key()
 
 
 def test_an_edited_added_or_renamed_file_changes_the_stamp(model: Path) -> None:

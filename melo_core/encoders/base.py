@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
@@ -81,12 +81,14 @@ class EncoderSpec:
         return Path(os.path.expanduser(self.argument))
 
     def stamped_key(self) -> str:
-        """``key()``, and for a model folder a stamp of its files: a model retrained in the same
-        folder must not reuse the old one's embeddings."""
+        """``key()``, and for a model folder its name and a stamp of its files' names and bytes in
+        place of its path: a model retrained in the same folder must not reuse the old one's
+        embeddings, and a copy elsewhere (a team's server) is the same model and reuses them."""
         folder = self.path()
         if not self.argument or not folder.is_dir():
             return self.key()
-        return f"{self.key()}#{folder_stamp(folder, length=12)}"
+        named = replace(self, argument=folder.resolve().name)
+        return f"{named.key()}#{folder_stamp(folder, length=12)}"
 
     def prompt_names(self) -> dict[Role, str | None]:
         """The prompt each role reads, by its name in the model's configuration (None: its default)."""
