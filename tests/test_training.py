@@ -13,7 +13,7 @@ import pytest
 
 from db.store import Store
 from db.testing import run_cli
-from melo_core.encoders import load_encoder
+from melo_core.encoders import EncoderSpec, load_encoder
 from melo_core.encoders.training import (
     CARD,
     CONFIG,
@@ -28,7 +28,6 @@ from melo_core.encoders.training import (
 from melo_core.errors import MeloInputError
 from melo_core.esco.crosswalk import crosswalk_decisions
 from melo_core.esco.taxonomy import Taxonomy, taxonomy_from_melo
-from melo_core.runtime.disk_cache import folder_stamp
 from tests.conftest import linked_slice, module_folder
 
 TINY = TrainConfig(dim=32, vocab_size=3000, rounds=3, batch_size=64, mine_every=20, seed=7)
@@ -217,8 +216,7 @@ def test_the_default_domain_model_is_built_once_then_loaded_as_domain(
     assert (folder / "model.safetensors").stat().st_mtime_ns == stamp
     assert not list((tmp_path / "models").glob(".tmp-*"))
     encoder = load_encoder("domain")
-    # keyed by the folder's name and bytes (a copy elsewhere is the same model)
-    assert encoder.dim == TINY.dim and encoder.spec == f"st:{folder.name}#{folder_stamp(folder, length=12)}"
+    assert encoder.dim == TINY.dim and encoder.spec == EncoderSpec("st", str(folder)).stamped_key()  # that folder
 
 
 PREPARE_DOMAIN = """

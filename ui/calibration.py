@@ -24,17 +24,12 @@ def calibration_rows() -> list[dict[str, str]]:
     return [r for r in results.read_results(results.RESULTS_FILE) if r["metric"] in ECE_METRICS + BIN_METRICS]
 
 
-def _latest(rows: Iterable[dict[str, str]]) -> dict[tuple[str, str, str], dict[str, str]]:
-    return results.latest_rows(rows, lambda r: (r["dataset"], r["pipeline"], r["metric"]))
-
-
 def ece_table(rows: Iterable[dict[str, str]]) -> pd.DataFrame:
     """One row per crosswalk, one column per pipeline (ECE of the top 10 candidates), per pipeline's
     first candidates and per pipeline after a scheme's first 25 decided terms (``scheme_offset``), each cell the latest run's value; a last row, the mean over the
     crosswalks shown (the runner's mean rows are left out: a partial run's would stand for the whole)."""
-    latest = _latest(
-        r for r in rows if r["metric"] in ECE_METRICS and not r["dataset"].startswith(("mean:", RELIABILITY))
-    )
+    shown = (r for r in rows if r["metric"] in ECE_METRICS and not r["dataset"].startswith(("mean:", RELIABILITY)))
+    latest = results.latest_rows(shown, lambda r: (r["dataset"], r["pipeline"], r["metric"]))
     if not latest:
         return pd.DataFrame()
     frame = pd.DataFrame([{"crosswalk": c, "column": p + COLUMN_SUFFIX[m],

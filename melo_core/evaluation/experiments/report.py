@@ -38,11 +38,6 @@ Row = dict[str, str]
 Key = tuple[str, str, str, str]  # experiment, dataset, pipeline, metric
 
 
-def current_rows(rows: Iterable[Row]) -> dict[Key, Row]:
-    """The latest row per (experiment, dataset, pipeline, metric)."""
-    return latest_rows(rows, lambda r: (r["experiment"], r["dataset"], r["pipeline"], r["metric"]))
-
-
 def _number(text: str) -> str:
     try:
         value = float(text)
@@ -75,7 +70,9 @@ def _kind(dataset: str) -> str:
 
 class Report:
     def __init__(self, rows: Iterable[Row]) -> None:
-        self.latest = current_rows(rows)
+        self.latest: dict[Key, Row] = latest_rows(
+            rows, lambda r: (r["experiment"], r["dataset"], r["pipeline"], r["metric"])
+        )
         self.by_experiment: dict[str, dict[Key, Row]] = defaultdict(dict)
         for key, row in self.latest.items():
             self.by_experiment[key[0]][key] = row
