@@ -91,3 +91,18 @@ def test_a_cache_that_cannot_be_written_still_stamps(
     blocked.write_text("a file where the cache folder should be", encoding="utf-8")
     monkeypatch.setenv("MELO_CACHE", str(blocked))
     assert files_stamp([model / "config.json"]) == files_stamp([model / "config.json"])
+
+
+def test_the_same_files_in_another_folder_have_the_same_stamp(model: Path, tmp_path: Path) -> None:
+    """What keys the taxonomy, the crosswalks' mentions and the calibration rows, and names the data
+    of a results row: data copied to a server, or spelt as a relative path, is the same data."""
+    files = [model / "config.json", model / "1_Pooling" / "config.json"]
+    stamp = files_stamp(files)
+    copy = tmp_path / "server" / "data"
+    shutil.copytree(model, copy)
+    assert files_stamp([copy / "config.json", copy / "1_Pooling" / "config.json"]) == stamp
+    assert files_stamp([Path(os.path.relpath(f)) for f in files]) == stamp
+    # The names count, relative to the folder that holds them all: a file moved is other data.
+    (copy / "1_Pooling" / "config.json").rename(copy / "1_Pooling" / "moved.json")
+    assert files_stamp([copy / "config.json", copy / "1_Pooling" / "moved.json"]) != stamp
+    assert files_stamp([]) == files_stamp([])

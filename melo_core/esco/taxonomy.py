@@ -372,7 +372,10 @@ def cached_taxonomy_from_melo(
     root = datasets_root(data_dir)
     esco = esco_dir or config.esco_dir(data_dir)
     esco_files = sorted(Path(esco).glob("*.csv")) if esco else []
-    stamp = files_stamp([*sorted(root.glob("*/*.tsv")), *esco_files])
+    # Each folder stamped on its own: the data and the ESCO export may sit apart, named anyhow.
+    stamp = files_stamp(sorted(root.glob("*/*.tsv")), root=root)
+    if esco_files:
+        stamp = f"{stamp}-{files_stamp(esco_files, root=Path(esco), length=8)}"
     target = Path(cache_dir or config.cache_dir()) / "taxonomy" / f"melo-v{TAXONOMY_CACHE_VERSION}-{stamp}.pkl"
     if _last_loaded is not None and _last_loaded[0] == target:
         return _last_loaded[1]

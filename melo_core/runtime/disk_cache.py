@@ -16,15 +16,18 @@ import numpy as np
 
 def files_stamp(paths: Iterable[Path], root: Path | None = None, length: int = 16) -> str:
     """Changes when any of ``paths`` is rewritten with other bytes, or one is added, removed or
-    renamed: a hash of each file's name (relative to ``root`` when given, else absolute:
-    ``../shared/melo`` and ``/work/shared/melo`` are one folder, whose taxonomy took 13 s to build
-    again) and of its bytes. Not of its modification time: a folder copied or laid out again (a
-    clone, ``cp -r``, a restored backup) is the same data and keeps its caches."""
-    paths = list(paths)
+    renamed: a hash of each file's name and of its bytes. Names are relative to ``root``, else to
+    the folder that holds them all, so the same files anywhere give the same stamp: the data on a
+    server, in a clone or at ``../shared/melo`` keeps its caches, and results rows name the same
+    data by the same stamp. Not of the modification time: a folder copied or laid out again (a
+    clone, ``cp -r``, a restored backup) is the same data."""
+    paths = [Path(os.path.abspath(path)) for path in paths]  # links kept: a linked file is named where it is linked
+    if root is None:
+        root = Path(os.path.commonpath([path.parent for path in paths])) if paths else Path("/")
+    root = Path(os.path.abspath(root))
     digest = hashlib.sha1()
     for path, content in zip(paths, content_digests(paths), strict=True):
-        name = path.relative_to(root) if root is not None else path.resolve()
-        digest.update(f"{name}\0{content}\n".encode())
+        digest.update(f"{path.relative_to(root).as_posix()}\0{content}\n".encode())
     return digest.hexdigest()[:length]
 
 
