@@ -374,7 +374,7 @@ def cached_taxonomy_from_melo(
     esco_files = sorted(Path(esco).glob("*.csv")) if esco else []
     # Each folder stamped on its own: the data and the ESCO export may sit apart, named anyhow.
     stamp = files_stamp(sorted(root.glob("*/*.tsv")), root=root)
-    if esco_files:
+    if esco and esco_files:
         stamp = f"{stamp}-{files_stamp(esco_files, root=Path(esco), length=8)}"
     target = Path(cache_dir or config.cache_dir()) / "taxonomy" / f"melo-v{TAXONOMY_CACHE_VERSION}-{stamp}.pkl"
     if _last_loaded is not None and _last_loaded[0] == target:
