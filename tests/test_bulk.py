@@ -192,6 +192,15 @@ def test_a_killed_run_resumes_and_every_row_is_written_exactly_once(
     ]
     changed = run_cli(*link_args(nor_data, source, folder, "--batch-size", "9", "--format", "csv", "--resume"))
     assert changed[0] == 2 and "batch_size" in changed[2]
+    # The input's bytes decide, not its time: an edited input refuses; the same bytes written back
+    # (a new time, as a copy or a fresh download) resume.
+    original = source.read_bytes()
+    source.write_bytes(original.replace(b"\n", b"\nx", 1))
+    edited = run_cli(*args, "--resume")
+    assert edited[0] == 2 and "input_bytes, input_sha1 differ" in edited[2]
+    source.write_bytes(original)
+    info = source.stat()
+    os.utime(source, ns=(info.st_atime_ns, info.st_mtime_ns + 10**9))
     code, _, err = run_cli(*args, "--resume")
     assert code == 0, err
     table = read_output(folder)

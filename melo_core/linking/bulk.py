@@ -474,9 +474,12 @@ def is_folder_output(out: str) -> bool:
 
 
 def _job(source: InputBatches, settings: LinkSettings, fmt: str) -> dict:
-    """What a resumed run must share with the run it continues."""
-    stat = source.path.stat()
-    return {"input": str(source.path.resolve()), "input_bytes": stat.st_size, "input_mtime_ns": stat.st_mtime_ns,
+    """What a resumed run must share with the run it continues: the input's bytes, not its path or
+    time (an input moved, copied back or touched is the same input; one edited is not)."""
+    from melo_core.runtime.disk_cache import content_digests
+
+    [digest] = content_digests([source.path])
+    return {"input_bytes": source.path.stat().st_size, "input_sha1": digest,
             "column": source.column, "input_format": source.format, "batch_size": source.batch_size,
             "format": fmt, "settings": {k: list(v) if isinstance(v, tuple) else v
                                         for k, v in asdict(settings).items() if k not in ("cache_dir", "query_cache")}}  # fmt: skip
