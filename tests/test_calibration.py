@@ -233,7 +233,7 @@ def test_the_calibration_step_is_estimated_from_the_terms_it_still_links(three_c
     taxonomy = cached_taxonomy_from_melo(three_countries, cache_dir)
     step = calibration_step(definition, taxonomy, three_countries, cache_dir, models, terms_per_crosswalk=12)
     assert step.what == "lexical calibration"
-    assert step.seconds == pytest.approx(3 * 12 * calibration.DEFAULT_SECONDS_PER_TERM)
+    assert step.seconds == pytest.approx(3 * 12 * calibration.SECONDS_PER_TERM["lexical"])
     told: list[tuple[float, str]] = []
     assert step.run(lambda fraction, message: told.append((fraction, message))) == 3 * 12
     assert [message for _, message in told[:3]] == ["calibration: linking dnk_da (1 of 3)",
@@ -250,7 +250,7 @@ def test_the_calibration_step_is_estimated_from_the_terms_it_still_links(three_c
     raw = json.loads(older.read_text(encoding="utf-8"))
     older.write_text(json.dumps({**raw, "features": ["score"]}), encoding="utf-8")
     relinked = calibration_step(definition, taxonomy, three_countries, cache_dir, models, terms_per_crosswalk=12)
-    assert relinked.seconds == pytest.approx(12 * calibration.DEFAULT_SECONDS_PER_TERM)
+    assert relinked.seconds == pytest.approx(12 * calibration.SECONDS_PER_TERM["lexical"])
     told.clear()
     assert relinked.run(lambda fraction, message: told.append((fraction, message))) == 12
     assert told[0] == (0.0, "calibration: linking nor_no (1 of 1)")
