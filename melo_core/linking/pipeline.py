@@ -955,18 +955,19 @@ def _create(spec: Spec, context: ScorerContext) -> PipelineScorer:
     return PipelineScorer(load_pipeline(str(spec)), context)
 
 
-CROSSWALK_MENTION_SETS = 8  # on disk: one per held-out country a Link page server or bulk run asked for
-CROSSWALK_MENTIONS_VERSION = 1  # bump when crosswalk_decisions reads the same files differently
+CROSSWALK_MENTION_SETS = 8  # on disk: one per set of relations a Link page server or bulk run asked for
+CROSSWALK_MENTIONS_VERSION = 2  # bump when crosswalk_decisions reads the same files differently (2: kept per crosswalk)
 
 
 def crosswalk_mentions_of(data_dir: str | Path, relations: Iterable[str], hold_out_country: str | None = None,
                           cache_dir: str | Path | None = None) -> list[tuple[str, str, str | None]]:  # fmt: skip
     """Known mentions from the national crosswalks of a data folder, as (title, concept URI,
     language); every crosswalk of ``hold_out_country`` left out; empty when the folder has none.
-    Parsed once while the files stay the same: a cold `link` asks up to three times (the default
-    pipeline's readiness, its fallback's, then the linker), and a parse of the 24 crosswalks takes
-    0.45-0.6 s on 2 cores; a later process reads the copy kept in ``cache_dir`` (0.06 s)."""
-    from melo_core.esco.crosswalk import crosswalk_path, list_crosswalks
+    Parsed once while the files stay the same, whichever country is left out: a cold `link` asks
+    up to three times (the default pipeline's readiness, its fallback's, then the linker), and
+    calibration once per country (24 parses of the 24 crosswalks took 47 s of lexical's 2 min); a
+    parse takes 0.45-0.6 s on 2 cores, and a later process reads the copy kept in ``cache_dir``."""
+    from melo_core.esco.crosswalk import crosswalk_country, crosswalk_path, list_crosswalks
     from melo_core.runtime.disk_cache import files_stamp
 
     try:
@@ -975,24 +976,25 @@ def crosswalk_mentions_of(data_dir: str | Path, relations: Iterable[str], hold_o
     except (OSError, MeloInputError):
         return []
     folder = Path(cache_dir or config.cache_dir()) / "crosswalk_mentions"
-    return list(_crosswalk_mentions(str(data_dir), codes, stamp, tuple(relations), hold_out_country, str(folder)))
+    per_crosswalk = _crosswalk_mentions(str(data_dir), codes, stamp, tuple(relations), str(folder))
+    return [m for code, mentions in per_crosswalk if crosswalk_country(code) != hold_out_country for m in mentions]
 
 
 @functools.lru_cache(maxsize=4)
 def _crosswalk_mentions(data_dir: str, codes: tuple[str, ...], stamp: str, relations: tuple[str, ...],
-                        hold_out_country: str | None, folder: str) -> tuple[tuple[str, str, str | None], ...]:  # fmt: skip
+                        folder: str) -> tuple[tuple[str, tuple[tuple[str, str, str | None], ...]], ...]:  # fmt: skip
+    """Each crosswalk's mentions, by its code."""
     import hashlib
 
-    from melo_core.esco.crosswalk import crosswalk_country, crosswalk_decisions
+    from melo_core.esco.crosswalk import crosswalk_decisions
     from melo_core.runtime.disk_cache import keep_newest, load_pickle, save_pickle
 
-    key = hashlib.sha1(repr((stamp, codes, relations, hold_out_country, CROSSWALK_MENTIONS_VERSION)).encode())
+    key = hashlib.sha1(repr((stamp, codes, relations, CROSSWALK_MENTIONS_VERSION)).encode())
     path = Path(folder) / f"{key.hexdigest()[:20]}.pkl"
     kept = load_pickle(path)
     if isinstance(kept, tuple):
         return kept
-    mentions = tuple(m for code in codes if crosswalk_country(code) != hold_out_country
-                     for m in crosswalk_decisions(data_dir, code, relations))  # fmt: skip
+    mentions = tuple((code, tuple(crosswalk_decisions(data_dir, code, relations))) for code in codes)
     try:
         save_pickle(path, mentions)
         keep_newest(Path(folder), "*.pkl", CROSSWALK_MENTION_SETS)
