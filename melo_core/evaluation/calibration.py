@@ -651,9 +651,10 @@ def prepare_calibration(definition: object, taxonomy: object, data_dir: str | Pa
 
 
 # Seconds to link one term of the calibration sample, a pipeline built for each crosswalk, on 2
-# idle cores (2026-12-07: `lexical` linked its 3,600 terms in 77 s, `fast` in 214 s, `best` in
-# about 15 min). Another pipeline starts from the default; the pace measured here takes over after one run.
-SECONDS_PER_TERM = {"lexical": 0.02, "fast": 0.06, "best": 0.25}
+# idle cores, fitting included (2026-12-07, `benchmarks/calibration_speed.py`: `lexical` 74 s for
+# its 3,600 terms, `fast` 119 s; `best` about 15 min over all languages). Another pipeline starts
+# from the default; the pace measured here takes over after one run.
+SECONDS_PER_TERM = {"lexical": 0.02, "fast": 0.035, "best": 0.25}
 DEFAULT_SECONDS_PER_TERM = 0.1
 
 
