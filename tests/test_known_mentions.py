@@ -148,22 +148,10 @@ def test_fusion_grid_pools_agree_with_evaluate_under_mentions(datasets_dir: Path
     assert grid["wsum:0.3*char-tfidf+0.7*word-tfidf | mentions=0.5"] != grid["wsum:0.3*char-tfidf+0.7*word-tfidf"]
 
 
-def test_crosswalk_mentions_are_read_once_until_a_crosswalk_changes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A cold `link` asks for the crosswalks' mentions up to three times (the default pipeline's
-    readiness, its fallback's, the linker): parsed once while the files stay as they are, and a
-    later process reads the copy kept in the cache."""
-    import json
-
+def counted_crosswalk_reads(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Each parse of a crosswalk file from now on, as the arguments it was read with."""
     from melo_core.esco import crosswalk as crosswalk_module
-    from melo_core.linking.pipeline import _crosswalk_mentions, crosswalk_mentions_of
 
-    data, cache = tmp_path / "data", tmp_path / "cache"
-    path = data / "raw" / "crosswalks_standard" / "xyz_en" / "crosswalk.json"
-    path.parent.mkdir(parents=True)
-    uri = "http://data.europa.eu/esco/occupation/baker"
-    path.write_text(json.dumps({"1": {"title": "Baker", "matches": {uri: "exactMatch"}}}), encoding="utf-8")
     reads: list[object] = []
     read = crosswalk_module.load_crosswalk
 
@@ -172,6 +160,31 @@ def test_crosswalk_mentions_are_read_once_until_a_crosswalk_changes(
         return read(*args)
 
     monkeypatch.setattr(crosswalk_module, "load_crosswalk", reading)
+    return reads
+
+
+def write_crosswalk(data: Path, code: str, title: str, uri: str, relation: str = "exactMatch") -> Path:
+    """A standardised crosswalk of one term under ``data``."""
+    import json
+
+    path = data / "raw" / "crosswalks_standard" / code / "crosswalk.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"1": {"title": title, "matches": {uri: relation}}}), encoding="utf-8")
+    return path
+
+
+def test_crosswalk_mentions_are_read_once_until_a_crosswalk_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cold `link` asks for the crosswalks' mentions up to three times (the default pipeline's
+    readiness, its fallback's, the linker): parsed once while the files stay as they are, and a
+    later process reads the copy kept in the cache."""
+    from melo_core.linking.pipeline import _crosswalk_mentions, crosswalk_mentions_of
+
+    data, cache = tmp_path / "data", tmp_path / "cache"
+    uri = "http://data.europa.eu/esco/occupation/baker"
+    write_crosswalk(data, "xyz_en", "Baker", uri)
+    reads = counted_crosswalk_reads(monkeypatch)
 
     first = crosswalk_mentions_of(data, ALIAS_RELATIONS, cache_dir=cache)
     assert first == [("Baker", uri, "en")] and len(reads) == 1
@@ -181,7 +194,7 @@ def test_crosswalk_mentions_are_read_once_until_a_crosswalk_changes(
     assert crosswalk_mentions_of(data, ALIAS_RELATIONS, cache_dir=cache) == [("Baker", uri, "en")] and len(reads) == 1
     assert crosswalk_mentions_of(data, ALIAS_RELATIONS, "xyz", cache_dir=cache) == []
 
-    path.write_text(json.dumps({"1": {"title": "Master baker", "matches": {uri: "narrowMatch"}}}), encoding="utf-8")
+    write_crosswalk(data, "xyz_en", "Master baker", uri, "narrowMatch")
     changed = [("Master baker", uri, "en")]
     assert crosswalk_mentions_of(data, ALIAS_RELATIONS, cache_dir=cache) == changed and len(reads) == 2
     _crosswalk_mentions.cache_clear()
@@ -198,25 +211,13 @@ def test_each_crosswalk_is_parsed_once_whichever_country_is_left_out(
 ) -> None:
     """Calibration and the simulation ask once per held-out country; each used to parse every
     other crosswalk again (24 parses of 24 crosswalks: 47 s of lexical's calibration)."""
-    import json
-
-    from melo_core.esco import crosswalk as crosswalk_module
     from melo_core.linking.pipeline import crosswalk_mentions_of
 
     data, cache = tmp_path / "data", tmp_path / "cache"
     uri = "http://data.europa.eu/esco/occupation/baker"
     for code, title in (("abc_en", "Baker"), ("def_en", "Bread baker"), ("ghi_en", "Pastry baker")):
-        path = data / "raw" / "crosswalks_standard" / code / "crosswalk.json"
-        path.parent.mkdir(parents=True)
-        path.write_text(json.dumps({"1": {"title": title, "matches": {uri: "exactMatch"}}}), encoding="utf-8")
-    reads: list[object] = []
-    read = crosswalk_module.load_crosswalk
-
-    def reading(*args: Any) -> Crosswalk:
-        reads.append(args)
-        return read(*args)
-
-    monkeypatch.setattr(crosswalk_module, "load_crosswalk", reading)
+        write_crosswalk(data, code, title, uri)
+    reads = counted_crosswalk_reads(monkeypatch)
     titles = {country: [t for t, _, _ in crosswalk_mentions_of(data, ALIAS_RELATIONS, country, cache_dir=cache)]
               for country in ("abc", "def", "ghi", None)}  # fmt: skip
     assert titles == {"abc": ["Bread baker", "Pastry baker"], "def": ["Baker", "Pastry baker"],
