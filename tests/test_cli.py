@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from melo_core import load_dataset
-from melo_core.cli.commands import build_parser
+from melo_core.cli.commands import build_parser, main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -187,6 +187,27 @@ def test_counts_below_their_least_are_refused_before_any_work(
     with pytest.raises(SystemExit) as exit_:
         build_parser().parse_args(list(args))
     assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("link", "nurse", "--top-k", "5"), "melo_core link: error: unrecognized arguments: --top-k 5 (did you mean --top?)"),
+        (("link", "nurse", "--out-file=x.csv", "--workerz", "2"),
+         "unrecognized arguments: --out-file=x.csv --workerz 2 (did you mean --out for --out-file=x.csv, --workers for --workerz?)"),
+        (("eval", "--zzzzzz"), "melo_core eval: error: unrecognized arguments: --zzzzzz\n"),
+        (("users", "add", "bob", "--roles", "curator"), "melo_core users add: error: unrecognized arguments: --roles curator (did you mean --role?)"),
+    ],
+)  # fmt: skip
+def test_an_unknown_option_is_refused_by_its_command_with_the_nearest_it_has(
+    args: tuple[str, ...], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command's usage and its nearest option, not the top parser's `COMMAND ...`."""
+    with pytest.raises(SystemExit) as exit_:
+        main(list(args))
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and message in err, err
+    assert "usage: python -m melo_core " + args[0] in err
 
 
 def test_a_query_language_is_a_language_code(capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from melo_core import config
 from melo_core.cli import cache_admin, extensions, train
-from melo_core.cli.arguments import at_least, language_code
+from melo_core.cli.arguments import at_least, language_code, parse_command_line
 from melo_core.cli.catalogue import KINDS as CATALOGUE_KINDS
 from melo_core.cli.catalogue import names_by_kind, scorer_catalogue
 from melo_core.encoders import is_encoder_spec
@@ -1020,7 +1020,7 @@ def add_folder_options(command: argparse.ArgumentParser) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parse_command_line(parser, argv)
     except SystemExit as exc:
         if exc.code and parser.epilog:  # e.g. a store command while the store has not joined
             print(parser.epilog, file=sys.stderr)
