@@ -233,7 +233,8 @@ def test_the_calibration_step_is_estimated_from_the_terms_it_still_links(three_c
     taxonomy = cached_taxonomy_from_melo(three_countries, cache_dir)
     step = calibration_step(definition, taxonomy, three_countries, cache_dir, models, terms_per_crosswalk=12)
     assert step.what == "lexical calibration"
-    assert step.seconds == pytest.approx(3 * 12 * calibration.SECONDS_PER_TERM["lexical"])
+    _, own = calibration.SECONDS_PER_TERM["lexical"]  # each crosswalk searches its own language
+    assert step.seconds == pytest.approx(calibration.FIT_SECONDS + 3 * 12 * own)
     told: list[tuple[float, str]] = []
     assert step.run(lambda fraction, message: told.append((fraction, message))) == 3 * 12
     assert [message for _, message in told[:3]] == ["calibration: linking dnk_da (1 of 3)",
@@ -250,11 +251,33 @@ def test_the_calibration_step_is_estimated_from_the_terms_it_still_links(three_c
     raw = json.loads(older.read_text(encoding="utf-8"))
     older.write_text(json.dumps({**raw, "features": ["score"]}), encoding="utf-8")
     relinked = calibration_step(definition, taxonomy, three_countries, cache_dir, models, terms_per_crosswalk=12)
-    assert relinked.seconds == pytest.approx(12 * calibration.SECONDS_PER_TERM["lexical"])
+    assert relinked.seconds == pytest.approx(calibration.FIT_SECONDS + 12 * own)
     told.clear()
     assert relinked.run(lambda fraction, message: told.append((fraction, message))) == 12
     assert told[0] == (0.0, "calibration: linking nor_no (1 of 1)")
     assert json.loads(older.read_text(encoding="utf-8"))["features"] == raw["features"]
+
+
+def test_a_first_use_estimates_the_crosswalks_it_links_over_english_alone_as_cheaper(
+    melo_data: Path, tmp_path: Path
+) -> None:
+    """A first use prepares English and the scheme's language (`--langs en,no`): every other
+    country's crosswalk is then linked over English alone, a third of the cost of its own language
+    (one rate of 0.25 s a term had said 15 min for `best`'s 151 s)."""
+    parts = tuple(f"processed/melo/{c}_q_{lang}_c_{lang}" for c, lang in (("nor", "no"), ("dnk", "da"), ("swe", "sv"),
+                                                                            ("usa", "en")))  # fmt: skip
+    crosswalks = tuple(f"raw/crosswalks_standard/{code}" for code in ("nor_no", "dnk_da", "swe_sv", "usa_en"))
+    data = linked_slice(tmp_path / "data", melo_data, parts + crosswalks)
+    definition = load_pipeline("best")
+    cache_dir, models = tmp_path / "cache", tmp_path / "models"
+    taxonomy = cached_taxonomy_from_melo(data, cache_dir)
+    other, own = calibration.SECONDS_PER_TERM["best"]
+    assert other < own / 2
+    first_use = calibration_step(definition, taxonomy, data, cache_dir, models, ["en", "no"], 12)
+    # dnk_da and swe_sv over English alone; nor_no and usa_en over their own language too
+    assert first_use.seconds == pytest.approx(calibration.FIT_SECONDS + 2 * 12 * other + 2 * 12 * own)
+    every_language = calibration_step(definition, taxonomy, data, cache_dir, models, None, 12)
+    assert every_language.seconds == pytest.approx(calibration.FIT_SECONDS + 4 * 12 * own)
 
 
 def test_prepare_skips_a_data_folder_with_one_country(nor_data: Path, tmp_path: Path) -> None:

@@ -651,11 +651,24 @@ def prepare_calibration(definition: object, taxonomy: object, data_dir: str | Pa
 
 
 # Seconds to link one term of the calibration sample, a pipeline built for each crosswalk, on 2
-# idle cores, fitting included (2026-12-07, `benchmarks/calibration_speed.py`: `lexical` 74 s for
-# its 3,600 terms, `fast` 119 s; `best` about 15 min over all languages). Another pipeline starts
-# from the default; the pace measured here takes over after one run.
-SECONDS_PER_TERM = {"lexical": 0.02, "fast": 0.035, "best": 0.25}
-DEFAULT_SECONDS_PER_TERM = 0.1
+# idle cores: (over other languages only, over its own language too). A first use prepares English
+# and the scheme's language (`prepare --langs en,no`), so every other country's crosswalk is linked
+# by the cross-lingual variant over English alone, a third of the cost of the query's own language.
+# Then the fits, whatever the terms. `benchmarks/calibration_speed.py`, 2026-12-07: `best` over
+# en,no 151 s, over en,no,de 173 s (0.031 and 0.082-0.093 s a term, fits 22 s), where one rate of
+# 0.25 s had said 15 min; `lexical` 74 s and `fast` 119 s over all languages (fits 19 and 21 s).
+# Another pipeline starts from the default; the pace measured here takes over after one run.
+SECONDS_PER_TERM = {"lexical": (0.015, 0.015), "fast": (0.027, 0.027), "best": (0.031, 0.087)}
+DEFAULT_SECONDS_PER_TERM = (0.1, 0.1)
+FIT_SECONDS = 20.0
+
+
+def estimated_seconds(pipeline: str, to_link: Sequence[tuple[int, bool]]) -> float:
+    """What linking takes, for each crosswalk (terms still to link, whether its own language is
+    searched), and then fitting (0: nothing to link)."""
+    other, own = SECONDS_PER_TERM.get(pipeline, DEFAULT_SECONDS_PER_TERM)
+    linking = sum(terms * (own if own_language else other) for terms, own_language in to_link)
+    return linking + FIT_SECONDS if linking else 0.0
 
 
 def calibration_step(definition: object, taxonomy: object, data_dir: str | Path, cache_dir: str | Path | None = None,
@@ -667,7 +680,8 @@ def calibration_step(definition: object, taxonomy: object, data_dir: str | Path,
     name = str(getattr(definition, "name", ""))
     codes = calibrated_codes(data_dir)
     plan = plan_rows(definition, taxonomy, data_dir, codes, terms_per_crosswalk, cache_dir, languages) if codes else []
-    to_link = sum(planned.to_link() for planned in plan)
+    counts = [(planned.to_link(), planned.crosswalk.language in planned.searched) for planned in plan]
+    to_link = sum(terms for terms, _ in counts)
 
     def run(report: Callable[[float, str], None]) -> int:
         linked = 0
@@ -681,4 +695,4 @@ def calibration_step(definition: object, taxonomy: object, data_dir: str | Path,
                             terms_per_crosswalk=terms_per_crosswalk, on_linked=on_linked, plan=plan)  # fmt: skip
         return linked
 
-    return LastStep(f"{name} calibration", to_link * SECONDS_PER_TERM.get(name, DEFAULT_SECONDS_PER_TERM), run)
+    return LastStep(f"{name} calibration", estimated_seconds(name, counts), run)
