@@ -14,7 +14,7 @@ import pytest
 
 from db.exports import skos_csv_text, sssom_text, validate_sssom
 from db.imports import import_terms, read_terms_csv
-from db.proposals import propose, scheme_relation
+from db.proposals import propose, scheme_offset_of, scheme_relation
 from db.store import AccessError, NewProposal, Store
 from melo_core.errors import MeloInputError
 from melo_core.linking.linker import Candidate
@@ -59,6 +59,8 @@ class ScoreCalibrator:
 
     def threshold_for(self, precision: float) -> float | None:
         return 0.9 if precision <= 0.95 else None
+
+    offset_spread = None  # no prior: the scheme's decisions alone set its shift
 
 
 def proposed(store: Store) -> int:
@@ -156,6 +158,41 @@ def test_proposals_take_the_relation_the_scheme_uses(store: Store, tmp_path: Pat
     assert scheme_relation(store, "tst") == "closeMatch"
     proposed(store)
     assert {p.relation for p in store.proposals("tst")} == {"closeMatch"}
+
+
+def decided_on_the_link_page(store: Store, tmp_path: Path, first_right: int, shown: tuple[float, float] = (0.97, 0.5),
+                             terms: int = 30) -> None:  # fmt: skip
+    """``terms`` more terms of scheme tst, each shown on the Link page with probabilities ``shown``
+    (Baker first, then nurse) and decided: Baker for ``first_right`` of every 10, else nurse."""
+    path = tmp_path / "decided.csv"
+    path.write_text("code,label\n" + "".join(f"D{i},Decided {i}\n" for i in range(terms)), encoding="utf-8")
+    import_terms(store, "tst", read_terms_csv(path), language="no")
+    for i, term in enumerate(t for t in store.terms("tst") if t.code.startswith("D")):
+        store.save_suggestions(term.id, "lexical", [(BAKER, 0.97, shown[0]), (NURSE, 0.5, shown[1])])
+        store.decide(term.id, BAKER if i % 10 < first_right else NURSE, "exactMatch", "alice")
+
+
+def test_a_schemes_decisions_make_proposals_more_cautious_never_bolder(store: Store, tmp_path: Path) -> None:
+    """The Link page's shift from a scheme's decided terms applies to proposals, but only down: where
+    the first candidate shown at 97 % was right 4 times in 10, nothing clears 0.9; where it was right
+    every time (the calibrator too shy), the proposals stay those of the calibrator alone."""
+    add_terms(store, tmp_path)
+    decided_on_the_link_page(store, tmp_path, first_right=4)
+    report = propose(store, "tst", 0.95, link, ScoreCalibrator(), pipeline="lexical", tool_version="test-1")
+    assert report.decided == 30 and report.shift < -1.0
+    assert (report.linked, report.cleared, report.proposed) == (3, 0, 0)
+    assert "shifted by -" in report.summary() and "after the scheme's 30 decided terms" in report.summary()
+    # another pipeline's probabilities were never shown for this scheme: no shift for it
+    assert propose(store, "tst", 0.95, link, ScoreCalibrator(), pipeline="best", tool_version="t").proposed == 2
+
+
+def test_a_schemes_decisions_showing_a_shy_calibrator_propose_no_more(store: Store, tmp_path: Path) -> None:
+    add_terms(store, tmp_path)
+    decided_on_the_link_page(store, tmp_path, first_right=10, shown=(0.6, 0.05))  # shown at 60 %, right every time
+    assert scheme_offset_of(store, "tst", "lexical")[0] > 1.0  # the Link page lifts its probabilities
+    report = propose(store, "tst", 0.95, link, ScoreCalibrator(), pipeline="lexical", tool_version="test-1")
+    assert (report.shift, report.decided) == (0.0, 30)
+    assert [(p.term_code, p.confidence) for p in store.proposals("tst")] == [("B1", 0.97), ("B2", 0.96)]
 
 
 def test_no_threshold_reaching_the_precision_proposes_nothing(store: Store, tmp_path: Path) -> None:

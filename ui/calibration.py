@@ -9,8 +9,8 @@ from collections.abc import Iterable
 import pandas as pd
 import streamlit as st
 
+from db.proposals import scheme_offset_of
 from db.store import Store
-from melo_core.evaluation.calibration import MIN_SCHEME_TERMS, TOP_K, scheme_offset
 from melo_core.evaluation.experiments import results
 
 ECE_METRICS = ("ece", "ece_first", "ece_adapted")
@@ -61,24 +61,12 @@ def reliability_frame(rows: Iterable[dict[str, str]]) -> pd.DataFrame:
 
 
 def scheme_offset_for(store: Store, scheme: str, pipeline: str, spread: float | None = None) -> float:
-    """The logit shift that fits the scheme's own decisions (``melo_core.evaluation.calibration.scheme_offset``,
-    under the prior ``spread``: the calibrator's ``offset_spread``): the probabilities stored with
-    ``pipeline``'s suggestions for the terms decided as a match, right where the decided concept,
-    less the shift each was stored with; 0 before ``MIN_SCHEME_TERMS`` such terms. Read again only
-    when the scheme's decisions change."""
+    """The logit shift that fits the scheme's own decisions (``db.proposals.scheme_offset_of``, as
+    `propose` reads it), read again only when the scheme's decisions change."""
     return _scheme_offset(store, str(store.engine.url), scheme, pipeline, store.fingerprint(scheme), spread)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _scheme_offset(_store: Store, url: str, scheme: str, pipeline: str, fingerprint: str,
                    spread: float | None) -> float:  # fmt: skip
-    matched: dict[int, set[str]] = {}
-    for decision in _store.crosswalk(scheme):
-        matched.setdefault(decision.term_id, set()).add(decision.concept_uri)
-    shown = [s for s in _store.top_suggestions(scheme, max_rank=TOP_K)
-             if s.scorer == pipeline and s.confidence is not None and s.term_id in matched]  # fmt: skip
-    if len({s.term_id for s in shown}) < MIN_SCHEME_TERMS:
-        return 0.0
-    return scheme_offset([float(s.confidence or 0.0) for s in shown],
-                         [float(s.concept_uri in matched[s.term_id]) for s in shown], spread,
-                         applied=[s.confidence_offset or 0.0 for s in shown])  # fmt: skip
+    return scheme_offset_of(_store, scheme, pipeline, spread)[0]
