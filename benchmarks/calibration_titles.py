@@ -1,0 +1,111 @@
+"""How the calibrated confidence, learnt on national crosswalks, fares on job-ad titles, and what a
+scheme's own decisions do to it.
+
+    python benchmarks/calibration_titles.py --data ../shared/melo --titles ../shared/jobbert/titles.csv
+
+A sample of the validation titles (``--sample``, seed 0) is linked with the prepared pipeline over
+English, with every country's crosswalk titles as known mentions, as `link` ranks them. Each title's
+top 10 candidates get the probability of the calibrator `prepare` fitted on every country
+(``load_calibrator(PIPELINE)``); a candidate is right when it is the title's concept. The titles are
+taken as one scheme, decided in sample order: the first K give the shift the Link page fits
+(``scheme_offset``, under the calibrator's prior) and the titles after the first ``HELD`` are
+measured, unshifted and shifted, and as `propose` would propose them (the first candidate at or above
+``threshold_for(target)``, the shift applied only down, ``db.proposals.shifted``).
+
+Rows (experiment ``calibration-titles``, dataset ``titles-N``): ``ece`` and ``ece_first`` of all N;
+``ece_after_K`` of the titles after ``HELD``; ``proposal_precision`` and ``proposal_coverage``
+under pipeline ``PIPELINE/TARGET-after-K``. Measure only: the titles are never trained on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from db.proposals import shifted  # noqa: E402
+from melo_core import config  # noqa: E402
+from melo_core.esco.crosswalk import crosswalk_path, list_crosswalks  # noqa: E402
+from melo_core.esco.taxonomy import cached_taxonomy_from_melo  # noqa: E402
+from melo_core.evaluation.calibration import TOP_K, expected_calibration_error, load_calibrator, scheme_offset  # noqa: E402
+from melo_core.evaluation.experiments.results import RESULTS_FILE, append_results, provenance  # noqa: E402
+from melo_core.linking.pipeline import Pipeline, crosswalk_mentions_of, load_pipeline  # noqa: E402
+
+HELD = 200  # the titles a scheme's shift may be fitted on; those after them are measured
+DECIDED = (25, 50, 100, 200)
+TARGETS = (0.95, 0.9, 0.8)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=str(config.data_dir()))
+    parser.add_argument("--titles", default=str(ROOT.parent / "shared" / "jobbert" / "titles.csv"))
+    parser.add_argument("--pipeline", default="best")
+    parser.add_argument("--sample", type=int, default=1000, help="titles linked (default 1000)")
+    parser.add_argument("--no-record", action="store_true", help="do not append to experiments/results.csv")
+    args = parser.parse_args()
+    data = Path(args.data)
+    command = " ".join(["python benchmarks/calibration_titles.py", *sys.argv[1:]])
+    origin = provenance([args.pipeline], [Path(args.titles), *(crosswalk_path(data, c) for c in list_crosswalks(data))],
+                        command)  # fmt: skip
+    with open(args.titles, encoding="utf-8", newline="") as handle:
+        titles = [(r["vacancyTitle"], r["conceptUri"]) for r in csv.DictReader(handle)]
+    random.Random(0).shuffle(titles)
+    titles = titles[: args.sample]
+    calibrator = load_calibrator(args.pipeline)
+    if calibrator is None:
+        raise SystemExit(f"no calibrator for {args.pipeline}: run `prepare --pipeline {args.pipeline}` first")
+    definition = load_pipeline(args.pipeline)
+    pipeline = Pipeline(definition, cached_taxonomy_from_melo(data), ["en"], show_progress=False)
+    pipeline.set_mentions(crosswalk_mentions_of(data, definition.mention_relations, None))
+    began = time.perf_counter()
+    lists = pipeline.link([title for title, _ in titles], top_k=TOP_K, query_language="en")
+    seconds = round(time.perf_counter() - began, 1)
+    shown = [(np.array(calibrator.probabilities(candidates, "en", None)),
+              np.array([float(c.concept_uri == uri) for c in candidates])) for (_, uri), candidates in zip(titles, lists, strict=True)]  # fmt: skip
+    shown = [(p, right) for p, right in shown if len(p)]
+    dataset = f"titles-{len(titles)}"
+
+    def row(metric: str, value: float, queries: int, pipeline_name: str = args.pipeline) -> dict[str, object]:
+        return {"dataset": dataset, "pipeline": pipeline_name, "metric": metric, "value": round(float(value), 6),
+                "queries": queries, "seconds": seconds}  # fmt: skip
+
+    def pooled(terms: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+        return np.concatenate([p for p, _ in terms]), np.concatenate([r for _, r in terms])
+
+    rows = [row("ece", expected_calibration_error(*pooled(shown)), len(shown)),
+            row("ece_first", expected_calibration_error([p[0] for p, _ in shown], [r[0] for _, r in shown]), len(shown))]  # fmt: skip
+    later = shown[HELD:]
+    offsets = {0: 0.0, **{k: scheme_offset(*pooled(shown[:k]), calibrator.offset_spread) for k in DECIDED}}
+    for k in DECIDED:
+        probabilities, right = pooled(later)
+        moved = [shifted(p, offsets[k]) for p in probabilities]
+        rows.append(row(f"ece_after_{k}", expected_calibration_error(moved, right), len(later)))
+    for target in TARGETS:
+        threshold = calibrator.threshold_for(target)
+        for k in (0, 25, 100):
+            first = np.array([shifted(p[0], min(offsets[k], 0.0)) for p, _ in later])
+            proposed = first >= threshold if threshold is not None else np.zeros(len(later), dtype=bool)
+            right = np.array([r[0] for _, r in later])[proposed]
+            name = f"{args.pipeline}/{round(target * 100)}-after-{k}"
+            rows.append(row("proposal_coverage", proposed.mean(), len(later), name))
+            if proposed.any():
+                rows.append(row("proposal_precision", right.mean(), int(proposed.sum()), name))
+    for r in rows:
+        print(f"{r['pipeline']:<18} {r['metric']:<20} {r['value']:.4f}  ({r['queries']})")
+    print(f"offsets after {', '.join(f'{k}: {offsets[k]:+.3f}' for k in DECIDED)}; linked in {seconds} s")
+    if not args.no_record:
+        append_results(RESULTS_FILE, "calibration-titles", rows, origin)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
