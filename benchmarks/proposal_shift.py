@@ -1,0 +1,94 @@
+"""Proposals with and without the shift a scheme's first decided terms give, on the calibration rows
+that `prepare` kept.
+
+    python benchmarks/proposal_shift.py --data ../shared/melo --pipeline best --langs en,no
+
+For each crosswalk, the rows `prepare`'s calibration step linked (150 terms, their top 10 candidates,
+``cache/calibration``, for the label languages ``--langs`` it prepared) are read back; the calibrator
+fitted without the crosswalk's country (``models/calibration``) gives their probabilities. The
+first ``MIN_SCHEME_TERMS`` terms count as decided on the Link page: their shift
+(``scheme_offset``, under the calibrator's prior). The other terms' first candidates are proposed
+where they clear ``threshold_for(target)``: unshifted, shifted only down (what `propose` does) and
+shifted both ways. Right: the candidate is among the term's crosswalk matches.
+
+Rows (experiment ``proposal-shift``, dataset ``first-use-rows``, pipeline ``PIPELINE/TARGET-RULE``):
+``proposal_precision`` (pooled), ``proposal_coverage``, ``proposal_precision_reached`` (crosswalks
+whose proposals reach the target less 0.02, or that get none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from db.proposals import shifted  # noqa: E402
+from melo_core import config  # noqa: E402
+from melo_core.esco.crosswalk import crosswalk_country, crosswalk_path, list_crosswalks  # noqa: E402
+from melo_core.esco.taxonomy import cached_taxonomy_from_melo  # noqa: E402
+from melo_core.evaluation.calibration import MIN_SCHEME_TERMS, load_calibrator, plan_rows, scheme_offset  # noqa: E402
+from melo_core.evaluation.experiments.results import RESULTS_FILE, append_results, provenance  # noqa: E402
+from melo_core.linking.pipeline import load_pipeline  # noqa: E402
+
+TARGETS = (0.95, 0.9, 0.8)
+RULES = ("none", "down", "both")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=str(config.data_dir()))
+    parser.add_argument("--pipeline", default="best")
+    parser.add_argument("--langs", help="the label languages `prepare --langs` prepared (default: all)")
+    parser.add_argument("--no-record", action="store_true", help="do not append to experiments/results.csv")
+    args = parser.parse_args()
+    data = Path(args.data)
+    languages = args.langs.split(",") if args.langs else None
+    command = " ".join(["python benchmarks/proposal_shift.py", *sys.argv[1:]])
+    origin = provenance([args.pipeline], [crosswalk_path(data, c) for c in list_crosswalks(data)], command)
+    plan = plan_rows(load_pipeline(args.pipeline), cached_taxonomy_from_melo(data), data, cache_dir=config.cache_dir(),
+                     languages=languages)  # fmt: skip
+    tally = {(t, rule): [0, 0, 0, 0] for t in TARGETS for rule in RULES}  # proposed, right, first candidates, reached
+    for planned in plan:
+        rows = planned.kept()
+        calibrator = load_calibrator(args.pipeline, crosswalk_country(planned.code))
+        if rows is None or calibrator is None:
+            raise SystemExit(f"{planned.code}: no kept rows or calibrator; run `prepare --pipeline {args.pipeline}`")
+        probabilities = calibrator.probabilities_of(rows.features)
+        decided = np.cumsum(rows.ranks == 1) <= MIN_SCHEME_TERMS
+        offset = scheme_offset(probabilities[decided], rows.labels[decided], calibrator.offset_spread)
+        later = ~decided & (rows.ranks == 1)
+        for target in TARGETS:
+            threshold = calibrator.threshold_for(target)
+            for rule, shift in (("none", 0.0), ("down", min(offset, 0.0)), ("both", offset)):
+                first = np.array([shifted(p, shift) for p in probabilities[later]])
+                proposed = first >= threshold if threshold is not None else np.zeros(len(first), dtype=bool)
+                right = int(rows.labels[later][proposed].sum())
+                counts = tally[(target, rule)]
+                counts[0] += int(proposed.sum())
+                counts[1] += right
+                counts[2] += len(first)
+                counts[3] += int(not proposed.any() or right / proposed.sum() >= target - 0.02)
+    out = []
+    for (target, rule), (proposed, right, firsts, reached) in tally.items():
+        name = f"{args.pipeline}/{round(target * 100)}-{rule}"
+        out += [{"dataset": "first-use-rows" if languages else "rows", "pipeline": name, "metric": metric,
+                 "value": round(value, 6), "queries": queries, "seconds": ""}
+                for metric, value, queries in (("proposal_precision", right / max(proposed, 1), proposed),
+                                               ("proposal_coverage", proposed / max(firsts, 1), firsts),
+                                               ("proposal_precision_reached", reached, len(plan)))]  # fmt: skip
+        print(
+            f"{name:<14} proposed {proposed:>4} of {firsts} ({proposed / max(firsts, 1):.1%}), "
+            f"precision {right / max(proposed, 1):.3f}, crosswalks reached {reached} of {len(plan)}"
+        )
+    if not args.no_record:
+        append_results(RESULTS_FILE, "proposal-shift", out, origin)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
