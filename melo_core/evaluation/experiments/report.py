@@ -192,9 +192,10 @@ def _melo_means(report: Report, experiments: Sequence[str]) -> list[str]:
     return [
         "## MELO: every experiment's means",
         "",
-        "Concept-level MRR averaged over the datasets each experiment ran (47: 24 monolingual, 23",
-        "cross-lingual); acc@k over the same datasets. A pipeline file is a variant tried beside the shipped",
-        "one; what each experiment asked is on its page under [experiments/](experiments/README.md).",
+        # one line a paragraph: the page keeps to 300 lines
+        "Concept-level MRR averaged over the datasets each experiment ran (47: 24 monolingual, 23 cross-lingual); "
+        "acc@k over the same datasets. A pipeline file is a variant tried beside the shipped one; what each "
+        "experiment asked is on its page under [experiments/](experiments/README.md).",
         "",
         *_table(
             ["experiment", "pipeline", "mean", "monolingual", "cross-lingual", "acc@1", "acc@10", "date", "commit"],
@@ -219,9 +220,9 @@ def _titles(report: Report, experiments: Sequence[str]) -> list[str]:
     return [
         "## Job-ad titles: every experiment",
         "",
-        "The validation titles (`../shared/jobbert/titles.csv`) ranked against the English ESCO labels;",
-        "MRR and acc@k are concept-level, acc@100 is recall@100. What was chosen on these titles is listed at",
-        "the head of this page.",
+        "The validation titles (`../shared/jobbert/titles.csv`) ranked against the English ESCO labels; MRR and "
+        "acc@k are concept-level, acc@100 is recall@100. What was chosen on these titles is listed at the head of "
+        "this page.",
         "",
         *_table(["experiment", "pipeline", "titles", *QUALITY, "date", "commit"], body),
         "",
@@ -317,9 +318,8 @@ def _timings(files: Sequence[str]) -> list[str]:
     return [
         "## Timings",
         "",
-        "Speed, memory, first use and bulk linking are timed by the scripts of `benchmarks/`; their tables",
-        "are CSVs (or text) under `benchmarks/results/`, described on the pages of [experiments/](experiments/README.md):",
-        links + ".",
+        "Speed, memory, first use and bulk linking are timed by the scripts of `benchmarks/`; their tables are CSVs "
+        f"(or text) under `benchmarks/results/`, described on the pages of [experiments/](experiments/README.md): {links}.",
         "",
     ]
 
