@@ -65,10 +65,13 @@ class ProposeReport:
     proposed: int  # new proposals (a pair rejected or proposed before is not proposed again)
     shift: float = 0.0  # the logit shift from the scheme's own decisions (0 or below)
     decided: int = 0  # the scheme's terms decided on the Link page that the shift was fitted on
+    national: bool = False  # a scheme named like a national crosswalk: the calibrator's own kind
 
     def summary(self) -> str:
         checked = (f"; probabilities shifted by {self.shift:+.2f} (logit) after the scheme's {self.decided} decided terms"
-                   if self.decided >= MIN_SCHEME_TERMS else "")  # fmt: skip
+                   if self.decided >= MIN_SCHEME_TERMS else "" if self.national else
+                   f"; probabilities learnt on national crosswalks, unchecked on this scheme until {MIN_SCHEME_TERMS} "
+                   f"terms decided on the Link page shift them ({self.decided} so far)")  # fmt: skip
         return (
             f"scheme {self.scheme}: {self.proposed} new proposal(s) at precision {self.precision:.2f} "
             f"(pipeline {self.pipeline}, probability >= {self.threshold:.3f}); {self.cleared} of {self.linked} "
@@ -163,7 +166,8 @@ def propose(
             on_progress(linked)
     added = store.add_proposals(scheme, found, tool_version=tool_version, pipeline=pipeline,
                                 target_precision=precision, threshold=threshold)  # fmt: skip
-    return ProposeReport(scheme, pipeline, precision, threshold, linked, len(found), added, shift, decided)
+    return ProposeReport(scheme, pipeline, precision, threshold, linked, len(found), added, shift, decided,
+                         held_out_country(scheme) is not None)  # fmt: skip
 
 
 def held_out_country(scheme: str) -> str | None:

@@ -377,6 +377,42 @@ def test_the_link_page_holds_a_melo_schemes_country_out_of_its_calibrator(starte
     assert all(cell == "<1 %" for cell in app.dataframe[0].value["probability"])
 
 
+def test_the_link_page_says_when_a_schemes_probabilities_are_unchecked(started: str, tmp_path: Path,  # noqa: F811
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The calibrator learnt on national crosswalks; on job-ad titles it runs high until a scheme's
+    own decisions shift it. A scheme not named like a national crosswalk says so until 25 of its
+    terms are decided on the page; nor_no does not."""
+    from db.imports import import_terms, read_terms_csv
+
+    note = "unchecked on this scheme until 25 decided terms shift them"
+    models = tmp_path / "models"
+    monkeypatch.setenv("MELO_MODELS", str(models))
+    calibration.save_calibrator(fit_calibrator(synthetic_rows(), "lexical"), models)
+    app = page(LINK).run()
+    assert not app.exception and "probability" in app.dataframe[0].value.columns
+    assert not any(note in c.value for c in app.caption)  # nor_no
+    terms = tmp_path / "agency.csv"
+    terms.write_text("code,label\n" + "".join(f"A{i},Sykepleier {i}\n" for i in range(30)), encoding="utf-8")
+    with Store(started) as store:
+        import_terms(store, "agency", read_terms_csv(terms), language="no")
+    app = page(LINK)
+    app.query_params["scheme"] = "agency"
+    app.run()
+    assert not app.exception
+    assert any(f"{note} (0 so far)" in c.value for c in app.caption)
+    with Store(started) as store:  # 25 terms shown with probabilities, as the page stores them, and decided
+        nor_first = store.queue("nor_no", limit=1)[0]  # shown by the first run
+        shown = [(s.concept_uri, s.score, s.confidence) for s in store.suggestions(nor_first.id, "lexical")]
+        assert len(shown) > 1 and all(confidence is not None for _, _, confidence in shown)
+        for i, term in enumerate(store.terms("agency")[:25]):
+            if not store.suggestions(term.id, "lexical"):
+                store.save_suggestions(term.id, "lexical", shown)
+            store.decide(term.id, shown[i % 2][0], "exactMatch", "alice")
+    app.run()
+    assert not app.exception
+    assert not any(note in c.value for c in app.caption)
+
+
 def test_the_link_page_refits_an_older_calibrator_in_the_background(three_countries: Path, esco_csv: Path,
                                                                    tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip

@@ -71,6 +71,8 @@ def test_propose_records_machine_mappings_not_decisions_and_is_idempotent(store:
     terms = add_terms(store, tmp_path)
     report = propose(store, "tst", 0.95, link, ScoreCalibrator(), pipeline="lexical", tool_version="test-1")
     assert (report.linked, report.cleared, report.proposed, report.threshold) == (3, 2, 2, 0.9)
+    assert report.summary().endswith("unchecked on this scheme until 25 terms decided on the Link page shift them "
+                                     "(0 so far)")  # tst is not named like a national crosswalk  # fmt: skip
     found = store.proposals("tst")
     assert [(p.term_code, p.concept_uri, p.relation, p.confidence, p.status) for p in found] == [
         ("B1", BAKER, "exactMatch", 0.97, "open"),
@@ -182,6 +184,7 @@ def test_a_schemes_decisions_make_proposals_more_cautious_never_bolder(store: St
     assert report.decided == 30 and report.shift < -1.0
     assert (report.linked, report.cleared, report.proposed) == (3, 0, 0)
     assert "shifted by -" in report.summary() and "after the scheme's 30 decided terms" in report.summary()
+    assert "unchecked" not in report.summary()
     # another pipeline's probabilities were never shown for this scheme: no shift for it
     assert propose(store, "tst", 0.95, link, ScoreCalibrator(), pipeline="best", tool_version="t").proposed == 2
 
@@ -249,6 +252,7 @@ def test_the_propose_command_links_the_undecided_terms_with_a_pipeline(
     with Store(url) as store:
         found = store.proposals("nor_no")
         assert found and f"{len(found)} new proposal(s) at precision 0.95" in said
+        assert "unchecked" not in said  # nor_no is a national crosswalk, the calibrator's own kind
         assert all(p.confidence >= 0.5 and p.pipeline == "lexical" and p.tool == "MELO Studio" for p in found)
         assert store.crosswalk("nor_no") == []
     assert "0 new proposal(s)" in run_cli_ok(*args)  # again: nothing new

@@ -62,11 +62,17 @@ def reliability_frame(rows: Iterable[dict[str, str]]) -> pd.DataFrame:
 
 def scheme_offset_for(store: Store, scheme: str, pipeline: str, spread: float | None = None) -> float:
     """The logit shift that fits the scheme's own decisions (``db.proposals.scheme_offset_of``, as
-    `propose` reads it), read again only when the scheme's decisions change."""
-    return _scheme_offset(store, str(store.engine.url), scheme, pipeline, store.fingerprint(scheme), spread)
+    `propose` reads it)."""
+    return scheme_shift(store, scheme, pipeline, spread)[0]
+
+
+def scheme_shift(store: Store, scheme: str, pipeline: str, spread: float | None = None) -> tuple[float, int]:
+    """(that shift, the scheme's terms decided on the Link page it rests on), read again only when
+    the scheme's decisions change."""
+    return _scheme_shift(store, str(store.engine.url), scheme, pipeline, store.fingerprint(scheme), spread)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _scheme_offset(_store: Store, url: str, scheme: str, pipeline: str, fingerprint: str,
-                   spread: float | None) -> float:  # fmt: skip
-    return scheme_offset_of(_store, scheme, pipeline, spread)[0]
+def _scheme_shift(_store: Store, url: str, scheme: str, pipeline: str, fingerprint: str,
+                  spread: float | None) -> tuple[float, int]:  # fmt: skip
+    return scheme_offset_of(_store, scheme, pipeline, spread)
