@@ -431,8 +431,8 @@ source_area.caption(
         f"({md_code(f'python -m melo_core prepare --pipeline {serving}')} fits one)."
     )
     + (
-        f" Probabilities learnt on national crosswalks, unchecked on this scheme until {MIN_SCHEME_TERMS} "
-        f"decided terms shift them ({unchecked} so far)."
+        f" Probabilities learnt on national crosswalks, unchecked on this scheme until {MIN_SCHEME_TERMS:d} "
+        f"decided terms shift them ({unchecked:d} so far)."
         if calibrator and unchecked is not None
         else ""
     )
