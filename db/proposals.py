@@ -15,7 +15,6 @@ where the calibrator learnt on national crosswalks is overconfident, proposals a
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from db.models import MATCH_OUTCOMES
 from db.store import NewProposal, Store
 from melo_core import config
 from melo_core.errors import MeloInputError
+from melo_core.esco.crosswalk import scheme_country
 from melo_core.evaluation.calibration import MIN_SCHEME_TERMS, TOP_K, scheme_offset
 from melo_core.linking.linker import Candidate
 
@@ -167,15 +167,7 @@ def propose(
     added = store.add_proposals(scheme, found, tool_version=tool_version, pipeline=pipeline,
                                 target_precision=precision, threshold=threshold)  # fmt: skip
     return ProposeReport(scheme, pipeline, precision, threshold, linked, len(found), added, shift, decided,
-                         held_out_country(scheme) is not None)  # fmt: skip
-
-
-def held_out_country(scheme: str) -> str | None:
-    """The country of a scheme named like a national crosswalk (``nor_no``): its own crosswalks are
-    neither known mentions nor training rows of the calibrator while it is proposed for."""
-    from melo_core.esco.crosswalk import crosswalk_country
-
-    return crosswalk_country(scheme) if re.fullmatch(r"[a-z]{3}_[a-z]{2}", scheme) else None
+                         scheme_country(scheme) is not None)  # fmt: skip
 
 
 def scheme_calibrator(pipeline: str, scheme: str) -> Calibrated:
@@ -183,7 +175,7 @@ def scheme_calibrator(pipeline: str, scheme: str) -> Calibrated:
     every country); ``MeloInputError`` when there is none yet."""
     from melo_core.evaluation.calibration import load_calibrator
 
-    country = held_out_country(scheme)
+    country = scheme_country(scheme)
     calibrator = load_calibrator(pipeline, country)
     if calibrator is None:
         raise MeloInputError(
@@ -206,7 +198,7 @@ def pipeline_link(store: Store, scheme: str, pipeline: str | None, data_dir: str
     from melo_core.linking.pipeline import Pipeline, choose_ready, crosswalk_mentions_of
 
     taxonomy = cached_taxonomy_from_melo(data_dir)
-    country = held_out_country(scheme)
+    country = scheme_country(scheme)
     info = store.scheme(scheme)
     languages = list(reader_languages(info.language if info and info.language else "en", taxonomy.languages)) or None
 

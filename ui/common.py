@@ -7,7 +7,6 @@ import atexit
 import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ from melo_core.cli.catalogue import KINDS, CatalogueEntry, scorer_catalogue
 from melo_core.encoders import EncoderSpec
 from melo_core.encoders.registry import BuiltModel, built_model
 from melo_core.errors import MeloInputError
-from melo_core.esco.crosswalk import crosswalk_country, list_crosswalks
+from melo_core.esco.crosswalk import list_crosswalks, scheme_country
 from melo_core.esco.taxonomy import Taxonomy, cached_taxonomy_from_melo
 from melo_core.linking.linker import Linker
 from melo_core.linking.pipeline import (
@@ -160,12 +159,6 @@ def shown_code(code: str, uri: str) -> str:
     if code == uri and "/" in code.rstrip("/"):
         return code.rstrip("/").rsplit("/", 1)[-1]
     return code
-
-
-def scheme_country(scheme: str) -> str | None:
-    """The country of a scheme named like a national crosswalk (``nor_no``): its crosswalks are no
-    known mentions while it is linked."""
-    return crosswalk_country(scheme) if re.fullmatch(r"[a-z]{3}_[a-z]{2}", scheme) else None
 
 
 def crosswalk_known_mentions(definition: PipelineDefinition, scheme: str) -> list[tuple[str, str, str | None]]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,13 @@ class Crosswalk:
 def crosswalk_country(name: str) -> str:
     """The country of a crosswalk code: ``bel`` for ``bel_fr`` and ``bel_nl``."""
     return name.split("_")[0]
+
+
+def scheme_country(scheme: str) -> str | None:
+    """The country of a store's scheme named like a national crosswalk (``nor_no``: ``nor``), else
+    None. Such a scheme's own crosswalks are neither known mentions nor calibration rows while it is
+    linked or proposed for."""
+    return crosswalk_country(scheme) if re.fullmatch(r"[a-z]{3}_[a-z]{2}", scheme) else None
 
 
 def crosswalk_path(data_dir: str | Path | None, code_or_path: str) -> Path:
