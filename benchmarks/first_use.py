@@ -17,6 +17,10 @@ in, as a curator opening it on the Link page would: its own `prepare`. There mus
 preparation at a time (the second waits, queued, then only adds what its language lacks);
 ``concurrent_max`` counts the preparations working at once at any poll.
 
+Two moments more: when the Link page first shows probabilities (``calibrated_min``: `prepare`'s last
+step has written the calibrator the page reads, ``best-without-COUNTRY``) and what the first
+estimate said of the end (``first_estimate_complete_min``: the progress file's first ``complete_at``).
+
 Results are printed and appended to experiments/results.csv (experiment ``first-use``, or
 ``first-use-busy`` with ``--busy``: the machine was shared with other work; ``load_mean`` is the
 mean 1-minute load average over the run, on how many cores the row's machine column says).
@@ -159,7 +163,12 @@ def main() -> None:
         common = ["--data", str(args.data), "--langs", langs, "--hold-out-country", crosswalk.country]
         state = Path(folder) / "progress.json"
         link = ["link", "--query", term, *common, "--query-lang", language, "--top", "3"]
-        started = time.perf_counter()
+        calibrator = (
+            Path(env.get("MELO_MODELS", ROOT / "models")) / "calibration" / f"best-without-{crosswalk.country}.json"
+        )
+        started, started_epoch = time.perf_counter(), time.time()
+        calibrated: float | None = None  # seconds until the calibrator the Link page reads was written
+        first_estimate: float | None = None  # what the first estimate said of the end, seconds from the start
         preparing = subprocess.Popen([sys.executable, "-m", "melo_core", "prepare", "--pipeline", "best", *common,
                                       "--query-lang", language, "--progress-file", str(state), "--quiet"],
                                      env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True)  # fmt: skip
@@ -200,6 +209,9 @@ def main() -> None:
             except (OSError, ValueError):
                 memory.sample(tree, stage)
                 continue
+            if first_estimate is None and isinstance(progress.get("complete_at"), (int, float)):
+                first_estimate = progress["complete_at"] - started_epoch
+                print(f"first estimate: {progress['message']!r}, complete after {first_estimate / 60:.1f} min")
             stage = progress["message"].split(":")[0].split(" — ")[0]
             stages.setdefault(stage, time.perf_counter() - started)
             memory.sample(tree, stage)  # after reading the stage: a sample belongs to the stage under way
@@ -223,6 +235,9 @@ def main() -> None:
                     print(f"{name}: serves after {at / 60:.1f} min; first link (fresh process, loading included, "
                           f"while the preparation goes on) {seconds:.1f} s, peak RSS {peak:,.0f} MB -> "
                           f"suggestion at {(at + seconds) / 60:.1f} min; {said}")  # fmt: skip
+        if calibrator.is_file() and calibrator.stat().st_mtime >= started_epoch:
+            calibrated = calibrator.stat().st_mtime - started_epoch
+            print(f"probabilities: the calibrator the Link page reads was written after {calibrated / 60:.1f} min")
         timeline = "stages (first seen, min): " + "; ".join(f"{s} {t / 60:.1f}" for s, t in stages.items())
         if stopped:
             print(f"{timeline}\n{memory.report()}")
@@ -241,6 +256,8 @@ def main() -> None:
         moments = {"fast_serves_min": served_at.get("fast"), "best_serves_min": served_at.get("best, mentions pending"),
                    "first_suggestion_min": suggested_at.get("best, mentions pending"),
                    "best_complete_min": done / 60 if complete else None,
+                   "calibrated_min": None if calibrated is None else calibrated / 60,
+                   "first_estimate_complete_min": None if first_estimate is None else first_estimate / 60,
                    "load_mean": sum(loads) / max(len(loads), 1)}  # fmt: skip
         if second is not None:
             moments |= {"concurrent_max": concurrent_max,
