@@ -68,7 +68,8 @@ class ProposeReport:
     national: bool = False  # a scheme named like a national crosswalk: the calibrator's own kind
 
     def summary(self) -> str:
-        checked = (f"; probabilities shifted by {self.shift:+.2f} (logit) after the scheme's {self.decided} decided terms"
+        shift = f"shifted by {self.shift:+.2f} (logit)" if self.shift < 0 else "not shifted: they run no higher there"
+        checked = (f"; probabilities checked on the scheme's {self.decided} decided terms, {shift}"
                    if self.decided >= MIN_SCHEME_TERMS else "" if self.national else
                    f"; probabilities learnt on national crosswalks, unchecked on this scheme until {MIN_SCHEME_TERMS} "
                    f"terms decided on the Link page shift them ({self.decided} so far)")  # fmt: skip

@@ -183,7 +183,7 @@ def test_a_schemes_decisions_make_proposals_more_cautious_never_bolder(store: St
     report = propose(store, "tst", 0.95, link, ScoreCalibrator(), pipeline="lexical", tool_version="test-1")
     assert report.decided == 30 and report.shift < -1.0
     assert (report.linked, report.cleared, report.proposed) == (3, 0, 0)
-    assert "shifted by -" in report.summary() and "after the scheme's 30 decided terms" in report.summary()
+    assert "checked on the scheme's 30 decided terms, shifted by -" in report.summary()
     assert "unchecked" not in report.summary()
     # another pipeline's probabilities were never shown for this scheme: no shift for it
     assert propose(store, "tst", 0.95, link, ScoreCalibrator(), pipeline="best", tool_version="t").proposed == 2
@@ -195,6 +195,7 @@ def test_a_schemes_decisions_showing_a_shy_calibrator_propose_no_more(store: Sto
     assert scheme_offset_of(store, "tst", "lexical")[0] > 1.0  # the Link page lifts its probabilities
     report = propose(store, "tst", 0.95, link, ScoreCalibrator(), pipeline="lexical", tool_version="test-1")
     assert (report.shift, report.decided) == (0.0, 30)
+    assert report.summary().endswith("checked on the scheme's 30 decided terms, not shifted: they run no higher there")
     assert [(p.term_code, p.confidence) for p in store.proposals("tst")] == [("B1", 0.97), ("B2", 0.96)]
 
 
