@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from db.proposals import shifted  # noqa: E402
 from melo_core import config  # noqa: E402
+from melo_core.cli.arguments import at_least  # noqa: E402
 from melo_core.esco.crosswalk import crosswalk_path, list_crosswalks  # noqa: E402
 from melo_core.esco.taxonomy import cached_taxonomy_from_melo  # noqa: E402
 from melo_core.evaluation.calibration import (  # noqa: E402
@@ -58,7 +59,7 @@ def main() -> int:
     parser.add_argument("--data", default=str(config.data_dir()))
     parser.add_argument("--titles", default=str(ROOT.parent / "shared" / "jobbert" / "titles.csv"))
     parser.add_argument("--pipeline", default="best")
-    parser.add_argument("--sample", type=int, default=1000, help="titles linked (default 1000)")
+    parser.add_argument("--sample", type=at_least(HELD + 1), default=1000, help="titles linked (default 1000)")
     parser.add_argument("--no-record", action="store_true", help="do not append to experiments/results.csv")
     args = parser.parse_args()
     data = Path(args.data)
