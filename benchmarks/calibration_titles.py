@@ -10,7 +10,7 @@ top 10 candidates get the probability of the calibrator `prepare` fitted on ever
 taken as one scheme, decided in sample order: the first K give the shift the Link page fits
 (``scheme_offset``, under the calibrator's prior) and the titles after the first ``HELD`` are
 measured, unshifted and shifted, and as `propose` would propose them (the first candidate at or above
-``threshold_for(target)``, the shift applied only down, ``db.proposals.shifted``).
+``threshold_for(target)``, the shift applied only down, ``db.proposals.cautious``).
 
 Rows (dataset ``titles-N``): experiment ``calibration-titles``, ``ece`` and ``ece_first`` of all N
 and ``ece_adapted`` of the titles after ``HELD`` once the first 25 shifted them; experiment
@@ -33,7 +33,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from db.proposals import shifted  # noqa: E402
+from db.proposals import cautious  # noqa: E402
 from melo_core import config  # noqa: E402
 from melo_core.cli.arguments import at_least  # noqa: E402
 from melo_core.esco.crosswalk import crosswalk_path, list_crosswalks  # noqa: E402
@@ -44,6 +44,7 @@ from melo_core.evaluation.calibration import (  # noqa: E402
     expected_calibration_error,
     load_calibrator,
     scheme_offset,
+    shift_probabilities,
 )
 from melo_core.evaluation.effort import PROPOSAL_PRECISION  # noqa: E402
 from melo_core.evaluation.experiments.results import RESULTS_FILE, append_results, provenance  # noqa: E402
@@ -100,7 +101,7 @@ def main() -> int:
             row("ece_first", expected_calibration_error([p[0] for p, _ in shown], [r[0] for _, r in shown]), len(shown))]  # fmt: skip
     for k in DECIDED:  # recorded: after the first MIN_SCHEME_TERMS (the Link page's), printed: the others
         probabilities, right = pooled(later)
-        ece = expected_calibration_error([shifted(p, offsets[k]) for p in probabilities], right)
+        ece = expected_calibration_error(shift_probabilities(probabilities, offsets[k]), right)
         if k == MIN_SCHEME_TERMS:
             rows.append(row("ece_adapted", ece, len(later)))
         else:
@@ -108,7 +109,7 @@ def main() -> int:
     for target in TARGETS:  # as `propose` proposes: unshifted, then shifted down after 25 and 100 titles
         threshold = calibrator.threshold_for(target)
         for k in (0, MIN_SCHEME_TERMS, 100):
-            first = np.array([shifted(p[0], min(offsets[k], 0.0)) for p, _ in later])
+            first = shift_probabilities([p[0] for p, _ in later], cautious(offsets[k]))
             proposed = first >= threshold if threshold is not None else np.zeros(len(later), dtype=bool)
             right = np.array([r[0] for _, r in later])[proposed]
             name = f"{args.pipeline}/{round(target * 100)}-{'none' if k == 0 else f'down-{k}'}"

@@ -28,11 +28,17 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from db.proposals import shifted  # noqa: E402
+from db.proposals import cautious  # noqa: E402
 from melo_core import config  # noqa: E402
 from melo_core.esco.crosswalk import crosswalk_country, crosswalk_path, list_crosswalks  # noqa: E402
 from melo_core.esco.taxonomy import cached_taxonomy_from_melo  # noqa: E402
-from melo_core.evaluation.calibration import MIN_SCHEME_TERMS, load_calibrator, plan_rows, scheme_offset  # noqa: E402
+from melo_core.evaluation.calibration import (  # noqa: E402
+    MIN_SCHEME_TERMS,
+    load_calibrator,
+    plan_rows,
+    scheme_offset,
+    shift_probabilities,
+)
 from melo_core.evaluation.experiments.results import RESULTS_FILE, append_results, provenance  # noqa: E402
 from melo_core.linking.pipeline import load_pipeline  # noqa: E402
 
@@ -66,8 +72,8 @@ def main() -> int:
         later = ~decided & (rows.ranks == 1)
         for target in TARGETS:
             threshold = calibrator.threshold_for(target)
-            for rule, shift in (("none", 0.0), ("down", min(offset, 0.0)), ("both", offset)):
-                first = np.array([shifted(p, shift) for p in probabilities[later]])
+            for rule, shift in (("none", 0.0), ("down", cautious(offset)), ("both", offset)):
+                first = shift_probabilities(probabilities[later], shift)
                 proposed = first >= threshold if threshold is not None else np.zeros(len(first), dtype=bool)
                 right = int(rows.labels[later][proposed].sum())
                 counts = tally[(target, rule)]

@@ -21,14 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
-
 from db.models import MATCH_OUTCOMES
 from db.store import NewProposal, Store
 from melo_core import config
 from melo_core.errors import MeloInputError
 from melo_core.esco.crosswalk import scheme_country
-from melo_core.evaluation.calibration import MIN_SCHEME_TERMS, TOP_K, scheme_offset
+from melo_core.evaluation.calibration import MIN_SCHEME_TERMS, TOP_K, scheme_offset, shift_probabilities
 from melo_core.linking.linker import Candidate
 
 if TYPE_CHECKING:
@@ -100,10 +98,10 @@ def scheme_offset_of(store: Store, scheme: str, pipeline: str, spread: float | N
     return offset, decided
 
 
-def shifted(probability: float, shift: float) -> float:
-    """``probability`` with ``shift`` added to its logit."""
-    clipped = min(max(probability, 1e-9), 1 - 1e-9)
-    return float(1.0 / (1.0 + np.exp(-(np.log(clipped / (1 - clipped)) + shift))))
+def cautious(offset: float) -> float:
+    """The shift proposals take from a scheme's offset (``scheme_offset_of``): only down, so that a
+    scheme's decisions may make proposals more cautious, never bolder (docs/experiments/batch-proposals.md)."""
+    return min(offset, 0.0)
 
 
 def scheme_relation(store: Store, scheme: str) -> str:
@@ -141,7 +139,7 @@ def propose(
         )
     relation = scheme_relation(store, scheme)
     offset, decided = scheme_offset_of(store, scheme, pipeline, calibrator.offset_spread)
-    shift = min(offset, 0.0)  # more cautious where the scheme's decisions say so, never bolder
+    shift = cautious(offset)
     earlier = store.proposals(scheme, status=None)
     waiting = {p.term_id for p in earlier if p.status == "open"}
     turned_down = {(p.term_id, p.concept_uri) for p in earlier if p.status == "rejected"}
@@ -159,7 +157,7 @@ def propose(
                     first = candidates[0]
                     probability = calibrator.probabilities(candidates, language, info.terms)[0]
                     if shift:
-                        probability = shifted(probability, shift)
+                        probability = float(shift_probabilities([probability], shift)[0])
                     if probability >= threshold and (term.id, first.concept_uri) not in turned_down:
                         found.append(NewProposal(term.id, first.concept_uri, first.label or None, relation,
                                                  first.score, min(1.0, max(0.0, probability))))  # fmt: skip

@@ -455,7 +455,7 @@ def test_the_link_page_refits_an_older_calibrator_in_the_background(three_countr
 def test_the_link_pages_offset_follows_the_schemes_decisions(store: Store, tmp_path: Path) -> None:
     from db.imports import import_taxonomy, import_terms, read_terms_csv
     from tests.test_store import BAKER, NURSE, tiny_taxonomy
-    from ui.calibration import scheme_offset_for
+    from ui.calibration import scheme_shift
 
     import_taxonomy(store, tiny_taxonomy(), "esco", "v1")
     terms = tmp_path / "terms.csv"
@@ -466,12 +466,12 @@ def test_the_link_pages_offset_follows_the_schemes_decisions(store: Store, tmp_p
         store.save_suggestions(term_id, "lexical", [(BAKER, 0.7, 0.2), (NURSE, 0.3, 0.05)])
         if i < 24:
             store.decide(term_id, BAKER if i % 10 else NURSE, "exactMatch", "alice")
-    assert scheme_offset_for(store, "tst", "lexical") == 0.0  # 24 decided terms: too few yet
+    assert scheme_shift(store, "tst", "lexical")[0] == 0.0  # 24 decided terms: too few yet
     store.decide(ids[24], BAKER, "exactMatch", "alice")
-    offset = scheme_offset_for(store, "tst", "lexical")
+    offset = scheme_shift(store, "tst", "lexical")[0]
     assert offset > 2.0  # logit(0.2) = -1.39: the shift lifts the first candidate towards what curators did
-    assert scheme_offset_for(store, "tst", "best") == 0.0  # another pipeline's probabilities: none stored
-    assert 0 < scheme_offset_for(store, "tst", "lexical", spread=0.5) < offset  # the calibrator's prior holds it back
+    assert scheme_shift(store, "tst", "best")[0] == 0.0  # another pipeline's probabilities: none stored
+    assert 0 < scheme_shift(store, "tst", "lexical", spread=0.5)[0] < offset  # the calibrator's prior holds it back
 
 
 def test_the_link_pages_offset_is_fitted_on_the_calibrators_own_probabilities(store: Store, tmp_path: Path) -> None:
@@ -479,7 +479,7 @@ def test_the_link_pages_offset_is_fitted_on_the_calibrators_own_probabilities(st
     so the same decisions give the same offset whether or not their probabilities were shifted."""
     from db.imports import import_taxonomy, import_terms, read_terms_csv
     from tests.test_store import BAKER, NURSE, tiny_taxonomy
-    from ui.calibration import scheme_offset_for
+    from ui.calibration import scheme_shift
 
     import_taxonomy(store, tiny_taxonomy(), "esco", "v1")
     terms = tmp_path / "terms.csv"
@@ -496,6 +496,6 @@ def test_the_link_pages_offset_is_fitted_on_the_calibrators_own_probabilities(st
                                    confidence_offset=shift if stored is shifted else None)  # fmt: skip
             store.decide(term.id, BAKER if i % 10 else NURSE, "exactMatch", "alice")
     assert {s.confidence_offset for s in store.top_suggestions("shown", max_rank=10)} == {None, shift}
-    plain = scheme_offset_for(store, "plain", "lexical")
+    plain = scheme_shift(store, "plain", "lexical")[0]
     assert plain > 2.0
-    assert scheme_offset_for(store, "shown", "lexical") == pytest.approx(plain, abs=1e-6)
+    assert scheme_shift(store, "shown", "lexical")[0] == pytest.approx(plain, abs=1e-6)

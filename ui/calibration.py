@@ -60,15 +60,10 @@ def reliability_frame(rows: Iterable[dict[str, str]]) -> pd.DataFrame:
     return frame.sort_values(["pipeline", "mean probability"]).reset_index(drop=True)
 
 
-def scheme_offset_for(store: Store, scheme: str, pipeline: str, spread: float | None = None) -> float:
-    """The logit shift that fits the scheme's own decisions (``db.proposals.scheme_offset_of``, as
-    `propose` reads it)."""
-    return scheme_shift(store, scheme, pipeline, spread)[0]
-
-
 def scheme_shift(store: Store, scheme: str, pipeline: str, spread: float | None = None) -> tuple[float, int]:
-    """(that shift, the scheme's terms decided on the Link page it rests on), read again only when
-    the scheme's decisions change."""
+    """(the logit shift that fits the scheme's own decisions, the terms decided on the Link page it
+    rests on): ``db.proposals.scheme_offset_of``, as `propose` reads it, read again only when the
+    scheme's decisions change."""
     return _scheme_shift(store, str(store.engine.url), scheme, pipeline, store.fingerprint(scheme), spread)
 
 

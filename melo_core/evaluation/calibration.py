@@ -328,6 +328,18 @@ def _bare(rows: CandidateRows, pipeline: str, hold_out_country: str | None) -> C
 MIN_SCHEME_TERMS = 25  # decided terms before a scheme's own offset is fitted
 
 
+def logits(probabilities: Sequence[float] | np.ndarray) -> np.ndarray:
+    """The log odds of ``probabilities``, clipped 1e-9 from 0 and 1."""
+    p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-9, 1 - 1e-9)
+    return np.log(p / (1 - p))
+
+
+def shift_probabilities(probabilities: Sequence[float] | np.ndarray, offset: float) -> np.ndarray:
+    """``probabilities`` with ``offset`` added to their logit: a scheme's shift (``scheme_offset``),
+    as ``Calibrator.shifted`` adds it to the model's intercepts."""
+    return 1.0 / (1.0 + np.exp(-(logits(probabilities) + offset)))
+
+
 def scheme_offset(probabilities: Sequence[float] | np.ndarray, labels: Sequence[float] | np.ndarray,
                   spread: float | None = None, applied: Sequence[float] | np.ndarray | None = None) -> float:  # fmt: skip
     """The shift of the logit that fits a scheme's own decisions best (log loss): the candidates a
@@ -338,12 +350,11 @@ def scheme_offset(probabilities: Sequence[float] | np.ndarray, labels: Sequence[
     crosswalk: 0.031 to 0.035; with it 0.030, docs/experiments/calibration.md). ``applied``: the offset
     each probability already holds (the Link page stores what it showed), taken out first so that the
     fit is of the calibrator itself. Newton's method on one variable; 0 without both outcomes."""
-    p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-9, 1 - 1e-9)
     y = np.asarray(labels, dtype=np.float64)
-    if len(p) == 0 or y.min() == y.max():
+    if len(y) == 0 or y.min() == y.max():
         return 0.0
     weight = 1.0 / spread**2 if spread else 0.0  # the prior's precision
-    logit, offset = np.log(p / (1 - p)), 0.0
+    logit, offset = logits(probabilities), 0.0
     if applied is not None:
         logit = logit - np.asarray(applied, dtype=np.float64)
     for _ in range(50):

@@ -512,6 +512,7 @@ def _run_calibration(experiment: Experiment, plan: CalibrationPlan, data_dir: Pa
         out_of_fold,
         reliability,
         scheme_offset,
+        shift_probabilities,
     )
 
     codes, files = _leave_one_country_out(experiment, plan.crosswalks, plan.pipelines, only, data_dir, 2,
@@ -546,8 +547,7 @@ def _run_calibration(experiment: Experiment, plan: CalibrationPlan, data_dir: Pa
             decided = mine & (term_number - term_number[np.argmax(mine)] < MIN_SCHEME_TERMS)
             later = mine & ~decided
             offset = scheme_offset(predicted[decided], rows.labels[decided], spreads[crosswalk_country(code)])
-            logits = np.log(np.clip(predicted[later], 1e-9, 1) / np.clip(1 - predicted[later], 1e-9, 1))
-            adapted = 1.0 / (1.0 + np.exp(-(logits + offset)))
+            adapted = shift_probabilities(predicted[later], offset)
             for metric, probabilities, labels in (("ece", predicted[mine], rows.labels[mine]),
                                                   ("ece_first", predicted[first], rows.labels[first]),
                                                   ("ece_adapted", adapted, rows.labels[later])):  # fmt: skip
