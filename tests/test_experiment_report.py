@@ -6,7 +6,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from melo_core.evaluation.experiments.report import REPORT_FILE, render, write_report
+from melo_core.evaluation.experiments.config import load_experiment
+from melo_core.evaluation.experiments.report import REPORT_FILE, render, settled_experiments, write_report
 from melo_core.evaluation.experiments.results import (
     RESULT_COLUMNS,
     RESULTS_FILE,
@@ -72,6 +73,23 @@ def test_the_committed_benchmarks_page_is_the_report_of_the_results_table() -> N
     expected = write_report(RESULTS_FILE, out=None)
     assert REPORT_FILE.read_text(encoding="utf-8") == expected, "run `python -m melo_core experiment report`"
     assert len(expected.splitlines()) <= 300
+
+
+def test_a_settled_experiment_is_named_and_its_rows_leave_the_tables(tmp_path: Path) -> None:
+    rows = read_results(toy_results(tmp_path / "results.csv"))
+    tabled = render(rows)
+    assert "| `melo-toy` |" in tabled and "## Settled experiments" not in tabled
+    settled = render(rows, settled={"melo-toy": "docs/experiments/toy-page.md: the toy's weight"})
+    assert "| `melo-toy` |" not in settled and "0.5000" not in settled  # its figures left the tables
+    assert "`melo-toy` ([toy-page](experiments/toy-page.md))" in settled  # named, with its page
+    assert "python -m melo_core experiment run toy # 20261102T000000Z" in settled  # its command stays
+    assert "| `store-toy` |" in settled
+
+
+def test_the_committed_settled_flags_are_read_from_the_experiment_files() -> None:
+    settled = settled_experiments()
+    assert "titles-e5-weights" in settled and "melo-best-mono" not in settled
+    assert all(load_experiment(name).settled for name in settled)
 
 
 def test_the_readme_fits_a_newcomer() -> None:

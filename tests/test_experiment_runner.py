@@ -102,6 +102,7 @@ titles = "{titles}"
         ('description = "x"\n[evaluate]\nscorers = ["no-such"]\ndatasets = ["nor_q_no_c_no"]\n', "unknown scorer"),
         ('description = "x"\n[leave_one_out]\ngrid = "no-such"\n', "unknown grid"),
         ("description = [", "not a valid TOML file"),
+        ('description = "x"\nsettled = "yes"\n[evaluate]\nscorers = ["bm25"]\ndatasets = "all"\n', "'settled' is true or false"),
     ],
 )  # fmt: skip
 def test_bad_experiment_files_fail_with_one_line(melo_data: Path, tmp_path: Path, body: str, message: str) -> None:

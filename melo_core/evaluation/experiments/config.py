@@ -2,6 +2,8 @@
 
     description = "The named pipelines on the 47 MELO datasets"
     claim = "docs/benchmarks.md, MELO 47"        # where the result is used (optional)
+    settled = true                              # its choice is made and written on its claim page:
+                                                #   the report names it, its tables leave it out
 
     [evaluate]
     scorers = ["best", "fast"]                  # pipelines or scorer specs
@@ -46,7 +48,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from melo_core.config import PROJECT_ROOT
@@ -55,9 +57,9 @@ from melo_core.evaluation.effort import PROPOSAL_PRECISION
 
 EXPERIMENTS_DIR = PROJECT_ROOT / "experiments"
 DATASET_SETS = ("all", "monolingual", "cross-lingual")
-_TOP = {"description", "claim", "evaluate", "leave_one_out", "graded", "simulation", "calibration", "proposals"}
 # An experiment has exactly one of these tables.
 KINDS = ("evaluate", "leave_one_out", "graded", "simulation", "calibration", "proposals")
+_TOP = {"description", "claim", "settled", *KINDS}
 _SIMULATION = {"pipelines", "crosswalks", "seeds", "orders", "variants", "limit", "precision"}
 # mentions-only: learning as before issue 89; proposals: learning after a batch of proposals (at `precision`)
 SIMULATION_VARIANTS = ("learning", "static", "mentions-only", "proposals")
@@ -141,6 +143,7 @@ class Experiment:
     path: Path
     description: str
     claim: str = ""
+    settled: bool = False  # a choice made: docs/benchmarks.md names it and leaves its rows out
     evaluate: Evaluate | None = None
     leave_one_out: LeaveOneOut | None = None
     graded: Graded | None = None
@@ -174,18 +177,18 @@ def load_experiment(name_or_path: str | Path, folder: Path = EXPERIMENTS_DIR) ->
         raise fail("'description' (a sentence) is required")
     if sum(kind in raw for kind in KINDS) != 1:
         raise fail(f"give exactly one of {', '.join(f'[{kind}]' for kind in KINDS)}")
+    if not isinstance(raw.get("settled", False), bool):
+        raise fail("'settled' is true or false")
+    common = Experiment(name=path.stem, path=path, description=raw["description"], claim=raw.get("claim", ""),
+                        settled=raw.get("settled", False))  # fmt: skip
     if "simulation" in raw:
-        return Experiment(name=path.stem, path=path, description=raw["description"], claim=raw.get("claim", ""),
-                          simulation=_simulation(raw["simulation"], fail))  # fmt: skip
+        return replace(common, simulation=_simulation(raw["simulation"], fail))
     if "calibration" in raw:
-        return Experiment(name=path.stem, path=path, description=raw["description"], claim=raw.get("claim", ""),
-                          calibration=_calibration(raw["calibration"], fail))  # fmt: skip
+        return replace(common, calibration=_calibration(raw["calibration"], fail))
     if "proposals" in raw:
-        return Experiment(name=path.stem, path=path, description=raw["description"], claim=raw.get("claim", ""),
-                          proposals=_proposals(raw["proposals"], fail))  # fmt: skip
+        return replace(common, proposals=_proposals(raw["proposals"], fail))
     if "graded" in raw:
-        return Experiment(name=path.stem, path=path, description=raw["description"], claim=raw.get("claim", ""),
-                          graded=_graded(raw["graded"], fail))  # fmt: skip
+        return replace(common, graded=_graded(raw["graded"], fail))
     evaluate = loo = None
     if "evaluate" in raw:
         table = raw["evaluate"]
@@ -209,8 +212,7 @@ def load_experiment(name_or_path: str | Path, folder: Path = EXPERIMENTS_DIR) ->
         loo = LeaveOneOut(grid=table["grid"], within=within,
                           datasets=_datasets(table.get("datasets", "all"), "leave_one_out.", fail),
                           options=dict(table.get("options", {})))  # fmt: skip
-    return Experiment(name=path.stem, path=path, description=raw["description"], claim=raw.get("claim", ""),
-                      evaluate=evaluate, leave_one_out=loo)  # fmt: skip
+    return replace(common, evaluate=evaluate, leave_one_out=loo)
 
 
 def scorer_specs(value: object, key: str, fail: Fail) -> list[str]:

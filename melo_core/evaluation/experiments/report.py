@@ -12,7 +12,7 @@ from pathlib import Path
 
 from melo_core.config import PROJECT_ROOT
 from melo_core.errors import MeloInputError
-from melo_core.evaluation.experiments.config import EXPERIMENTS_DIR, experiment_names, load_experiment
+from melo_core.evaluation.experiments.config import EXPERIMENTS_DIR, Experiment, experiment_names, load_experiment
 from melo_core.evaluation.experiments.results import RESULTS_FILE, latest_rows, read_results
 
 REPORT_FILE = PROJECT_ROOT / "docs" / "benchmarks.md"
@@ -21,6 +21,7 @@ TIMINGS_DIR = PROJECT_ROOT / "benchmarks" / "results"
 MELO_DATASET = re.compile(r"^[a-z]{3}_q_([a-z]{2})_c_([a-z]{2})$")
 MEANS = ("mean:all", "mean:monolingual", "mean:cross-lingual")
 QUALITY = ("mrr", "acc@1", "acc@5", "acc@10", "acc@100")
+CLAIM_PAGE = re.compile(r"docs/experiments/([\w.-]+)\.md")  # a claim's page: its link in the settled list
 MAX_ROWS = 12  # rows of one "other" experiment's table before it shows means per pipeline
 # The rows that measure each shipped pipeline as it is now (the runs its [measured] figures name):
 # a row called `fast` from before fast took the mention prior is not today's `fast`.
@@ -324,32 +325,60 @@ def _timings(files: Sequence[str]) -> list[str]:
     ]
 
 
+def _settled(experiments: Sequence[str], claims: dict[str, str]) -> list[str]:
+    if not experiments:
+        return []
+    pages = {e: CLAIM_PAGE.search(claims[e]) for e in experiments}
+    names = ", ".join(f"`{e}` ([{page[1]}](experiments/{page[1]}.md))" if (page := pages[e]) else f"`{e}`"
+                      for e in experiments)  # fmt: skip
+    return [
+        "## Settled experiments",
+        "",
+        "Their choice is made and written on their pages; their rows stay in `experiments/results.csv` and their "
+        f"commands below, out of the tables above: {names}.",
+        "",
+    ]
+
+
 def render(rows: Iterable[Row], head: str = "", descriptions: dict[str, str] | None = None,
-           timings: Sequence[str] = ()) -> str:  # fmt: skip
+           timings: Sequence[str] = (), settled: dict[str, str] | None = None) -> str:  # fmt: skip
     """The report's markdown from the results rows, a hand-written head, the experiments'
-    descriptions and the names of the timing files."""
+    descriptions, the names of the timing files and the settled experiments (name: its claim),
+    which the tables leave out."""
     report = Report(rows)
     names = sorted(report.by_experiment)
-    by_kind = {kind: [e for e in names if report.kind(e) == kind] for kind in ("melo", "titles", "other")}
+    settled = settled or {}
+    tabled = [e for e in names if e not in settled]
+    by_kind = {kind: [e for e in tabled if report.kind(e) == kind] for kind in ("melo", "titles", "other")}
     lines = [head.rstrip("\n"), ""] if head.strip() else []
     lines += _shipped_titles(report)
     lines += _shipped_melo(report)
     lines += _melo_means(report, by_kind["melo"])
     lines += _titles(report, by_kind["titles"])
     lines += _others(report, by_kind["other"])
+    lines += _settled([e for e in names if e in settled], settled)
     lines += _commands(report, names, descriptions or {})
     lines += _timings(timings)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def experiment_descriptions(folder: Path = EXPERIMENTS_DIR) -> dict[str, str]:
-    descriptions = {}
+def _experiment_files(folder: Path) -> list[Experiment]:
+    experiments = []
     for name in experiment_names(folder):
         try:
-            descriptions[name] = load_experiment(name, folder).description.rstrip(".")
-        except MeloInputError:  # a file being written by someone else: no description, still a report
+            experiments.append(load_experiment(name, folder))
+        except MeloInputError:  # a file being written by someone else: left out, still a report
             continue
-    return descriptions
+    return experiments
+
+
+def experiment_descriptions(folder: Path = EXPERIMENTS_DIR) -> dict[str, str]:
+    return {e.name: e.description.rstrip(".") for e in _experiment_files(folder)}
+
+
+def settled_experiments(folder: Path = EXPERIMENTS_DIR) -> dict[str, str]:
+    """The experiments whose file says ``settled = true``: name -> claim."""
+    return {e.name: e.claim for e in _experiment_files(folder) if e.settled}
 
 
 def write_report(results: Path = RESULTS_FILE, out: Path | None = REPORT_FILE, head: Path = HEAD_FILE) -> str:
@@ -358,7 +387,8 @@ def write_report(results: Path = RESULTS_FILE, out: Path | None = REPORT_FILE, h
         raise MeloInputError(f"experiment report: no results table at {results}")
     text = render(read_results(results), head.read_text(encoding="utf-8") if head.is_file() else "",
                   experiment_descriptions(),
-                  sorted(p.name for p in TIMINGS_DIR.glob("*") if p.suffix in (".csv", ".txt")))  # fmt: skip
+                  sorted(p.name for p in TIMINGS_DIR.glob("*") if p.suffix in (".csv", ".txt")),
+                  settled_experiments())  # fmt: skip
     if out is not None:
         out.write_text(text, encoding="utf-8")
     return text
