@@ -32,7 +32,7 @@ from melo_core.scorers import check_scorer
 from melo_core.spec import SpecError
 from ui import auth, learning
 from ui import common as ui
-from ui.calibration import scheme_shift
+from ui.calibration import relinked_decisions, scheme_shift
 from ui.link_keys import number_keys
 from ui.navigation import app_navigation, keep_choice, linked_value, remembered_value, restore_choice
 from ui.safe import md_code, md_link, md_text
@@ -407,7 +407,8 @@ with notices:  # a pipeline's readiness, and an error that stops the page
             if calibrator is None:  # one of an older format is refitted in the background
                 refitting = ui.refitting_calibrator(serving, search_languages, scheme.language, country)
             else:  # shifted to the scheme's own decisions, once it has some
-                offset, decided = scheme_shift(store, scheme.name, serving, calibrator.offset_spread)
+                relinked = relinked_decisions(store, scheme, pipeline, serving, calibrator, complete)
+                offset, decided = scheme_shift(store, scheme.name, serving, calibrator.offset_spread, relinked)
                 calibrator = calibrator.shifted(offset)
                 # Learnt on national crosswalks: on another kind of scheme (job-ad titles) they run
                 # high until its own decisions shift them (docs/experiments/calibration.md).

@@ -413,6 +413,36 @@ def test_the_link_page_says_when_a_schemes_probabilities_are_unchecked(started: 
     assert not any(note in c.value for c in app.caption)
 
 
+def test_the_link_page_counts_imported_decisions_once_linked_again(started: str, tmp_path: Path,  # noqa: F811
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Decisions that came with a scheme's import were never shown on the page: it links those terms
+    again (without the scheme's own decisions) and they count towards the 25, as for `propose`."""
+    from db.imports import import_terms, read_terms_csv
+
+    note = "unchecked on this scheme until 25 decided terms shift them"
+    models = tmp_path / "models"
+    monkeypatch.setenv("MELO_MODELS", str(models))
+    calibration.save_calibrator(fit_calibrator(synthetic_rows(), "lexical"), models)
+    terms = tmp_path / "agency.csv"
+    terms.write_text("code,label\n" + "".join(f"A{i},Sykepleier {i}\n" for i in range(30)), encoding="utf-8")
+    with Store(started) as store:
+        import_terms(store, "agency", read_terms_csv(terms), language="no")
+        nurse = store.find_concepts("sykepleier", limit=1)[0].uri
+        for term in store.terms("agency")[:24]:  # decided elsewhere: nothing shown, nothing stored
+            store.decide(term.id, nurse, "exactMatch", "alice")
+    app = page(LINK)
+    app.query_params["scheme"] = "agency"
+    app.run()
+    assert not app.exception
+    assert any(f"{note} (24 so far)" in c.value for c in app.caption)  # linked again: they count
+    with Store(started) as store:
+        store.decide(store.terms("agency")[24].id, nurse, "exactMatch", "alice")
+        assert not store.suggestions(store.terms("agency")[0].id, "lexical")  # nothing forged as shown
+    app.run()
+    assert not app.exception
+    assert not any(note in c.value for c in app.caption)
+
+
 def test_the_link_page_refits_an_older_calibrator_in_the_background(three_countries: Path, esco_csv: Path,
                                                                    tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip

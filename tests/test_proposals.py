@@ -71,7 +71,7 @@ def test_propose_records_machine_mappings_not_decisions_and_is_idempotent(store:
     terms = add_terms(store, tmp_path)
     report = propose(store, "tst", 0.95, link, ScoreCalibrator(), pipeline="lexical", tool_version="test-1")
     assert (report.linked, report.cleared, report.proposed, report.threshold) == (3, 2, 2, 0.9)
-    assert report.summary().endswith("unchecked on this scheme until 25 terms decided on the Link page shift them "
+    assert report.summary().endswith("unchecked on this scheme until 25 decided terms shift them "
                                      "(0 so far)")  # tst is not named like a national crosswalk  # fmt: skip
     found = store.proposals("tst")
     assert [(p.term_code, p.concept_uri, p.relation, p.confidence, p.status) for p in found] == [
@@ -199,6 +199,45 @@ def test_a_schemes_decisions_showing_a_shy_calibrator_propose_no_more(store: Sto
     assert [(p.term_code, p.confidence) for p in store.proposals("tst")] == [("B1", 0.97), ("B2", 0.96)]
 
 
+def test_decided_terms_the_link_page_never_showed_are_linked_again_for_the_shift(store: Store, tmp_path: Path) -> None:
+    """Decisions imported with a scheme (no probability stored) count once linked again: the first
+    candidate at 97 % was right 4 times in 10, so nothing clears 0.9; without the second link they
+    cannot count."""
+    add_terms(store, tmp_path)
+    path = tmp_path / "imported.csv"
+    path.write_text("code,label\n" + "".join(f"D{i},Decided {i}\n" for i in range(30)), encoding="utf-8")
+    import_terms(store, "tst", read_terms_csv(path), language="no")
+    for i, term in enumerate(t for t in store.terms("tst") if t.code.startswith("D")):
+        store.decide(term.id, BAKER if i % 10 < 4 else NURSE, "exactMatch", "alice")  # nothing stored as shown
+    asked: list[tuple[str, str | None]] = []
+
+    def link_decided(labels: Sequence[str], language: str | None) -> list[list[Candidate]]:
+        asked.extend((label, language) for label in labels)
+        return [[candidate(BAKER, 0.97), candidate(NURSE, 0.5, 2)] for _ in labels]
+
+    assert propose(store, "tst", 0.95, link, ScoreCalibrator(), pipeline="lexical", tool_version="t").proposed == 2
+    store.resolve_proposals([p.id for p in store.proposals("tst")], "carla", "rejected")
+    report = propose(store, "tst", 0.95, link, ScoreCalibrator(), pipeline="lexical", tool_version="t",
+                     link_decided=link_decided)  # fmt: skip
+    assert sorted(asked) == sorted((f"Decided {i}", "no") for i in range(30))  # the decided terms only
+    assert (report.decided, report.relinked) == (30, 30) and report.shift < -1.0
+    assert (report.cleared, report.proposed) == (0, 0)
+    assert "checked on the scheme's 30 decided terms (30 linked again: imported, or decided under another " \
+           "pipeline), shifted by -" in report.summary()  # fmt: skip
+
+
+def test_terms_shown_on_the_link_page_are_not_linked_again(store: Store, tmp_path: Path) -> None:
+    add_terms(store, tmp_path)
+    decided_on_the_link_page(store, tmp_path, first_right=4)
+
+    def link_decided(labels: Sequence[str], language: str | None) -> list[list[Candidate]]:
+        raise AssertionError(f"linked again: {labels}")
+
+    report = propose(store, "tst", 0.95, link, ScoreCalibrator(), pipeline="lexical", tool_version="t",
+                     link_decided=link_decided)  # fmt: skip
+    assert (report.decided, report.relinked, report.proposed) == (30, 0, 0)
+
+
 def test_no_threshold_reaching_the_precision_proposes_nothing(store: Store, tmp_path: Path) -> None:
     add_terms(store, tmp_path)
     with pytest.raises(MeloInputError, match=r"reaches precision 0\.99 .*try a lower target"):
@@ -257,6 +296,49 @@ def test_the_propose_command_links_the_undecided_terms_with_a_pipeline(
         assert all(p.confidence >= 0.5 and p.pipeline == "lexical" and p.tool == "MELO Studio" for p in found)
         assert store.crosswalk("nor_no") == []
     assert "0 new proposal(s)" in run_cli_ok(*args)  # again: nothing new
+
+
+def test_the_second_link_leaves_the_schemes_own_decisions_out_of_the_known_mentions(
+    nor_data: Path, tmp_path: Path
+) -> None:
+    """A decided term linked again must not find its answer through its own decision: a made-up
+    label decided for one concept is found by the pipeline that knows the decision, not by the one
+    `propose` links decided terms with."""
+    from db.proposals import pipeline_link
+    from melo_core.esco.taxonomy import cached_taxonomy_from_melo
+
+    concept = sorted(c.uri for c in cached_taxonomy_from_melo(nor_data).concepts)[0]
+    path = tmp_path / "made-up.csv"
+    path.write_text("code,label\nZ1,Zxqv Flurbmaker\n", encoding="utf-8")
+    import_terms(store := Store(f"sqlite:///{tmp_path / 'melo.db'}", create=True), "tst", read_terms_csv(path),
+                 language="no")  # fmt: skip
+    with store:
+        store.decide(store.terms("tst")[0].id, concept, "exactMatch", "alice")
+        _, link_every, link_decided = pipeline_link(store, "tst", "lexical", nor_data)
+        assert link_every(["Zxqv Flurbmaker"], "no")[0][0].concept_uri == concept
+        assert concept not in {c.concept_uri for c in link_decided(["Zxqv Flurbmaker"], "no")[0][:3]}
+        assert link_every(["Zxqv Flurbmaker"], "no")[0][0].concept_uri == concept  # and back
+
+
+def test_the_propose_command_counts_imported_decisions(
+    nor_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from db.quickstart import start_curation
+    from db.testing import run_cli_ok
+    from melo_core.esco.crosswalk import crosswalk_path, load_crosswalk
+
+    url = f"sqlite:///{tmp_path / 'melo.db'}"
+    with Store(url, create=True) as store:
+        start_curation(store, nor_data, "nor_no")
+        gold = {t.code: next(iter(t.matches)) for t in load_crosswalk(crosswalk_path(nor_data, "nor_no")).terms
+                if t.matches}  # fmt: skip
+        for term in [t for t in store.queue("nor_no", limit=None) if t.code in gold][:30]:  # decided as if imported: nothing shown, nothing stored
+            store.decide(term.id, gold[term.code], "exactMatch", "alice")
+    monkeypatch.setenv("MELO_MODELS", str(tmp_path / "models"))
+    write_calibrator(tmp_path / "models", "lexical", "nor")
+    said = run_cli_ok("propose", "--scheme", "nor_no", "--pipeline", "lexical", "--db", url, "--data", str(nor_data),
+                      "--quiet")  # fmt: skip
+    assert "checked on the scheme's 30 decided terms (30 linked again" in said
 
 
 def test_the_proposals_experiment_writes_precision_and_coverage_per_crosswalk(melo_data: Path, tmp_path: Path) -> None:
