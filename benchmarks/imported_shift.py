@@ -4,7 +4,7 @@
 
 For each crosswalk and each N of ``--decided``: a fresh store (SQLite, temporary) holding the
 crosswalk's terms (``start_curation``), the first N with a crosswalk match decided as if imported
-(its first match and relation; nothing stored as shown on the Link page). Then `propose`'s own path
+(every match with its relation; nothing stored as shown on the Link page). Then `propose`'s own path
 (``pipeline_link``, ``scheme_calibrator``, ``propose`` with ``link_decided``): the decided terms the
 Link page never showed are linked again for the scheme's shift (``db.proposals.relink``), the
 undecided ones are linked and proposed. The pipeline is `propose`'s default (``--pipeline``);
@@ -42,11 +42,11 @@ from melo_core.version import code_version  # noqa: E402
 def measure(data: Path, code: str, decided: int, pipeline: str | None, folder: Path) -> tuple[str, dict[str, float]]:
     crosswalk = load_crosswalk(crosswalk_path(data, code))
     gold = {t.code: t.matches for t in crosswalk.terms if t.matches}
-    with Store(f"sqlite:///{folder / f'{code}-{decided}.db'}", create=True) as store:
+    with Store(f"sqlite:///{tempfile.mkdtemp(dir=folder)}/melo.db", create=True) as store:
         start_curation(store, data, code)
         for term in [t for t in store.queue(code, limit=None) if t.code in gold][:decided]:
-            uri, relation = next(iter(gold[term.code].items()))
-            store.decide(term.id, uri, relation, "imported")
+            for uri, relation in gold[term.code].items():  # every match, as an import brings them
+                store.decide(term.id, uri, relation, "imported")
         began = time.perf_counter()
         name, link, link_decided = pipeline_link(store, code, pipeline, data)
         calibrator = scheme_calibrator(name, code)
