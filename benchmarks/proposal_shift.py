@@ -11,10 +11,15 @@ first ``MIN_SCHEME_TERMS`` terms count as decided on the Link page: their shift
 where they clear ``threshold_for(target)``: unshifted, shifted only down (what `propose` does) and
 shifted both ways. Right: the candidate is among the term's crosswalk matches.
 
+``--accepts one``: the decided terms' curator accepts one concept per term, the first right one
+shown (as on the Link page, where one is usually accepted), not every crosswalk match; the shift
+``down-first`` is fitted on the decided terms' first candidates only, which that does not change.
+
 Rows (experiment ``proposal-shift``, dataset ``first-use-rows``, pipelines ``PIPELINE/95-none`` and
-``PIPELINE/95-down``): ``proposal_precision`` (pooled), ``proposal_coverage``,
+``PIPELINE/95-down``; with ``--accepts one``, ``PIPELINE/95-down/accepts-one`` and
+``PIPELINE/95-down-first/accepts-one``): ``proposal_precision`` (pooled), ``proposal_coverage``,
 ``proposal_precision_reached`` (crosswalks whose proposals reach the target less 0.02, or that get
-none). The other targets and the shift both ways are printed.
+none). The other targets and rules are printed.
 """
 
 from __future__ import annotations
@@ -43,8 +48,8 @@ from melo_core.evaluation.experiments.results import RESULTS_FILE, append_result
 from melo_core.linking.pipeline import load_pipeline  # noqa: E402
 
 TARGETS = (0.95, 0.9, 0.8)
-RULES = ("none", "down", "both")
-RECORDED = ((0.95, "none"), (0.95, "down"))
+RULES = ("none", "down", "both", "down-first")  # down-first: fitted on the decided terms' first candidates only
+RECORDED = {"all": ((0.95, "none"), (0.95, "down")), "one": ((0.95, "down"), (0.95, "down-first"))}
 
 
 def main() -> int:
@@ -52,6 +57,13 @@ def main() -> int:
     parser.add_argument("--data", default=str(config.data_dir()))
     parser.add_argument("--pipeline", default="best")
     parser.add_argument("--langs", help="the label languages `prepare --langs` prepared (default: all)")
+    parser.add_argument(
+        "--accepts",
+        choices=("all", "one"),
+        default="all",
+        help="what the decided terms' curator accepts: every crosswalk match, or only the "
+        "first right candidate shown (one concept per term)",
+    )
     parser.add_argument("--no-record", action="store_true", help="do not append to experiments/results.csv")
     args = parser.parse_args()
     data = Path(args.data)
@@ -67,12 +79,21 @@ def main() -> int:
         if rows is None or calibrator is None:
             raise SystemExit(f"{planned.code}: no kept rows or calibrator; run `prepare --pipeline {args.pipeline}`")
         probabilities = calibrator.probabilities_of(rows.features)
-        decided = np.cumsum(rows.ranks == 1) <= MIN_SCHEME_TERMS
-        offset = scheme_offset(probabilities[decided], rows.labels[decided], calibrator.offset_spread)
+        term = np.cumsum(rows.ranks == 1)
+        decided = term <= MIN_SCHEME_TERMS
+        accepted = rows.labels.astype(bool)
+        if args.accepts == "one":  # only each term's first right candidate is accepted
+            accepted = accepted & ~np.array([accepted[(term == t) & (rows.ranks < r)].any()
+                                             for t, r in zip(term, rows.ranks, strict=True)])  # fmt: skip
+        taught = accepted.astype(np.float64)
+        offset = scheme_offset(probabilities[decided], taught[decided], calibrator.offset_spread)
+        firsts = decided & (rows.ranks == 1)
+        offset_first = scheme_offset(probabilities[firsts], taught[firsts], calibrator.offset_spread)
         later = ~decided & (rows.ranks == 1)
         for target in TARGETS:
             threshold = calibrator.threshold_for(target)
-            for rule, shift in (("none", 0.0), ("down", cautious(offset)), ("both", offset)):
+            for rule, shift in (("none", 0.0), ("down", cautious(offset)), ("both", offset),
+                                ("down-first", cautious(offset_first))):  # fmt: skip
                 first = shift_probabilities(probabilities[later], shift)
                 proposed = first >= threshold if threshold is not None else np.zeros(len(first), dtype=bool)
                 right = int(rows.labels[later][proposed].sum())
@@ -83,14 +104,14 @@ def main() -> int:
                 counts[3] += int(not proposed.any() or right / proposed.sum() >= target - 0.02)
     out: list[dict[str, object]] = []  # recorded: 0.95 unshifted and down; printed: the rest (benchmarks.md: 300 lines)
     for (target, rule), (count, right, firsts, reached) in tally.items():
-        name = f"{args.pipeline}/{round(target * 100)}-{rule}"
+        name = f"{args.pipeline}/{round(target * 100)}-{rule}" + ("/accepts-one" if args.accepts == "one" else "")
         measures = (("proposal_precision", right / max(count, 1), count),
                     ("proposal_coverage", count / max(firsts, 1), firsts),
                     ("proposal_precision_reached", reached, len(plan)))  # fmt: skip
-        if (target, rule) in RECORDED:
+        if (target, rule) in RECORDED[args.accepts]:
             out += [{"dataset": "first-use-rows" if languages else "rows", "pipeline": name, "metric": metric,
                      "value": round(value, 6), "queries": queries, "seconds": ""} for metric, value, queries in measures]  # fmt: skip
-        print(f"{name:<14} proposed {count:>4} of {firsts} ({count / max(firsts, 1):.1%}), "
+        print(f"{name:<30} proposed {count:>4} of {firsts} ({count / max(firsts, 1):.1%}), "
               f"precision {right / max(count, 1):.3f}, crosswalks reached {reached} of {len(plan)}")  # fmt: skip
     if not args.no_record:
         append_results(RESULTS_FILE, "proposal-shift", out, origin)
