@@ -332,7 +332,8 @@ def test_the_propose_command_counts_imported_decisions(
         start_curation(store, nor_data, "nor_no")
         gold = {t.code: next(iter(t.matches)) for t in load_crosswalk(crosswalk_path(nor_data, "nor_no")).terms
                 if t.matches}  # fmt: skip
-        for term in [t for t in store.queue("nor_no", limit=None) if t.code in gold][:30]:  # decided as if imported: nothing shown, nothing stored
+        # decided as if imported: nothing shown, nothing stored
+        for term in [t for t in store.queue("nor_no", limit=None) if t.code in gold][:30]:
             store.decide(term.id, gold[term.code], "exactMatch", "alice")
     monkeypatch.setenv("MELO_MODELS", str(tmp_path / "models"))
     write_calibrator(tmp_path / "models", "lexical", "nor")
