@@ -7,9 +7,10 @@ above it become proposals in the store (``Store.add_proposals``), which a person
 rejects in bulk. A rejected pair is never proposed again; proposing twice adds nothing.
 
 Once the scheme has ``MIN_SCHEME_TERMS`` decided terms, the probabilities are shifted by what those
-decisions say of the calibrator (``scheme_offset_of``, the Link page's shift), but only down: a scheme's decisions may make proposals more cautious, never bolder. On job-ad titles,
-where the calibrator learnt on national crosswalks is overconfident, proposals at 0.95 were right
-65 % of the time unshifted (docs/experiments/batch-proposals.md). A decided term counts with the
+decisions say of the calibrator (``decisions_offset``, the Link page's shift), but only down: a
+scheme's decisions may make proposals more cautious, never bolder. On job-ad titles, where the
+calibrator learnt on national crosswalks is overconfident, proposals at 0.95 were right 65 % of the
+time unshifted (docs/experiments/batch-proposals.md). A decided term counts with the
 probabilities the Link page showed for it; one it never showed under the pipeline (imported with
 its decisions, or decided while another pipeline served) is linked again (``relink``), without the
 scheme's own decisions as known mentions, so that its own label does not find its answer.
@@ -18,13 +19,13 @@ scheme's own decisions as known mentions, so that its own label does not find it
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from db.models import MATCH_OUTCOMES
-from db.store import NewProposal, Store, Suggestion
+from db.store import NewProposal, Store
 from melo_core import config
 from melo_core.errors import MeloInputError
 from melo_core.esco.crosswalk import scheme_country
@@ -95,29 +96,64 @@ class ProposeReport:
         )
 
 
-def _matched(store: Store, scheme: str) -> dict[int, set[str]]:
+@dataclass(frozen=True)
+class SchemeDecisions:
+    """A scheme's terms decided as a match, as its shift under one pipeline reads them: the top
+    ``TOP_K`` candidates the Link page showed them with (probability, 1 where the decided concept,
+    the shift it already held), and the latest ``MAX_RELINKED`` decided terms it never showed."""
+
+    probabilities: tuple[float, ...]
+    right: tuple[float, ...]
+    applied: tuple[float, ...]
+    shown_terms: int
+    unshown: tuple[UnshownDecision, ...]
+
+
+def scheme_decisions(store: Store, scheme: str, pipeline: str, limit: int = MAX_RELINKED) -> SchemeDecisions:
+    """``SchemeDecisions`` of ``scheme`` under ``pipeline``: the current matches and the stored
+    suggestions read once; the terms only where some decided ones were never shown (imported with
+    their decisions, or decided while another pipeline served), the latest ``limit`` in import order."""
     matched: dict[int, set[str]] = {}
     for decision in store.crosswalk(scheme):
         matched.setdefault(decision.term_id, set()).add(decision.concept_uri)
-    return matched
+    shown = [s for s in store.top_suggestions(scheme, max_rank=TOP_K)
+             if s.scorer == pipeline and s.confidence is not None and s.term_id in matched]  # fmt: skip
+    seen = {s.term_id for s in shown}
+    missing = set(sorted(set(matched) - seen)[-limit:] if limit else [])  # term ids grow in import order
+    unshown: tuple[UnshownDecision, ...] = ()
+    if missing:
+        info = store.scheme(scheme)
+        default = info.language if info else None
+        unshown = tuple(UnshownDecision(t.id, t.label, t.language or default, frozenset(matched[t.id]))
+                        for t in store.terms(scheme) if t.id in missing)  # fmt: skip
+    return SchemeDecisions(tuple(float(s.confidence or 0.0) for s in shown),
+                           tuple(float(s.concept_uri in matched[s.term_id]) for s in shown),
+                           tuple(s.confidence_offset or 0.0 for s in shown), len(seen), unshown)  # fmt: skip
 
 
-def _shown(store: Store, scheme: str, pipeline: str, matched: Mapping[int, set[str]]) -> list[Suggestion]:
-    return [s for s in store.top_suggestions(scheme, max_rank=TOP_K)
-            if s.scorer == pipeline and s.confidence is not None and s.term_id in matched]  # fmt: skip
+class _Labelled(Protocol):
+    @property
+    def label(self) -> str: ...
 
 
-def unshown_decisions(store: Store, scheme: str, pipeline: str, limit: int = MAX_RELINKED) -> list[UnshownDecision]:
-    """The scheme's terms decided as a match for which the Link page stored no probability of
-    ``pipeline`` (imported with their decisions, or decided while another pipeline served): the
-    latest ``limit`` in import order."""
-    matched = _matched(store, scheme)
-    shown = {s.term_id for s in _shown(store, scheme, pipeline, matched)}
-    info = store.scheme(scheme)
-    default = info.language if info else None
-    terms = {t.id: t for t in store.queue(scheme, status=None, limit=None) if t.id in matched and t.id not in shown}
-    unshown = [UnshownDecision(t.id, t.label, t.language or default, frozenset(matched[t.id])) for t in terms.values()]
-    return unshown[-limit:] if limit else []
+Item = TypeVar("Item", bound=_Labelled)
+
+
+def _linked(items: Sequence[Item], languages: Sequence[str | None], link: LinkBatch,
+            on_progress: Callable[[int], None] = lambda items: None) -> Iterator[tuple[Item, str | None, list[Candidate]]]:  # fmt: skip
+    """Each item with its query language and candidates, linked ``BATCH`` at a time per language;
+    ``on_progress`` is told how many are linked after each batch."""
+    by_language: dict[str | None, list[Item]] = {}
+    for item, language in zip(items, languages, strict=True):
+        by_language.setdefault(language, []).append(item)
+    linked = 0
+    for language, group in by_language.items():
+        for start in range(0, len(group), BATCH):
+            batch = group[start : start + BATCH]
+            for item, candidates in zip(batch, link([i.label for i in batch], language), strict=True):
+                yield item, language, candidates
+            linked += len(batch)
+            on_progress(linked)
 
 
 def relink(decisions: Sequence[UnshownDecision], link: LinkBatch, calibrator: Calibrated,
@@ -125,46 +161,34 @@ def relink(decisions: Sequence[UnshownDecision], link: LinkBatch, calibrator: Ca
     """Each decided term linked again (``link`` should leave the scheme's own decisions out of its
     known mentions): its first ``TOP_K`` candidates' unshifted probabilities and concepts."""
     relinked: dict[int, list[tuple[float, str]]] = {}
-    by_language: dict[str | None, list[UnshownDecision]] = {}
-    for decision in decisions:
-        by_language.setdefault(decision.language, []).append(decision)
-    for language, group in by_language.items():
-        for start in range(0, len(group), BATCH):
-            batch = group[start : start + BATCH]
-            for decision, candidates in zip(batch, link([d.label for d in batch], language), strict=True):
-                top = list(candidates[:TOP_K])
-                if top:
-                    probabilities = calibrator.probabilities(top, language, scheme_terms)
-                    relinked[decision.term_id] = [
-                        (float(p), c.concept_uri) for p, c in zip(probabilities, top, strict=True)
-                    ]
+    for decision, language, candidates in _linked(decisions, [d.language for d in decisions], link):
+        top = list(candidates[:TOP_K])
+        if top:
+            probabilities = calibrator.probabilities(top, language, scheme_terms)
+            relinked[decision.term_id] = [(float(p), c.concept_uri) for p, c in zip(probabilities, top, strict=True)]
     return relinked
 
 
-def scheme_offset_of(store: Store, scheme: str, pipeline: str, spread: float | None = None,
+def decisions_offset(decisions: SchemeDecisions, spread: float | None = None,
                      relinked: Relinked | None = None) -> tuple[float, int]:  # fmt: skip
     """(the logit shift that fits the scheme's own decisions, the decided terms it is fitted on): the
-    probabilities the Link page stored with ``pipeline``'s suggestions for the terms decided as a
-    match, right where the decided concept, less the shift each was stored with
-    (``melo_core.evaluation.calibration.scheme_offset``, under the prior ``spread``: the calibrator's
-    ``offset_spread``); and those of ``relinked`` decided terms the page never showed (``relink``).
-    The shift is 0 before ``MIN_SCHEME_TERMS`` such terms."""
-    matched = _matched(store, scheme)
-    shown = _shown(store, scheme, pipeline, matched)
-    seen = {s.term_id for s in shown}
-    again = {t: rows for t, rows in (relinked or {}).items() if t in matched and t not in seen and rows}
-    decided = len(seen) + len(again)
+    probabilities the Link page showed for the terms decided as a match, right where the decided
+    concept, less the shift each was stored with (``melo_core.evaluation.calibration.scheme_offset``,
+    under the prior ``spread``: the calibrator's ``offset_spread``); and those of the ``relinked``
+    decided terms it never showed (``relink``). The shift is 0 before ``MIN_SCHEME_TERMS`` such terms."""
+    matched = {u.term_id: u.matched for u in decisions.unshown}
+    again = {t: rows for t, rows in (relinked or {}).items() if t in matched and rows}
+    decided = decisions.shown_terms + len(again)
     if decided < MIN_SCHEME_TERMS:
         return 0.0, decided
-    probabilities = [float(s.confidence or 0.0) for s in shown] + [p for rows in again.values() for p, _ in rows]
-    labels = [float(s.concept_uri in matched[s.term_id]) for s in shown]
-    labels += [float(uri in matched[t]) for t, rows in again.items() for _, uri in rows]
-    applied = [s.confidence_offset or 0.0 for s in shown] + [0.0] * (len(probabilities) - len(shown))
+    probabilities = [*decisions.probabilities, *(p for rows in again.values() for p, _ in rows)]
+    labels = [*decisions.right, *(float(uri in matched[t]) for t, rows in again.items() for _, uri in rows)]
+    applied = [*decisions.applied, *[0.0] * (len(probabilities) - len(decisions.probabilities))]
     return scheme_offset(probabilities, labels, spread, applied=applied), decided
 
 
 def cautious(offset: float) -> float:
-    """The shift proposals take from a scheme's offset (``scheme_offset_of``): only down, so that a
+    """The shift proposals take from a scheme's offset (``decisions_offset``): only down, so that a
     scheme's decisions may make proposals more cautious, never bolder (docs/experiments/batch-proposals.md)."""
     return min(offset, 0.0)
 
@@ -206,37 +230,27 @@ def propose(
             "crosswalks: nothing proposed (try a lower target: --precision, or the Crosswalk page's Target precision)"
         )
     relation = scheme_relation(store, scheme)
-    relinked: dict[int, list[tuple[float, str]]] = {}
-    if link_decided is not None:
-        relinked = relink(unshown_decisions(store, scheme, pipeline), link_decided, calibrator, info.terms)
-    offset, decided = scheme_offset_of(store, scheme, pipeline, calibrator.offset_spread, relinked)
+    decisions = scheme_decisions(store, scheme, pipeline)
+    relinked = relink(decisions.unshown, link_decided, calibrator, info.terms) if link_decided is not None else {}
+    offset, decided = decisions_offset(decisions, calibrator.offset_spread, relinked)
     shift = cautious(offset)
     earlier = store.proposals(scheme, status=None)
     waiting = {p.term_id for p in earlier if p.status == "open"}
     turned_down = {(p.term_id, p.concept_uri) for p in earlier if p.status == "rejected"}
     terms = [t for t in store.queue(scheme, status="todo", limit=None) if t.id not in waiting]
-    by_language: dict[str | None, list] = {}
-    for term in terms:
-        by_language.setdefault(term.language or info.language, []).append(term)
     found: list[NewProposal] = []
-    linked = 0
-    for language, group in by_language.items():
-        for start in range(0, len(group), BATCH):
-            batch = group[start : start + BATCH]
-            for term, candidates in zip(batch, link([t.label for t in batch], language), strict=True):
-                if candidates:
-                    first = candidates[0]
-                    probability = calibrator.probabilities(candidates, language, info.terms)[0]
-                    if shift:
-                        probability = float(shift_probabilities([probability], shift)[0])
-                    if probability >= threshold and (term.id, first.concept_uri) not in turned_down:
-                        found.append(NewProposal(term.id, first.concept_uri, first.label or None, relation,
-                                                 first.score, min(1.0, max(0.0, probability))))  # fmt: skip
-            linked += len(batch)
-            on_progress(linked)
+    for term, language, candidates in _linked(terms, [t.language or info.language for t in terms], link, on_progress):
+        if candidates:
+            first = candidates[0]
+            probability = calibrator.probabilities(candidates, language, info.terms)[0]
+            if shift:
+                probability = float(shift_probabilities([probability], shift)[0])
+            if probability >= threshold and (term.id, first.concept_uri) not in turned_down:
+                found.append(NewProposal(term.id, first.concept_uri, first.label or None, relation,
+                                         first.score, min(1.0, max(0.0, probability))))  # fmt: skip
     added = store.add_proposals(scheme, found, tool_version=tool_version, pipeline=pipeline,
                                 target_precision=precision, threshold=threshold)  # fmt: skip
-    return ProposeReport(scheme, pipeline, precision, threshold, linked, len(found), added, shift, decided,
+    return ProposeReport(scheme, pipeline, precision, threshold, len(terms), len(found), added, shift, decided,
                          scheme_country(scheme) is not None, len(relinked))  # fmt: skip
 
 
@@ -254,6 +268,16 @@ def scheme_calibrator(pipeline: str, scheme: str) -> Calibrated:
             + f": fit it with `python -m melo_core prepare --pipeline {pipeline}`"
         )
     return calibrator
+
+
+def without_scheme_decisions(store: Store, scheme: str, mentions: Sequence[tuple[str, str, str | None]],
+                             relations: tuple[str, ...]) -> list[tuple[str, str, str | None]]:  # fmt: skip
+    """``mentions`` less the scheme's own current decisions by ``relations``: what a decided term is
+    linked again with (``relink``), so that its own label does not find its answer."""
+    from db.aliases import accepted_aliases
+
+    own = set(accepted_aliases(store, scheme, relations=relations))
+    return [m for m in mentions if m not in own]
 
 
 def pipeline_link(store: Store, scheme: str, pipeline: str | None, data_dir: str | Path,
@@ -284,8 +308,7 @@ def pipeline_link(store: Store, scheme: str, pipeline: str | None, data_dir: str
     linker = Pipeline(definition, taxonomy, languages, cache_dir=config.cache_dir(), show_progress=False,
                       on_status=say)  # fmt: skip
     every = mentions_of(definition)
-    own = set(accepted_aliases(store, scheme, relations=definition.mention_relations))
-    held = {"every": every, "others": [m for m in every if m not in own]}
+    held = {"every": every, "others": without_scheme_decisions(store, scheme, every, definition.mention_relations)}
     holding: list[str] = []  # which set the linker holds: swapped only when the other is asked for
 
     def link_holding(which: str) -> LinkBatch:

@@ -7,6 +7,7 @@ state."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import pandas as pd
 import streamlit as st
@@ -407,8 +408,10 @@ with notices:  # a pipeline's readiness, and an error that stops the page
             if calibrator is None:  # one of an older format is refitted in the background
                 refitting = ui.refitting_calibrator(serving, search_languages, scheme.language, country)
             else:  # shifted to the scheme's own decisions, once it has some
-                relinked = relinked_decisions(store, scheme, pipeline, serving, calibrator, complete)
-                offset, decided = scheme_shift(store, scheme.name, serving, calibrator.offset_spread, relinked)
+                offset, decided = scheme_shift(
+                    store, scheme.name, serving, calibrator.offset_spread,
+                    partial(relinked_decisions, store, scheme, pipeline, serving, calibrator, complete),
+                )  # fmt: skip
                 calibrator = calibrator.shifted(offset)
                 # Learnt on national crosswalks: on another kind of scheme (job-ad titles) they run
                 # high until its own decisions shift them (docs/experiments/calibration.md).

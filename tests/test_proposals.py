@@ -14,7 +14,7 @@ import pytest
 
 from db.exports import skos_csv_text, sssom_text, validate_sssom
 from db.imports import import_terms, read_terms_csv
-from db.proposals import propose, scheme_offset_of, scheme_relation
+from db.proposals import decisions_offset, propose, scheme_decisions, scheme_relation
 from db.store import AccessError, NewProposal, Store
 from melo_core.errors import MeloInputError
 from melo_core.linking.linker import Candidate
@@ -192,7 +192,7 @@ def test_a_schemes_decisions_make_proposals_more_cautious_never_bolder(store: St
 def test_a_schemes_decisions_showing_a_shy_calibrator_propose_no_more(store: Store, tmp_path: Path) -> None:
     add_terms(store, tmp_path)
     decided_on_the_link_page(store, tmp_path, first_right=10, shown=(0.6, 0.05))  # shown at 60 %, right every time
-    assert scheme_offset_of(store, "tst", "lexical")[0] > 1.0  # the Link page lifts its probabilities
+    assert decisions_offset(scheme_decisions(store, "tst", "lexical"))[0] > 1.0  # the Link page lifts its probabilities
     report = propose(store, "tst", 0.95, link, ScoreCalibrator(), pipeline="lexical", tool_version="test-1")
     assert (report.shift, report.decided) == (0.0, 30)
     assert report.summary().endswith("checked on the scheme's 30 decided terms, not shifted: they run no higher there")

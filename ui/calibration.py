@@ -4,13 +4,20 @@ diagram of the latest run of each pipeline."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import pandas as pd
 import streamlit as st
 
-from db.aliases import accepted_aliases
-from db.proposals import Relinked, UnshownDecision, relink, scheme_offset_of, unshown_decisions
+from db.proposals import (
+    Relinked,
+    SchemeDecisions,
+    UnshownDecision,
+    decisions_offset,
+    relink,
+    scheme_decisions,
+    without_scheme_decisions,
+)
 from db.store import Scheme, Store
 from melo_core.evaluation.calibration import Calibrator
 from melo_core.evaluation.experiments import results
@@ -65,44 +72,38 @@ def reliability_frame(rows: Iterable[dict[str, str]]) -> pd.DataFrame:
 
 
 def scheme_shift(store: Store, scheme: str, pipeline: str, spread: float | None = None,
-                 relinked: Relinked | None = None) -> tuple[float, int]:  # fmt: skip
+                 relinker: Callable[[tuple[UnshownDecision, ...]], Relinked] | None = None) -> tuple[float, int]:  # fmt: skip
     """(the logit shift that fits the scheme's own decisions, the decided terms it rests on):
-    ``db.proposals.scheme_offset_of``, as `propose` reads it, read again only when the scheme's
-    decisions change."""
-    return _scheme_shift(store, str(store.engine.url), scheme, pipeline, store.fingerprint(scheme), spread,
-                         {term: list(rows) for term, rows in (relinked or {}).items()})  # fmt: skip
+    ``db.proposals.decisions_offset``, as `propose` reads it, the store read again only when the
+    scheme's decisions change; the decided terms the page never showed count once ``relinker``
+    (``relinked_decisions``) has linked them again."""
+    decisions = _decisions(store, str(store.engine.url), scheme, pipeline, store.fingerprint(scheme))
+    relinked = relinker(decisions.unshown) if relinker and decisions.unshown else None
+    return decisions_offset(decisions, spread, relinked)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _scheme_shift(_store: Store, url: str, scheme: str, pipeline: str, fingerprint: str,
-                  spread: float | None, relinked: dict[int, list[tuple[float, str]]]) -> tuple[float, int]:  # fmt: skip
-    return scheme_offset_of(_store, scheme, pipeline, spread, relinked)
+def _decisions(_store: Store, url: str, scheme: str, pipeline: str, fingerprint: str) -> SchemeDecisions:
+    return scheme_decisions(_store, scheme, pipeline)
 
 
 def relinked_decisions(store: Store, scheme: Scheme, pipeline: Pipeline, serving: str, calibrator: Calibrator,
-                       complete: bool) -> dict[int, list[tuple[float, str]]]:  # fmt: skip
+                       complete: bool, unshown: tuple[UnshownDecision, ...]) -> dict[int, list[tuple[float, str]]]:  # fmt: skip
     """The scheme's decided terms this page never showed with ``serving``'s probabilities (imported
     with their decisions, or decided while another pipeline served), linked again without the
     scheme's own decisions as known mentions (``db.proposals.relink``, as `propose` does), so that
     they count for the shift. Linked again only when they or the calibrator change."""
-    unshown = _unshown(store, str(store.engine.url), scheme.name, serving, store.fingerprint(scheme.name))
-    if not unshown:
-        return {}
-    return _relinked(store, pipeline, calibrator, unshown, str(store.engine.url), scheme.name, scheme.language,
-                     scheme.terms, serving, tuple(unshown), calibrator.to_json(), complete)  # fmt: skip
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def _unshown(_store: Store, url: str, scheme: str, pipeline: str, fingerprint: str) -> list[UnshownDecision]:
-    return unshown_decisions(_store, scheme, pipeline)
+    return _relinked(store, pipeline, calibrator, str(store.engine.url), scheme.name, scheme.language, scheme.terms,
+                     serving, unshown, calibrator.to_json(), complete)  # fmt: skip
 
 
 @st.cache_data(show_spinner="Checking the probabilities on the decided terms this page never showed…", max_entries=8)
-def _relinked(_store: Store, _pipeline: Pipeline, _calibrator: Calibrator, _unshown: list[UnshownDecision], url: str,
-              scheme: str, language: str | None, terms: int, serving: str, key: tuple[UnshownDecision, ...],
-              calibrator: str, complete: bool) -> dict[int, list[tuple[float, str]]]:  # fmt: skip
-    own = set(accepted_aliases(_store, scheme, relations=_pipeline.definition.mention_relations))
-    others = [m for m in known_mentions(_store, _pipeline.definition, scheme) if m not in own]
+def _relinked(_store: Store, _pipeline: Pipeline, _calibrator: Calibrator, url: str, scheme: str, language: str | None,
+              terms: int, serving: str, unshown: tuple[UnshownDecision, ...], calibrator: str,
+              complete: bool) -> dict[int, list[tuple[float, str]]]:  # fmt: skip
+    definition = _pipeline.definition
+    others = without_scheme_decisions(_store, scheme, known_mentions(_store, definition, scheme),
+                                      definition.mention_relations)  # fmt: skip
     with _pipeline.holding_mentions(others, embedded_only=not complete):
         linker = _pipeline.linker(language)
-        return relink(_unshown, lambda labels, _language: linker.link(list(labels), top_k=10), _calibrator, terms)
+        return relink(unshown, lambda labels, _language: linker.link(list(labels), top_k=10), _calibrator, terms)
