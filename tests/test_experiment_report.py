@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 from melo_core.evaluation.experiments.config import load_experiment
-from melo_core.evaluation.experiments.report import REPORT_FILE, render, settled_experiments, write_report
+from melo_core.evaluation.experiments.report import REPORT_FILE, experiment_files, render, write_report
 from melo_core.evaluation.experiments.results import (
     RESULT_COLUMNS,
     RESULTS_FILE,
@@ -87,7 +87,7 @@ def test_a_settled_experiment_is_named_and_its_rows_leave_the_tables(tmp_path: P
 
 
 def test_the_committed_settled_flags_are_read_from_the_experiment_files() -> None:
-    settled = settled_experiments()
+    settled = {e.name: e.claim for e in experiment_files() if e.settled}
     assert "titles-e5-weights" in settled and "melo-best-mono" not in settled
     assert all(load_experiment(name).settled for name in settled)
 

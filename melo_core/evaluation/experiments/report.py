@@ -362,7 +362,8 @@ def render(rows: Iterable[Row], head: str = "", descriptions: dict[str, str] | N
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _experiment_files(folder: Path) -> list[Experiment]:
+def experiment_files(folder: Path = EXPERIMENTS_DIR) -> list[Experiment]:
+    """Every experiment file that loads (one being written by someone else is left out)."""
     experiments = []
     for name in experiment_names(folder):
         try:
@@ -372,23 +373,15 @@ def _experiment_files(folder: Path) -> list[Experiment]:
     return experiments
 
 
-def experiment_descriptions(folder: Path = EXPERIMENTS_DIR) -> dict[str, str]:
-    return {e.name: e.description.rstrip(".") for e in _experiment_files(folder)}
-
-
-def settled_experiments(folder: Path = EXPERIMENTS_DIR) -> dict[str, str]:
-    """The experiments whose file says ``settled = true``: name -> claim."""
-    return {e.name: e.claim for e in _experiment_files(folder) if e.settled}
-
-
 def write_report(results: Path = RESULTS_FILE, out: Path | None = REPORT_FILE, head: Path = HEAD_FILE) -> str:
     """Render the report from ``results``; write it to ``out`` (None: only return it)."""
     if not results.is_file():
         raise MeloInputError(f"experiment report: no results table at {results}")
+    files = experiment_files()
     text = render(read_results(results), head.read_text(encoding="utf-8") if head.is_file() else "",
-                  experiment_descriptions(),
+                  {e.name: e.description.rstrip(".") for e in files},
                   sorted(p.name for p in TIMINGS_DIR.glob("*") if p.suffix in (".csv", ".txt")),
-                  settled_experiments())  # fmt: skip
+                  {e.name: e.claim for e in files if e.settled})  # fmt: skip
     if out is not None:
         out.write_text(text, encoding="utf-8")
     return text
