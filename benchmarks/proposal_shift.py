@@ -87,16 +87,16 @@ def main() -> int:
         probabilities = calibrator.probabilities_of(rows.features)
         term = np.cumsum(rows.ranks == 1)
         decided = term <= MIN_SCHEME_TERMS
-        accepted = rows.labels.astype(bool)
-        if args.accepts == "one":  # only each term's first right candidate is accepted
-            accepted = accepted & ~np.array([accepted[(term == t) & (rows.ranks < r)].any()
-                                             for t, r in zip(term, rows.ranks, strict=True)])  # fmt: skip
+        matches = rows.labels.astype(bool)
+        below_right = np.array([matches[(term == t) & (rows.ranks < r)].any()  # a right candidate above it
+                                for t, r in zip(term, rows.ranks, strict=True)])  # fmt: skip
+        # one: only each term's first right candidate is accepted
+        accepted = matches & ~below_right if args.accepts == "one" else matches
         taught = accepted.astype(np.float64)
         offset = scheme_offset(probabilities[decided], taught[decided], calibrator.offset_spread)
         firsts = decided & (rows.ranks == 1)
         offset_first = scheme_offset(probabilities[firsts], taught[firsts], calibrator.offset_spread)
-        read = decided & ~np.array([accepted[(term == t) & (rows.ranks < r)].any()
-                                    for t, r in zip(term, rows.ranks, strict=True)])  # fmt: skip
+        read = decided & ~below_right  # down to the first accepted: the first right one, whatever the habit
         offset_cascade = scheme_offset(probabilities[read], taught[read], calibrator.offset_spread)
         later = ~decided & (rows.ranks == 1)
         for target in TARGETS:
