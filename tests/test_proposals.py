@@ -275,17 +275,25 @@ def write_calibrator(models: Path, pipeline: str, country: str | None) -> None:
                                curve_precision=[0.99, 0.95, 0.6], curve_counts=[40, 80, 200]), models)  # fmt: skip
 
 
-def test_the_propose_command_links_the_undecided_terms_with_a_pipeline(
-    nor_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def nor_no_to_propose(nor_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, tuple[str, ...]]:
+    """(the URL of a store holding nor_no's terms, the `propose` command line for it with lexical);
+    the calibrators are read from tmp_path/models, empty yet."""
     from db.quickstart import start_curation
-    from db.testing import run_cli_ok, run_cli_refused
 
     url = f"sqlite:///{tmp_path / 'melo.db'}"
     with Store(url, create=True) as store:
         start_curation(store, nor_data, "nor_no")
     monkeypatch.setenv("MELO_MODELS", str(tmp_path / "models"))
-    args = ("propose", "--scheme", "nor_no", "--pipeline", "lexical", "--db", url, "--data", str(nor_data), "--quiet")
+    return url, ("propose", "--scheme", "nor_no", "--pipeline", "lexical", "--db", url, "--data", str(nor_data),
+                 "--quiet")  # fmt: skip
+
+
+def test_the_propose_command_links_the_undecided_terms_with_a_pipeline(
+    nor_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from db.testing import run_cli_ok, run_cli_refused
+
+    url, args = nor_no_to_propose(nor_data, tmp_path, monkeypatch)
     assert "prepare --pipeline lexical" in run_cli_refused(*args)  # no calibrator yet: nothing proposed
     write_calibrator(tmp_path / "models", "lexical", "nor")  # the one fit without Norway's crosswalk
     said = run_cli_ok(*args)
@@ -310,9 +318,8 @@ def test_the_second_link_leaves_the_schemes_own_decisions_out_of_the_known_menti
     concept = sorted(c.uri for c in cached_taxonomy_from_melo(nor_data).concepts)[0]
     path = tmp_path / "made-up.csv"
     path.write_text("code,label\nZ1,Zxqv Flurbmaker\n", encoding="utf-8")
-    import_terms(store := Store(f"sqlite:///{tmp_path / 'melo.db'}", create=True), "tst", read_terms_csv(path),
-                 language="no")  # fmt: skip
-    with store:
+    with Store(f"sqlite:///{tmp_path / 'melo.db'}", create=True) as store:
+        import_terms(store, "tst", read_terms_csv(path), language="no")
         store.decide(store.terms("tst")[0].id, concept, "exactMatch", "alice")
         _, link_every, link_decided = pipeline_link(store, "tst", "lexical", nor_data)
         assert link_every(["Zxqv Flurbmaker"], "no")[0][0].concept_uri == concept
@@ -323,22 +330,18 @@ def test_the_second_link_leaves_the_schemes_own_decisions_out_of_the_known_menti
 def test_the_propose_command_counts_imported_decisions(
     nor_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from db.quickstart import start_curation
     from db.testing import run_cli_ok
     from melo_core.esco.crosswalk import crosswalk_path, load_crosswalk
 
-    url = f"sqlite:///{tmp_path / 'melo.db'}"
-    with Store(url, create=True) as store:
-        start_curation(store, nor_data, "nor_no")
+    url, args = nor_no_to_propose(nor_data, tmp_path, monkeypatch)
+    with Store(url) as store:
         gold = {t.code: next(iter(t.matches)) for t in load_crosswalk(crosswalk_path(nor_data, "nor_no")).terms
                 if t.matches}  # fmt: skip
         # decided as if imported: nothing shown, nothing stored
         for term in [t for t in store.queue("nor_no", limit=None) if t.code in gold][:30]:
             store.decide(term.id, gold[term.code], "exactMatch", "alice")
-    monkeypatch.setenv("MELO_MODELS", str(tmp_path / "models"))
     write_calibrator(tmp_path / "models", "lexical", "nor")
-    said = run_cli_ok("propose", "--scheme", "nor_no", "--pipeline", "lexical", "--db", url, "--data", str(nor_data),
-                      "--quiet")  # fmt: skip
+    said = run_cli_ok(*args)
     assert "checked on the scheme's 30 decided terms (30 linked again" in said
 
 
