@@ -309,13 +309,14 @@ def pipeline_link(store: Store, scheme: str, pipeline: str | None, data_dir: str
                       on_status=say)  # fmt: skip
     every = mentions_of(definition)
     held = {"every": every, "others": without_scheme_decisions(store, scheme, every, definition.mention_relations)}
-    holding: list[str] = []  # which set the linker holds: swapped only when the other is asked for
+    holding = ""  # which set the linker holds: swapped only when the other is asked for
 
     def link_holding(which: str) -> LinkBatch:
         def link(labels: Sequence[str], language: str | None) -> list[list[Candidate]]:
-            if holding != [which]:
+            nonlocal holding
+            if holding != which:
                 linker.set_mentions(held[which])
-                holding[:] = [which]
+                holding = which
             return linker.link(labels, top_k=10, query_language=language)
 
         return link
