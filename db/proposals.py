@@ -34,6 +34,7 @@ from melo_core.linking.linker import Candidate
 
 if TYPE_CHECKING:
     from melo_core.linking.pipeline import PipelineDefinition
+    from melo_core.linking.scheme_learning import TargetKinds
 
 BATCH = 128  # terms linked at once
 MAX_RELINKED = 200  # decided terms linked again for the shift, the latest: enough to fit one number
@@ -285,10 +286,13 @@ def pipeline_link(store: Store, scheme: str, pipeline: str | None, data_dir: str
     """(the pipeline's name, a ``LinkBatch`` through it, one without the scheme's own decisions as
     known mentions, for ``relink``) for linking ``scheme`` from the command line: the pipeline
     named, else the default when it can serve (else its fallback), over the labels in the scheme's
-    language and English (as `link` and the calibration's training rows rank them); its known
-    mentions are the other countries' crosswalk titles and the store's current decisions, as on
-    the Link page."""
-    from db.aliases import accepted_aliases
+    language and English (as `link` and the calibration's training rows rank them). As on the Link
+    page, its known mentions are the other countries' crosswalk titles and the store's current
+    decisions less the scheme's boilerplate (``decided_mentions``), and the first ``LinkBatch``
+    ranks with the kinds of concept the scheme's decisions show (``scheme_kinds``): a proposal is
+    the candidate the Link page would show first. Linked again, a decided term gets no kinds, as on
+    the page (``ui.calibration.relinked_decisions``)."""
+    from db.aliases import decided_mentions, scheme_boilerplate, scheme_kinds
     from melo_core.esco.taxonomy import cached_taxonomy_from_melo, reader_languages
     from melo_core.linking.pipeline import Pipeline, choose_ready, crosswalk_mentions_of
 
@@ -297,10 +301,12 @@ def pipeline_link(store: Store, scheme: str, pipeline: str | None, data_dir: str
     info = store.scheme(scheme)
     languages = list(reader_languages(info.language if info and info.language else "en", taxonomy.languages)) or None
 
+    boilerplate = scheme_boilerplate(store, scheme)
+
     def mentions_of(definition: PipelineDefinition) -> list[tuple[str, str, str | None]]:
-        crosswalks = crosswalk_mentions_of(data_dir, definition.mention_relations, country)
-        decided = accepted_aliases(store, relations=definition.mention_relations)
-        return [m for m in [*crosswalks, *decided] if m[1] in taxonomy]
+        relations = definition.mention_relations
+        crosswalks = [m for m in crosswalk_mentions_of(data_dir, relations, country) if m[1] in taxonomy]
+        return [*crosswalks, *decided_mentions(store, scheme, relations, taxonomy, boilerplate)]
 
     definition, notice = choose_ready(pipeline, taxonomy, languages, lambda d: [t for t, _, _ in mentions_of(d)])
     if notice:
@@ -310,15 +316,16 @@ def pipeline_link(store: Store, scheme: str, pipeline: str | None, data_dir: str
     every = mentions_of(definition)
     held = {"every": every, "others": without_scheme_decisions(store, scheme, every, definition.mention_relations)}
     holding = ""  # which set the linker holds: swapped only when the other is asked for
+    kinds = scheme_kinds(store, scheme, taxonomy.by_uri)
 
-    def link_holding(which: str) -> LinkBatch:
+    def link_holding(which: str, kinds: TargetKinds | None) -> LinkBatch:
         def link(labels: Sequence[str], language: str | None) -> list[list[Candidate]]:
             nonlocal holding
             if holding != which:
                 linker.set_mentions(held[which])
                 holding = which
-            return linker.link(labels, top_k=10, query_language=language)
+            return linker.linker(language).link(labels, top_k=10, kinds=kinds)
 
         return link
 
-    return definition.name, link_holding("every"), link_holding("others")
+    return definition.name, link_holding("every", kinds), link_holding("others", None)

@@ -327,6 +327,43 @@ def test_the_second_link_leaves_the_schemes_own_decisions_out_of_the_known_menti
         assert link_every(["Zxqv Flurbmaker"], "no")[0][0].concept_uri == concept  # and back
 
 
+def test_propose_ranks_a_term_as_the_link_page_shows_it(nor_data: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A proposal is the candidate the Link page would show first: `propose` links with the kind of
+    concept the scheme's decisions show, as the page does (tests/test_simulation_effort.py checks
+    the page with the same three decisions). Norway's titles are named as ISCO groups, its crosswalk
+    maps them to occupations: each decided occupation moves the groups down."""
+    from db.proposals import pipeline_link
+    from melo_core.esco.taxonomy import Concept
+    from melo_core.linking.scheme_learning import TargetKinds
+
+    occupation = "http://data.europa.eu/esco/occupation/"
+    url, _ = nor_no_to_propose(nor_data, tmp_path, monkeypatch)
+    with Store(url) as store:
+        _, before, _ = pipeline_link(store, "nor_no", "lexical", nor_data)
+        ranked_before = before(["Jordmødre"], "no")[0]
+        assert ranked_before[0].kind == "isco_group"  # "Midwifery professionals"
+        terms = {t.label: t for t in store.queue("nor_no", limit=None)}
+        for label, uri in (("Bartendere", f"{occupation}2f5e38a0-6578-4665-bdbd-e2ab505be140"),
+                           ("Legespesialister", f"{occupation}9b889f07-c39c-464d-b9d9-b2daa650f9ac"),
+                           ("Bilvaskere", f"{occupation}7cb71c5f-c310-481c-b46b-d0044328758c")):  # fmt: skip
+            store.decide(terms[label].id, uri, "closeMatch", "alice")
+        _, after, again = pipeline_link(store, "nor_no", "lexical", nor_data)
+        ranked = after(["Jordmødre"], "no")[0]
+    kinds = TargetKinds()
+    for _ in range(3):
+        kinds.observe(Concept(uri=f"{occupation}x", number=0, kind="occupation"), "closeMatch")
+    offset = kinds.offsets()["isco4"]
+    assert offset < -0.05
+    score_before = {c.concept_uri: c.score for c in ranked_before}
+    moved = {c.concept_uri: c.score - score_before[c.concept_uri] for c in ranked if c.concept_uri in score_before}
+    first = ranked_before[0].concept_uri
+    assert moved[first] == pytest.approx(offset, abs=1e-3)
+    assert all(abs(moved[c.concept_uri]) < 1e-4 for c in ranked if c.kind == "occupation" and c.concept_uri in moved)
+    # A decided term linked again for the shift gets no kinds, as on the Link page.
+    assert again(["Jordmødre"], "no")[0][0].score == pytest.approx(ranked_before[0].score, abs=1e-4)
+
+
 def test_the_propose_command_counts_imported_decisions(
     nor_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

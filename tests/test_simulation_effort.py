@@ -467,3 +467,35 @@ def test_a_schemes_current_matches_and_labels(store: object, tmp_path: Path) -> 
     store.decide(store.term("other", "X1").id, f"{OCCUPATION}c", "exactMatch", "alice")  # type: ignore[union-attr]
     assert scheme_matches(store, "tst") == [(f"{OCCUPATION}a", "closeMatch"), (f"{GROUP}2222", "broadMatch")]
     assert sorted(scheme_labels(store, "tst")) == ["Term 1", "Term 2", "Term 3"]
+
+
+def test_decided_mentions_leave_out_the_schemes_boilerplate(store: object, tmp_path: Path) -> None:
+    """What the Link page and `propose` take as the store's known mentions for a scheme: every
+    scheme's current decisions, less terms made of that scheme's boilerplate and unknown concepts."""
+    from db.aliases import decided_mentions
+    from db.imports import import_terms, read_terms_csv
+    from db.store import Store
+    from melo_core.esco.crosswalk import ALIAS_RELATIONS
+
+    assert isinstance(store, Store)
+    subjects = ("Chemistry", "Physics", "Biology", "History", "Art", "Law")
+    rows = [f'T{i},"{subject} Teachers, Postsecondary"' for i, subject in enumerate(subjects)]
+    (tmp_path / "soc.csv").write_text("code,label\n" + "\n".join([*rows, "N1,Registered Nurses"]) + "\n",
+                                      encoding="utf-8")  # fmt: skip
+    import_terms(store, "soc", read_terms_csv(tmp_path / "soc.csv"), language="en")
+    (tmp_path / "other.csv").write_text('code,label\nX1,"Music Teachers, Postsecondary"\nX2,Sykepleier\n',
+                                        encoding="utf-8")  # fmt: skip
+    import_terms(store, "other", read_terms_csv(tmp_path / "other.csv"), language="no")
+    decide = {"soc": ("T0", "N1"), "other": ("X1", "X2")}
+    for scheme, codes in decide.items():
+        for code in codes:
+            store.decide(store.term(scheme, code).id, f"{OCCUPATION}{code}", "exactMatch", "alice")  # type: ignore[union-attr]
+    known = {f"{OCCUPATION}{code}" for code in ("T0", "N1", "X1")}  # X2's concept: not in the taxonomy
+    mentions = decided_mentions(store, "soc", ALIAS_RELATIONS, known)
+    assert [label for label, _, _ in mentions] == ["Registered Nurses"]
+    # For the other scheme, whose terms share no boilerplate, "... Teachers, Postsecondary" teaches.
+    assert [label for label, _, _ in decided_mentions(store, "other", ALIAS_RELATIONS, known)] == [
+        "Chemistry Teachers, Postsecondary",
+        "Registered Nurses",
+        "Music Teachers, Postsecondary",
+    ]

@@ -16,13 +16,12 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
-from db.aliases import scheme_labels, scheme_matches
+from db import aliases
 from db.store import Store, Term
 from melo_core.esco.taxonomy import Taxonomy
 from melo_core.evaluation.effort import margin, queue_order
 from melo_core.linking.linker import Linker
 from melo_core.linking.scheme_learning import Boilerplate, TargetKinds
-from melo_core.linking.scheme_learning import scheme_kinds as kinds_of_decisions
 
 ORDER_SCORER = "char-tfidf"  # what ranks the queue by confidence
 ORDERED_TERMS = 1000  # the terms of a queue ordered by confidence (of the first, in import order)
@@ -31,12 +30,12 @@ _MARGINS = "_queue_margins"  # session state: (scheme, languages) -> {term id: m
 
 
 def scheme_kinds(store: Store, scheme: str, taxonomy: Taxonomy) -> TargetKinds:
-    return kinds_of_decisions(scheme_matches(store, scheme), taxonomy.by_uri)
+    return aliases.scheme_kinds(store, scheme, taxonomy.by_uri)
 
 
 def scheme_boilerplate(store: Store, scheme: str) -> Boilerplate:
     """The scheme's boilerplate, read again when its number of terms changes."""
-    labels = scheme_labels(store, scheme)
+    labels = aliases.scheme_labels(store, scheme)
     cache = st.session_state.setdefault(_BOILERPLATE, {})
     key = (scheme, len(labels))
     if key not in cache:
