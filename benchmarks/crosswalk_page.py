@@ -7,6 +7,12 @@ decisions (`import-taxonomy`, `import-terms --with-decisions`); then the page ru
 Streamlit's AppTest (the script as the server runs it, without a browser): first, then rerun as
 each checkbox, selection, comment, review or decision on the page reruns it, before and after a
 user asks for SKOS Turtle (written on request), and each export is written once.
+
+    python benchmarks/crosswalk_page.py --data ../shared/melo --crosswalk bgr_bg --exports-only --repeat 3
+
+Rows (experiment ``export-speed``, dataset the crosswalk, ``queries`` its decisions): each export's
+fastest of ``--repeat`` writes in seconds (``skos_csv_seconds``, ``sssom_seconds``,
+``turtle_seconds``). The page's timings are printed.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from melo_core.cli.arguments import at_least
@@ -27,6 +34,15 @@ from streamlit.testing.v1 import AppTest
 from benchmarks.page_store import ROOT, store_with_crosswalk
 from db.exports import exported_count, skos_csv_text, sssom_text, turtle_text
 from db.store import Store
+from melo_core.esco.crosswalk import crosswalk_path
+from melo_core.evaluation.experiments.results import RESULTS_FILE, append_results, provenance
+
+# metric -> writer; the store is SQLite (row pipeline "sqlite", as store-reimport's)
+EXPORTS: dict[str, Callable[[Store, str], str]] = {
+    "skos_csv_seconds": skos_csv_text,
+    "sssom_seconds": sssom_text,
+    "turtle_seconds": turtle_text,
+}
 
 
 def main() -> None:
@@ -34,16 +50,31 @@ def main() -> None:
     parser.add_argument("--data", default=os.environ.get("MELO_DATA", "../shared/melo"))
     parser.add_argument("--crosswalk", default="bgr_bg", help="crosswalk code under --data (its scheme name too)")
     parser.add_argument("--runs", type=at_least(1), default=3, help="reruns with nothing changed")
+    parser.add_argument("--repeat", type=at_least(1), default=1, help="writes of each export; the fastest is kept")
+    parser.add_argument("--exports-only", action="store_true", help="time the exports, not the page")
+    parser.add_argument("--no-record", action="store_true", help="do not append to experiments/results.csv")
     args = parser.parse_args()
+    command = " ".join(["python benchmarks/crosswalk_page.py", *sys.argv[1:]])
+    origin = provenance([], [crosswalk_path(Path(args.data), args.crosswalk)], command)
 
     with tempfile.TemporaryDirectory() as folder:
         url = store_with_crosswalk(folder, args.data, args.crosswalk)
+        rows: list[dict[str, object]] = []
         with Store(url) as store:
             decisions = exported_count(store, args.crosswalk)
-            for export in (skos_csv_text, sssom_text, turtle_text):
-                start = time.perf_counter()
-                text = export(store, args.crosswalk)
-                print(f"{export.__name__}: {time.perf_counter() - start:.2f} s, {len(text):,} characters")
+            for metric, export in EXPORTS.items():
+                seconds = []
+                for _ in range(args.repeat):
+                    start = time.perf_counter()
+                    text = export(store, args.crosswalk)
+                    seconds.append(time.perf_counter() - start)
+                print(f"{export.__name__}: {', '.join(f'{s:.2f}' for s in seconds)} s, {len(text):,} characters")
+                rows.append({"dataset": args.crosswalk, "pipeline": "sqlite", "metric": metric,
+                             "value": round(min(seconds), 3), "queries": decisions, "seconds": round(min(seconds), 3)})  # fmt: skip
+        if not args.no_record:
+            append_results(RESULTS_FILE, "export-speed", rows, origin)
+        if args.exports_only:
+            return
 
         os.environ.update(MELO_DB_URL=url, MELO_DATA=str(Path(args.data).resolve()))
         os.chdir(ROOT)
