@@ -46,6 +46,23 @@ def test_the_latest_run_is_the_figure_and_older_runs_stay_out(tmp_path: Path) ->
     assert "python -m melo_core experiment run toy # 20261102T000000Z" in text
 
 
+def test_a_metric_the_latest_run_did_not_record_leaves_its_cell_empty(tmp_path: Path) -> None:
+    """A rerun that proposed nothing records no precision: the earlier run's precision must not
+    stand beside the rerun's coverage as if measured with it."""
+    path = tmp_path / "results.csv"
+    for run, metrics in (("20261101T000000Z", {"proposal_coverage": 0.125, "proposal_precision": 0.875}),
+                         ("20261102T000000Z", {"proposal_coverage": 0.0})):  # fmt: skip
+        append_results(path, "shift-toy", [{"dataset": "nor_no", "pipeline": "best", "metric": metric, "value": value,
+                                            "queries": 8, "seconds": 1} for metric, value in metrics.items()],
+                       origin(run, run[:7]))  # fmt: skip
+    append_results(path, "shift-toy", [{"dataset": "usa_en", "pipeline": "best", "metric": "proposal_precision",
+                                        "value": 0.75, "queries": 8, "seconds": 1}],
+                   origin("20261101T000000Z", "2026110"))  # fmt: skip
+    text = render(read_results(path))
+    assert "0.8750" not in text and "0.1250" not in text  # the first run's figures of nor_no are gone
+    assert "0.7500" in text  # usa_en's only run stays current
+
+
 def test_the_report_does_not_depend_on_row_order(tmp_path: Path) -> None:
     rows = read_results(toy_results(tmp_path / "results.csv"))
     shuffled = list(rows)

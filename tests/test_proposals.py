@@ -473,6 +473,9 @@ def test_the_benchmark_table_keeps_each_target_precision_apart() -> None:
         row("at-80", "ita_it", "proposal_precision", 0.70, "2026-12-02"),
         row("at-80", "mean:crosswalks", "proposal_coverage", 0.15, "2026-12-02"),
         row("effort", "nor_no", "proposal_coverage", 0.5, "2026-12-03"),
+        # An earlier run of ita_it at 0.95 that proposed some: its precision is no figure of the rerun.
+        row("at-95", "ita_it", "proposal_coverage", 0.02, "2026-11-30"),
+        row("at-95", "ita_it", "proposal_precision", 0.5, "2026-11-30"),
     ]
     table = proposal_table(rows, {"at-95": 0.95, "at-80": 0.8}).set_index("crosswalk")
     assert list(table.columns) == ["lexical at 0.95 coverage", "lexical at 0.95 precision",

@@ -83,7 +83,8 @@ def proposal_table(rows: Iterable[dict[str, str]], targets: dict[str, float] | N
         targets = proposal_targets(r["experiment"] for r in rows)
     shown = (r for r in rows if r["metric"] in PROPOSAL_METRICS and not r["dataset"].startswith("mean:")
              and r["experiment"] in targets)  # fmt: skip
-    latest = results.latest_rows(shown, lambda r: (r["dataset"], r["pipeline"], targets[r["experiment"]], r["metric"]))
+    latest = results.latest_rows(shown, lambda r: (r["dataset"], r["pipeline"], targets[r["experiment"]], r["metric"]),
+                                 group=lambda key: key[:3])  # fmt: skip
     if not latest:
         return pd.DataFrame()
     frame = pd.DataFrame([{"crosswalk": c, "column": f"{p} at {t:.2f} {m.removeprefix('proposal_')}",

@@ -1,5 +1,6 @@
 """``experiment report``: docs/benchmarks.md written from the results table. Each experiment's
-current figure is its latest run per (dataset, pipeline, metric); the rerun history stays in
+current figure is its latest run per (dataset, pipeline, metric), among the metrics that run of the
+(dataset, pipeline) recorded; the rerun history stays in
 ``experiments/results.csv`` and the prose in ``docs/experiments/``. The output depends on the rows,
 the experiment files and the hand-written head only, so two runs give the same bytes."""
 
@@ -72,7 +73,7 @@ def _kind(dataset: str) -> str:
 class Report:
     def __init__(self, rows: Iterable[Row]) -> None:
         self.latest: dict[Key, Row] = latest_rows(
-            rows, lambda r: (r["experiment"], r["dataset"], r["pipeline"], r["metric"])
+            rows, lambda r: (r["experiment"], r["dataset"], r["pipeline"], r["metric"]), group=lambda key: key[:3]
         )
         self.by_experiment: dict[str, dict[Key, Row]] = defaultdict(dict)
         for key, row in self.latest.items():

@@ -137,12 +137,20 @@ def read_results(path: Path = RESULTS_FILE, experiment: str | None = None) -> li
 Key = TypeVar("Key", bound=Hashable)
 
 
-def latest_rows(rows: Iterable[dict[str, str]], key: Callable[[dict[str, str]], Key]) -> dict[Key, dict[str, str]]:
+def latest_rows(rows: Iterable[dict[str, str]], key: Callable[[dict[str, str]], Key],
+                group: Callable[[Key], Hashable] | None = None) -> dict[Key, dict[str, str]]:  # fmt: skip
     """The current row per ``key(row)``: a later date wins, then a later run (a rerun that confirms
-    a figure adds a row; tables show the last one)."""
+    a figure adds a row; tables show the last one). With ``group`` (of a key: what one run
+    measures together, such as a crosswalk and pipeline), a metric the group's newest run did not
+    record is not current: a precision where the rerun proposed nothing is no figure of it."""
     latest: dict[Key, dict[str, str]] = {}
     for row in rows:
         k = key(row)
         if k not in latest or (row["date"], row["run"]) >= (latest[k]["date"], latest[k]["run"]):
             latest[k] = row
-    return latest
+    if group is None:
+        return latest
+    newest: dict[Hashable, tuple[str, str]] = {}
+    for k, row in latest.items():
+        newest[group(k)] = max(newest.get(group(k), ("", "")), (row["date"], row["run"]))
+    return {k: row for k, row in latest.items() if (row["date"], row["run"]) == newest[group(k)]}
