@@ -76,7 +76,8 @@ def decided_mentions(store: Store, scheme: str, relations: tuple[str, ...], know
     ``scheme``: those whose concept is ``known``, less a term made mostly of ``scheme``'s
     boilerplate ("Chemistry Teachers, Postsecondary"), which would pull its look-alikes to its
     concept. ``boilerplate``: the scheme's, when the caller keeps it."""
-    boilerplate = boilerplate or scheme_boilerplate(store, scheme)
+    if boilerplate is None:
+        boilerplate = scheme_boilerplate(store, scheme)
     return [m for m in accepted_aliases(store, relations=relations)
             if m[1] in known and boilerplate.teaches_mention(m[0])]  # fmt: skip
 

@@ -316,7 +316,6 @@ def pipeline_link(store: Store, scheme: str, pipeline: str | None, data_dir: str
     every = mentions_of(definition)
     held = {"every": every, "others": without_scheme_decisions(store, scheme, every, definition.mention_relations)}
     holding = ""  # which set the linker holds: swapped only when the other is asked for
-    kinds = scheme_kinds(store, scheme, taxonomy.by_uri)
 
     def link_holding(which: str, kinds: TargetKinds | None) -> LinkBatch:
         def link(labels: Sequence[str], language: str | None) -> list[list[Candidate]]:
@@ -328,4 +327,8 @@ def pipeline_link(store: Store, scheme: str, pipeline: str | None, data_dir: str
 
         return link
 
-    return definition.name, link_holding("every", kinds), link_holding("others", None)
+    return (
+        definition.name,
+        link_holding("every", scheme_kinds(store, scheme, taxonomy.by_uri)),
+        link_holding("others", None),
+    )
