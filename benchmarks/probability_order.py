@@ -41,14 +41,15 @@ from melo_core.cli.arguments import at_least  # noqa: E402
 from melo_core.esco.crosswalk import crosswalk_path  # noqa: E402
 from melo_core.esco.taxonomy import cached_taxonomy_from_melo  # noqa: E402
 from melo_core.evaluation.calibration import (  # noqa: E402
-    MIN_PROPOSALS,
     CandidateRows,
     Fits,
     calibrated_codes,
     collect_rows,
     out_of_fold,
     precision_curve,
+    threshold_on_curve,
 )
+from melo_core.evaluation.effort import PROPOSAL_SHORTFALL  # noqa: E402
 from melo_core.evaluation.experiments.results import RESULTS_FILE, append_results, provenance  # noqa: E402
 from melo_core.linking.pipeline import load_pipeline  # noqa: E402
 
@@ -73,16 +74,6 @@ def firsts(rows: CandidateRows, probabilities: np.ndarray, order: str) -> tuple[
         hits = np.flatnonzero(labels[ranking] > 0)
         reciprocal.append(1.0 / (hits[0] + 1) if len(hits) else 0.0)
     return np.array(shown), np.array(right), np.array(reciprocal)
-
-
-def threshold(probabilities: np.ndarray, right: np.ndarray, precision: float) -> float | None:
-    """As ``Calibrator.threshold_for``: the lowest probability at which at least ``MIN_PROPOSALS``
-    first candidates reached ``precision``."""
-    found = None
-    for p, reached, count in zip(*precision_curve(probabilities, right), strict=True):
-        if count >= MIN_PROPOSALS and reached >= precision:
-            found = p
-    return found
 
 
 def main() -> int:
@@ -115,11 +106,10 @@ def main() -> int:
         mine = measured.of_countries([country])
         probabilities = held_out[np.array([c == country for c in measured.countries])]
         for order in ORDERS:
-            line = threshold(*firsts(others, predicted, order)[:2], args.precision)
+            line = threshold_on_curve(*precision_curve(*firsts(others, predicted, order)[:2]), args.precision)
             for code in sorted(set(mine.datasets)):
-                part = mine.where(np.array([d == code for d in mine.datasets]))
-                shown, right, reciprocal = firsts(part, probabilities[np.array([d == code for d in mine.datasets])],
-                                                  order)  # fmt: skip
+                of_code = np.array([d == code for d in mine.datasets])
+                shown, right, reciprocal = firsts(mine.where(of_code), probabilities[of_code], order)
                 proposed = shown >= line if line is not None else np.zeros(len(shown), dtype=bool)
                 metrics = {"acc_at_1": right.mean(), "mrr": reciprocal.mean(), "queries": float(len(shown)),
                            "proposal_coverage": proposed.mean()}  # fmt: skip
@@ -136,9 +126,10 @@ def main() -> int:
         of_order = {code: m for (code, o), m in table.items() if o == order}
         means = {metric: float(np.mean([m[metric] for m in of_order.values()])) for metric in ("acc_at_1", "mrr",
                                                                                           "proposal_coverage")}  # fmt: skip
-        reached = sum(m.get("proposal_precision", 0.0) >= args.precision - 0.02 for m in of_order.values())
+        floor = args.precision - PROPOSAL_SHORTFALL
+        reached = sum(m.get("proposal_precision", 0.0) >= floor for m in of_order.values())
         print(f"{pipelines[order]}: " + ", ".join(f"{k} {v:.4f}" for k, v in means.items())
-              + f", crosswalks at {args.precision - 0.02:.2f} or more: {reached} of {len(of_order)}")  # fmt: skip
+              + f", crosswalks at {floor:.2f} or more: {reached} of {len(of_order)}")  # fmt: skip
         rows += [{"dataset": "mean:crosswalks", "pipeline": pipelines[order], "metric": metric,
                   "value": round(value, 4), "queries": len(of_order), "seconds": ""} for metric, value in means.items()]  # fmt: skip
         rows.append({"dataset": "mean:crosswalks", "pipeline": pipelines[order], "metric": "proposal_precision_reached",

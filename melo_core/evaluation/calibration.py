@@ -275,12 +275,7 @@ class Calibrator:
     def threshold_for(self, precision: float) -> float | None:
         """The lowest probability at which the first candidates of countries this calibrator did
         not train on reached ``precision`` (at least ``MIN_PROPOSALS`` of them); None if none did."""
-        best = None
-        for threshold, reached, count in zip(self.curve_thresholds, self.curve_precision, self.curve_counts,
-                                             strict=True):  # fmt: skip
-            if count >= MIN_PROPOSALS and reached >= precision:
-                best = threshold
-        return best
+        return threshold_on_curve(self.curve_thresholds, self.curve_precision, self.curve_counts, precision)
 
     def to_json(self) -> str:
         return json.dumps({"version": FORMAT_VERSION, "features": list(FEATURES), "pipeline": self.pipeline,
@@ -387,6 +382,17 @@ def precision_curve(probabilities: np.ndarray, correct: np.ndarray) -> tuple[lis
     counts = np.arange(1, len(p) + 1)
     last = np.r_[p[1:] != p[:-1], True]  # the last of each run of equal probabilities
     return _round(p[last]), _round(hits[last] / counts[last]), [int(c) for c in counts[last]]
+
+
+def threshold_on_curve(thresholds: Sequence[float], reached: Sequence[float], counts: Sequence[int],
+                       precision: float) -> float | None:  # fmt: skip
+    """On a ``precision_curve``: the lowest probability at which at least ``MIN_PROPOSALS`` first
+    candidates reached ``precision``; None if none did."""
+    found = None
+    for threshold, at, count in zip(thresholds, reached, counts, strict=True):
+        if count >= MIN_PROPOSALS and at >= precision:
+            found = threshold
+    return found
 
 
 Fits = dict[frozenset[str], Calibrator]  # fits by the countries left out, shared between calls
