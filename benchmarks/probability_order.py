@@ -23,11 +23,17 @@ Rows (experiment ``probability-order``, dataset the crosswalk, ``queries`` the t
 match within the ten), and at target precision ``--precision``, ``proposal_coverage`` and
 ``proposal_precision`` of the first candidates whose probability clears the threshold at which
 other countries' first candidates (in that order) reached it; means over ``mean:crosswalks``.
+
+``--titles``: job-ad titles (``vacancyTitle``, ``conceptUri``), a sample of ``--title-sample`` (seed
+0) linked over English with every country's crosswalk titles as known mentions, as `link` ranks
+them; their candidates get the calibrator `prepare` fitted on every country (no title trains it).
+Rows: dataset ``titles-N``, ``acc_at_1`` and ``mrr`` (right: the title's concept), both orders.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 from pathlib import Path
 
@@ -39,19 +45,22 @@ sys.path.insert(0, str(ROOT))
 from melo_core import config  # noqa: E402
 from melo_core.cli.arguments import at_least  # noqa: E402
 from melo_core.esco.crosswalk import crosswalk_path  # noqa: E402
-from melo_core.esco.taxonomy import cached_taxonomy_from_melo  # noqa: E402
+from melo_core.esco.taxonomy import Taxonomy, cached_taxonomy_from_melo  # noqa: E402
+from melo_core.esco.titles import read_titles  # noqa: E402
 from melo_core.evaluation.calibration import (  # noqa: E402
+    TOP_K,
     CandidateRows,
     Fits,
     calibrated_codes,
     collect_rows,
+    load_calibrator,
     out_of_fold,
     precision_curve,
     threshold_on_curve,
 )
 from melo_core.evaluation.effort import PROPOSAL_SHORTFALL  # noqa: E402
 from melo_core.evaluation.experiments.results import RESULTS_FILE, append_results, provenance  # noqa: E402
-from melo_core.linking.pipeline import load_pipeline  # noqa: E402
+from melo_core.linking.pipeline import Pipeline, PipelineDefinition, crosswalk_mentions_of, load_pipeline  # noqa: E402
 
 ORDERS = ("score", "probability")
 
@@ -76,6 +85,35 @@ def firsts(rows: CandidateRows, probabilities: np.ndarray, order: str) -> tuple[
     return np.array(shown), np.array(right), np.array(reciprocal)
 
 
+def title_rows(definition: PipelineDefinition, taxonomy: Taxonomy, data: Path, path: Path,
+               sample: int) -> list[dict[str, object]]:  # fmt: skip
+    """Job-ad titles in both orders, under the calibrator fitted on every country."""
+    calibrator = load_calibrator(definition.name)
+    if calibrator is None:
+        raise SystemExit(f"no calibrator for {definition.name}: run `prepare --pipeline {definition.name}` first")
+    titles = [(title, uri) for title, uri in read_titles(path) if title and uri]
+    random.Random(0).shuffle(titles)
+    titles = titles[:sample]
+    pipeline = Pipeline(definition, taxonomy, ["en"], show_progress=False)
+    pipeline.set_mentions(crosswalk_mentions_of(data, definition.mention_relations, None))
+    lists = pipeline.link([title for title, _ in titles], top_k=TOP_K, query_language="en")
+    rows: list[dict[str, object]] = []
+    for order in ORDERS:
+        right, reciprocal = [], []
+        for (_, uri), candidates in zip(titles, lists, strict=True):
+            p = np.array(calibrator.probabilities(candidates, "en", None))
+            ranking = np.argsort(-p, kind="stable") if order == "probability" else np.arange(len(p))
+            hits = [i for i, at in enumerate(ranking) if candidates[at].concept_uri == uri]
+            right.append(float(bool(hits) and hits[0] == 0))
+            reciprocal.append(1.0 / (hits[0] + 1) if hits else 0.0)
+        name = definition.name if order == "score" else f"{definition.name}/by-probability"
+        print(f"titles-{len(titles)} {name}: acc@1 {np.mean(right):.4f}, mrr {np.mean(reciprocal):.4f}")
+        rows += [{"dataset": f"titles-{len(titles)}", "pipeline": name, "metric": metric, "value": round(value, 4),
+                  "queries": len(titles), "seconds": ""}
+                 for metric, value in (("acc_at_1", float(np.mean(right))), ("mrr", float(np.mean(reciprocal))))]  # fmt: skip
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=str(config.data_dir()))
@@ -84,6 +122,9 @@ def main() -> int:
     parser.add_argument("--terms", type=at_least(1), default=150, help="training terms per crosswalk, as prepare")
     parser.add_argument("--measured-terms", type=at_least(1), default=1000, help="terms measured per crosswalk")
     parser.add_argument("--precision", type=float, default=0.95)
+    parser.add_argument("--titles", help="job-ad titles (vacancyTitle, conceptUri) measured too")
+    parser.add_argument("--title-sample", type=at_least(1), default=1000, help="titles measured (seed 0)")
+    parser.add_argument("--titles-only", action="store_true", help="measure the titles alone")
     parser.add_argument("--no-record", action="store_true", help="do not append to experiments/results.csv")
     args = parser.parse_args()
     data = Path(args.data)
@@ -91,6 +132,19 @@ def main() -> int:
     taxonomy = cached_taxonomy_from_melo(data)
     languages = [lang.strip() for lang in args.langs.split(",") if lang.strip()]
     codes = calibrated_codes(data)
+    rows = [] if args.titles_only else crosswalk_rows(args, definition, taxonomy, data, languages, codes)
+    if args.titles:
+        rows += title_rows(definition, taxonomy, data, Path(args.titles), args.title_sample)
+    if not args.no_record:
+        command = " ".join(["python benchmarks/probability_order.py", *sys.argv[1:]])
+        files = [crosswalk_path(data, code) for code in codes] + ([Path(args.titles)] if args.titles else [])
+        append_results(RESULTS_FILE, "probability-order", rows, provenance([args.pipeline], files, command))
+    return 0
+
+
+def crosswalk_rows(args: argparse.Namespace, definition: PipelineDefinition, taxonomy: object, data: Path,
+                   languages: list[str], codes: list[str]) -> list[dict[str, object]]:  # fmt: skip
+    """Each crosswalk's terms in both orders, leave one country out."""
 
     def rows_of(terms: int) -> CandidateRows:
         return collect_rows(definition, taxonomy, data, codes, terms, languages=languages,
@@ -140,11 +194,7 @@ def main() -> int:
               f"{after['mrr']:.3f}, proposed {before['proposal_coverage']:.3f} "
               f"({before.get('proposal_precision', float('nan')):.3f}) -> {after['proposal_coverage']:.3f} "
               f"({after.get('proposal_precision', float('nan')):.3f})")  # fmt: skip
-    if not args.no_record:
-        command = " ".join(["python benchmarks/probability_order.py", *sys.argv[1:]])
-        files = [crosswalk_path(data, code) for code in codes]
-        append_results(RESULTS_FILE, "probability-order", rows, provenance([args.pipeline], files, command))
-    return 0
+    return rows
 
 
 if __name__ == "__main__":
