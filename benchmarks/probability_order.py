@@ -45,9 +45,10 @@ sys.path.insert(0, str(ROOT))
 from melo_core import config  # noqa: E402
 from melo_core.cli.arguments import at_least  # noqa: E402
 from melo_core.esco.crosswalk import crosswalk_path  # noqa: E402
-from melo_core.esco.taxonomy import Taxonomy, cached_taxonomy_from_melo  # noqa: E402
+from melo_core.esco.taxonomy import ISCO_GROUP, Taxonomy, cached_taxonomy_from_melo  # noqa: E402
 from melo_core.esco.titles import read_titles  # noqa: E402
 from melo_core.evaluation.calibration import (  # noqa: E402
+    FEATURES,
     TOP_K,
     CandidateRows,
     Fits,
@@ -62,7 +63,16 @@ from melo_core.evaluation.effort import PROPOSAL_SHORTFALL  # noqa: E402
 from melo_core.evaluation.experiments.results import RESULTS_FILE, append_results, provenance  # noqa: E402
 from melo_core.linking.pipeline import Pipeline, PipelineDefinition, crosswalk_mentions_of, load_pipeline  # noqa: E402
 
-ORDERS = ("score", "probability")
+ORDERS = ("score", "probability", "group-led")
+NAMES = {"score": "", "probability": "/by-probability", "group-led": "/by-probability-group-led"}
+
+
+def order_of(probabilities: np.ndarray, led_by_group: bool, order: str) -> np.ndarray:
+    """Positions of one list's candidates in ``order``: by score (as linked), by probability, or by
+    probability only where an ISCO group leads the list (by score otherwise)."""
+    if order == "probability" or (order == "group-led" and led_by_group):
+        return np.argsort(-probabilities, kind="stable")
+    return np.arange(len(probabilities))
 
 
 def lists(rows: CandidateRows) -> list[slice]:
@@ -77,7 +87,8 @@ def firsts(rows: CandidateRows, probabilities: np.ndarray, order: str) -> tuple[
     shown, right, reciprocal = [], [], []
     for term in lists(rows):
         p, labels = probabilities[term], rows.labels[term]
-        ranking = np.argsort(-p, kind="stable") if order == "probability" else np.arange(len(p))
+        led = bool(rows.features[term.start, FEATURES.index("isco_group")])
+        ranking = order_of(p, led, order)
         shown.append(p[ranking[0]])
         right.append(labels[ranking[0]])
         hits = np.flatnonzero(labels[ranking] > 0)
@@ -102,11 +113,11 @@ def title_rows(definition: PipelineDefinition, taxonomy: Taxonomy, data: Path, p
         right, reciprocal = [], []
         for (_, uri), candidates in zip(titles, lists, strict=True):
             p = np.array(calibrator.probabilities(candidates, "en", None))
-            ranking = np.argsort(-p, kind="stable") if order == "probability" else np.arange(len(p))
+            ranking = order_of(p, bool(candidates) and candidates[0].kind == ISCO_GROUP, order)
             hits = [i for i, at in enumerate(ranking) if candidates[at].concept_uri == uri]
             right.append(float(bool(hits) and hits[0] == 0))
             reciprocal.append(1.0 / (hits[0] + 1) if hits else 0.0)
-        name = definition.name if order == "score" else f"{definition.name}/by-probability"
+        name = definition.name + NAMES[order]
         print(f"titles-{len(titles)} {name}: acc@1 {np.mean(right):.4f}, mrr {np.mean(reciprocal):.4f}")
         rows += [{"dataset": f"titles-{len(titles)}", "pipeline": name, "metric": metric, "value": round(value, 4),
                   "queries": len(titles), "seconds": ""}
@@ -170,7 +181,7 @@ def crosswalk_rows(args: argparse.Namespace, definition: PipelineDefinition, tax
                 if proposed.any():
                     metrics["proposal_precision"] = right[proposed].mean()
                 table[(code, order)] = metrics
-    pipelines = {"score": definition.name, "probability": f"{definition.name}/by-probability"}
+    pipelines = {order: definition.name + NAMES[order] for order in ORDERS}
     rows: list[dict[str, object]] = []
     for (code, order), metrics in sorted(table.items()):
         terms = int(metrics.pop("queries"))
@@ -189,11 +200,8 @@ def crosswalk_rows(args: argparse.Namespace, definition: PipelineDefinition, tax
         rows.append({"dataset": "mean:crosswalks", "pipeline": pipelines[order], "metric": "proposal_precision_reached",
                      "value": reached, "queries": len(of_order), "seconds": ""})  # fmt: skip
     for code in sorted({code for code, _ in table}):
-        before, after = table[(code, "score")], table[(code, "probability")]
-        print(f"{code}: acc@1 {before['acc_at_1']:.3f} -> {after['acc_at_1']:.3f}, mrr {before['mrr']:.3f} -> "
-              f"{after['mrr']:.3f}, proposed {before['proposal_coverage']:.3f} "
-              f"({before.get('proposal_precision', float('nan')):.3f}) -> {after['proposal_coverage']:.3f} "
-              f"({after.get('proposal_precision', float('nan')):.3f})")  # fmt: skip
+        print(f"{code}: " + "; ".join(f"{order} acc@1 {table[(code, order)]['acc_at_1']:.3f} mrr "
+                                      f"{table[(code, order)]['mrr']:.3f}" for order in ORDERS))  # fmt: skip
     return rows
 
 
