@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 from melo_core import config  # noqa: E402
 from melo_core.cli.arguments import at_least  # noqa: E402
 from melo_core.esco.crosswalk import crosswalk_path  # noqa: E402
-from melo_core.esco.taxonomy import ISCO_GROUP, Taxonomy, cached_taxonomy_from_melo  # noqa: E402
+from melo_core.esco.taxonomy import Taxonomy, cached_taxonomy_from_melo  # noqa: E402
 from melo_core.esco.titles import read_titles  # noqa: E402
 from melo_core.evaluation.calibration import (  # noqa: E402
     FEATURES,
@@ -112,9 +112,12 @@ def title_rows(definition: PipelineDefinition, taxonomy: Taxonomy, data: Path, p
     for order in ORDERS:
         right, reciprocal = [], []
         for (_, uri), candidates in zip(titles, lists, strict=True):
-            p = np.array(calibrator.probabilities(candidates, "en", None))
-            ranking = order_of(p, bool(candidates) and candidates[0].kind == ISCO_GROUP, order)
-            hits = [i for i, at in enumerate(ranking) if candidates[at].concept_uri == uri]
+            if order == "group-led":  # the shipped rule, as the Link page applies it
+                shown = calibrator.ranked(candidates, "en", None)[0]
+            else:
+                p = np.array(calibrator.probabilities(candidates, "en", None))
+                shown = [candidates[at] for at in order_of(p, False, order)]
+            hits = [i for i, c in enumerate(shown) if c.concept_uri == uri]
             right.append(float(bool(hits) and hits[0] == 0))
             reciprocal.append(1.0 / (hits[0] + 1) if hits else 0.0)
         name = definition.name + NAMES[order]

@@ -47,6 +47,10 @@ class Calibrated(Protocol):
         self, candidates: Sequence[Candidate], query_language: str | None, scheme_terms: int | None = None
     ) -> list[float]: ...
 
+    def ranked(
+        self, candidates: Sequence[Candidate], query_language: str | None, scheme_terms: int | None = None
+    ) -> tuple[list[Candidate], list[float]]: ...
+
     def threshold_for(self, precision: float) -> float | None: ...
 
     @property
@@ -241,9 +245,9 @@ def propose(
     terms = [t for t in store.queue(scheme, status="todo", limit=None) if t.id not in waiting]
     found: list[NewProposal] = []
     for term, language, candidates in _linked(terms, [t.language or info.language for t in terms], link, on_progress):
-        if candidates:
-            first = candidates[0]
-            probability = calibrator.probabilities(candidates, language, info.terms)[0]
+        if candidates:  # the first candidate the Link page shows (an ISCO group's list reordered)
+            shown, probabilities = calibrator.ranked(candidates, language, info.terms)
+            first, probability = shown[0], probabilities[0]
             if shift:
                 probability = float(shift_probabilities([probability], shift)[0])
             if probability >= threshold and (term.id, first.concept_uri) not in turned_down:

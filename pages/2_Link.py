@@ -419,9 +419,13 @@ with notices:  # a pipeline's readiness, and an error that stops the page
     except (MeloInputError, ValueError, KeyError, OSError) as exc:
         st.error(md_text(f"{spec or pipeline_name}: {exc}"))
         st.stop()
-# Each candidate's calibrated probability of being accepted, where the pipeline has a calibrator.
-confidence = dict(zip([c.concept_uri for c in candidates],
-                      calibrator.probabilities(candidates, scheme.language, scheme.terms) if calibrator else [], strict=False))  # fmt: skip
+# Each candidate's calibrated probability of being accepted, where the pipeline has a calibrator;
+# a list an ISCO group leads is shown most probable first (`Calibrator.ranked`).
+probabilities: list[float] = []
+group_led = bool(calibrator and candidates and candidates[0].kind == ISCO_GROUP)
+if calibrator:
+    candidates, probabilities = calibrator.ranked(candidates, scheme.language, scheme.terms)
+confidence = dict(zip([c.concept_uri for c in candidates], probabilities, strict=False))
 # No calibrator for the pipeline (none fitted, or one of an older format): say how to get one.
 source_area.caption(
     f"Candidates by {produced_by}."
@@ -433,6 +437,12 @@ source_area.caption(
         if refitting
         else f" Raw scores: no calibrated probability for **{md_text(serving)}** yet "
         f"({md_code(f'python -m melo_core prepare --pipeline {serving}')} fits one)."
+    )
+    + (
+        " An ISCO group led this list: shown most probable first, as the occupations under a group are "
+        "often the match."
+        if group_led
+        else ""
     )
     + (
         f" Probabilities learnt on national crosswalks, unchecked on this scheme until {MIN_SCHEME_TERMS:d} "

@@ -142,6 +142,43 @@ def test_the_fit_is_deterministic_and_its_json_reads_back() -> None:
         Calibrator.from_json(json.dumps(json.loads(first.to_json()) | {"features": ["score"]}))
 
 
+def group_shy_calibrator() -> Calibrator:
+    """Hand-set weights: a list's first candidate is likelier the higher its score, unless it is an
+    ISCO group leading the list; an occupation under such a group is likely (as fits on nor_no learn)."""
+    from melo_core.evaluation.calibration import Model
+
+    n = len(FEATURES)
+
+    def model(weights: dict[str, float], intercept: float) -> Model:
+        return Model([0.0] * n, [1.0] * n, [weights.get(name, 0.0) for name in FEATURES], intercept)
+
+    return Calibrator("lexical", None, model({"score": 4.0, "group_led": -6.0}, -2.0),
+                      model({"score": 4.0, "under_group": 3.0}, -4.0))  # fmt: skip
+
+
+def test_a_list_an_isco_group_leads_is_shown_most_probable_first() -> None:
+    calibrator = group_shy_calibrator()
+    group = candidate(1, 0.9, kind="isco_group", isco_code="2221", concept_uri="http://example.org/g")
+    occupations = [candidate(rank, 0.9 - rank / 20) for rank in range(2, 13)]  # twelve in all
+    shown, probabilities = calibrator.ranked([group, *occupations], "no")
+    assert [c.concept_uri for c in shown[:9]] == [c.concept_uri for c in occupations[:9]]  # by probability
+    assert shown[9].concept_uri == group.concept_uri  # the least probable of the first ten
+    assert [c.concept_uri for c in shown[10:]] == [c.concept_uri for c in occupations[9:]]  # past ten: as linked
+    assert [c.rank for c in shown] == list(range(1, 13))
+    assert probabilities == sorted(probabilities, reverse=True) and len(probabilities) == 10
+    by_uri = dict(
+        zip(
+            [c.concept_uri for c in [group, *occupations]],
+            calibrator.probabilities([group, *occupations], "no"),
+            strict=False,
+        )
+    )
+    assert all(by_uri[c.concept_uri] == p for c, p in zip(shown, probabilities, strict=False))  # each keeps its own
+    # An occupation leads: the list stays in score order, whatever the probabilities say.
+    listed = [candidate(1, 0.5), candidate(2, 0.45, kind="isco_group"), candidate(3, 0.4)]
+    assert calibrator.ranked(listed, "no")[0] == listed
+
+
 def test_a_scheme_of_few_terms_expects_more_matches_below_the_first() -> None:
     fitted = fit_calibrator(synthetic_rows(), "lexical")
     listed = [candidate(1, 0.8), candidate(2, 0.7), candidate(3, 0.6)]
@@ -315,6 +352,33 @@ def test_link_page_shows_the_probability_and_sssom_exports_it(started: str, tmp_
     [row] = [r for r in csv.DictReader(io.StringIO(body), delimiter="\t") if r["author_label"] == "alice"]
     assert float(row["confidence"]) == pytest.approx(decision.confidence, abs=1e-5)
     assert float(row["similarity_score"]) == pytest.approx(decision.score, abs=1e-5)
+
+
+def test_the_link_page_shows_a_list_an_isco_group_leads_most_probable_first(started: str, tmp_path: Path,  # noqa: F811
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """nor_no's first term: ISCO groups lead by score; with a calibrator the occupations under them
+    come first, the keyboard's [1] picks what is shown first, and the store keeps that order."""
+    models = tmp_path / "models"
+    monkeypatch.setenv("MELO_MODELS", str(models))
+    calibration.save_calibrator(group_shy_calibrator(), models)
+    with Store(started) as store:
+        term = store.queue("nor_no", limit=1)[0]
+    app = page(LINK).run()
+    assert not app.exception
+    table = app.dataframe[0].value
+    assert table["kind"][0] == "occupation" and table["rank"].tolist() == list(range(1, 11))
+    led = table["score"].idxmax()  # what led by score: an ISCO group, now further down
+    assert led > 0 and table["kind"][led] == "isco_group"
+    shown = [float(cell.strip(" %<>")) for cell in table["probability"]]
+    assert shown == sorted(shown, reverse=True)
+    assert any("An ISCO group led this list" in c.value for c in app.caption)
+    first = table["concept"][0]
+    assert app.radio(key=f"link_choice_{term.id}").options[0].startswith(f"1\\. {first}")
+    with Store(started) as store:
+        stored = sorted(store.suggestions(term.id, "lexical"), key=lambda s: s.rank)
+    assert [s.rank for s in stored][:10] == list(range(1, 11)) and stored[0].confidence == max(
+        s.confidence for s in stored
+    )
 
 
 def test_the_calibration_experiment_writes_ece_rows_the_benchmark_page_shows(

@@ -17,6 +17,7 @@ from db.imports import import_terms, read_terms_csv
 from db.proposals import decisions_offset, propose, scheme_decisions, scheme_relation
 from db.store import AccessError, NewProposal, Store
 from melo_core.errors import MeloInputError
+from melo_core.evaluation.calibration import order_by_probability
 from melo_core.linking.linker import Candidate
 
 BAKER = "http://data.europa.eu/esco/occupation/baker"
@@ -57,6 +58,11 @@ class ScoreCalibrator:
     ) -> list[float]:
         return [c.score for c in candidates]
 
+    def ranked(
+        self, candidates: Sequence[Candidate], query_language: str | None, scheme_terms: int | None = None
+    ) -> tuple[list[Candidate], list[float]]:
+        return order_by_probability(list(candidates), self.probabilities(candidates[:10], query_language))
+
     def threshold_for(self, precision: float) -> float | None:
         return 0.9 if precision <= 0.95 else None
 
@@ -87,6 +93,34 @@ def test_propose_records_machine_mappings_not_decisions_and_is_idempotent(store:
     again = NewProposal(terms["B1"], BAKER, "baker", "exactMatch", 0.97, 0.97)
     assert store.add_proposals("tst", [again], tool_version="x", pipeline="lexical", target_precision=0.95,
                                threshold=0.9) == 0  # fmt: skip
+
+
+class ShyOfGroups(ScoreCalibrator):
+    """As ``ScoreCalibrator``, but an ISCO group is seldom the match (5 %), as the fitted ones learn."""
+
+    def probabilities(
+        self, candidates: Sequence[Candidate], query_language: str | None, scheme_terms: int | None = None
+    ) -> list[float]:
+        return [0.05 if c.kind == "isco_group" else c.score for c in candidates]
+
+
+def test_a_list_an_isco_group_leads_proposes_the_occupation_the_link_page_shows_first(
+    store: Store, tmp_path: Path
+) -> None:
+    """The Link page shows a list an ISCO group leads most probable first: `propose` proposes what it
+    shows first, the nurse, not the group above it by score."""
+    add_terms(store, tmp_path)
+    group = Candidate(1, "http://data.europa.eu/esco/isco/C2221", "Nursing professionals", 0.98,
+                      "Nursing professionals", "en", "isco_group", "2221", "Nursing professionals")  # fmt: skip
+    led = {**RANKED, "Sykepleier": [group, candidate(NURSE, 0.95, 2)]}
+
+    def link_led(labels: Sequence[str], language: str | None) -> list[list[Candidate]]:
+        return [led[label] for label in labels]
+
+    propose(store, "tst", 0.95, link_led, ShyOfGroups(), pipeline="lexical", tool_version="test-1")
+    assert [(p.term_code, p.concept_uri, p.confidence) for p in store.proposals("tst")] == [
+        ("B1", BAKER, 0.97), ("B2", PASTRY, 0.96), ("N1", NURSE, 0.95),
+    ]  # fmt: skip
 
 
 def test_confirming_makes_decisions_signed_by_the_confirming_person_with_provenance(

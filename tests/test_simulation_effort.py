@@ -170,6 +170,23 @@ def test_the_simulated_curator_learns_the_kind_and_saves_time(norwegian: Taxonom
     assert sorted(s.term.code for s in ordered.steps) == ["1", "2", "3"] and ordered.order == "least-confident"
 
 
+def test_the_simulated_curator_reads_a_list_an_isco_group_leads_as_the_link_page_shows_it(
+    norwegian: Taxonomy, tmp_path: Path
+) -> None:
+    """With a calibrator, the Link page shows a list an ISCO group leads most probable first: the
+    occupation under the group, which the crosswalk maps to, then comes first, from the first term."""
+    from tests.test_calibration import group_shy_calibrator
+
+    path = write_crosswalk(tmp_path, {
+        "1": ("Bartendere", f"{OCCUPATION}bartender", "closeMatch"),
+        "2": ("Legespesialister", f"{OCCUPATION}doctor", "closeMatch"),
+    })  # fmt: skip
+    shown = simulate(load_crosswalk(path), norwegian, "char-tfidf", order="file", cache_dir=tmp_path / "cache",
+                     calibrator=group_shy_calibrator(), proposals=False)  # fmt: skip
+    assert [(s.static_rank, s.learning_rank, s.proposed) for s in shown.steps] == [(1.0, 1.0, False)] * 2
+    assert shown.summaries["static"].effort_per_100 == pytest.approx(400.0)  # 4 s a term, against 8 s by score
+
+
 def test_the_simulation_experiment_writes_effort_rows(nor_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     monkeypatch.setenv("MELO_CACHE", str(tmp_path / "cache"))

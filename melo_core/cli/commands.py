@@ -551,14 +551,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     )
     say = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
     scorer = args.scorer or load_pipeline(args.pipeline or DEFAULT_PIPELINE)
-    calibrator = None
-    if args.proposals:
+    calibrator = None  # a pipeline's, without the crosswalk's country: it orders lists as the Link page
+    if args.proposals and not isinstance(scorer, PipelineDefinition):
+        raise MeloInputError("--proposals needs a pipeline (its calibrator), not --scorer")
+    if isinstance(scorer, PipelineDefinition):
         from melo_core.evaluation.calibration import calibration_path, load_calibrator
 
-        if not isinstance(scorer, PipelineDefinition):
-            raise MeloInputError("--proposals needs a pipeline (its calibrator), not --scorer")
         calibrator = load_calibrator(scorer.name, crosswalk.country)
-        if calibrator is None:
+        if calibrator is None and args.proposals:
             raise MeloInputError(f"--proposals needs {calibration_path(scorer.name, crosswalk.country)}: "
                                  f"run `python -m melo_core prepare --pipeline {scorer.name}` first")  # fmt: skip
     with tqdm(unit="term", desc=f"simulating {crosswalk.name}", disable=args.quiet, file=sys.stderr) as bar:
@@ -570,7 +570,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         result = simulate(crosswalk, taxonomy, scorer, languages, seed=args.seed, limit=args.limit,
                           depth=args.depth, index_kind=args.index, on_status=say, on_progress=progress,
                           data_dir=args.data, order=args.order, learn_kinds=not args.mentions_only,
-                          skip_boilerplate=not args.mentions_only, calibrator=calibrator)  # fmt: skip
+                          skip_boilerplate=not args.mentions_only, calibrator=calibrator,
+                          proposals=args.proposals)  # fmt: skip
     messages = message_stream(args.out)  # stderr while the CSV goes to stdout
     print(result.header(), file=messages)
     for summary in result.summaries.values():

@@ -31,6 +31,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from melo_core.errors import MeloInputError
@@ -39,7 +40,7 @@ from melo_core.esco.crosswalk import ALIAS_RELATIONS, Crosswalk
 from melo_core.esco.taxonomy import Taxonomy, crosswalk_languages
 from melo_core.evaluation.calibration import Calibrator
 from melo_core.evaluation.effort import COSTS, PROPOSAL_PRECISION, CostModel, margin, queue_order
-from melo_core.linking.linker import Linker
+from melo_core.linking.linker import Candidate, Linker
 from melo_core.linking.pipeline import Pipeline, PipelineDefinition, crosswalk_mentions_of
 from melo_core.linking.scheme_learning import Boilerplate, TargetKinds
 from melo_core.metrics import first_rank_accuracy, mean_reciprocal_rank
@@ -156,6 +157,10 @@ def _margin(candidates: Sequence) -> float:
     return margin([c.score for c in candidates[:2]])
 
 
+# A linked list as the Link page shows it: with a calibrator, an ISCO group's list most probable first.
+Shown = Callable[[list[Candidate]], list[Candidate]]
+
+
 class _FirstProbability:
     """The calibrated probability of each linked term's first candidate, as `propose` computes it."""
 
@@ -166,20 +171,28 @@ class _FirstProbability:
         self.probabilities: list[float] = []
 
     def add(self, candidates: Sequence) -> None:
-        probabilities = self.calibrator.probabilities(candidates[:2], self.language, self.scheme_terms)
+        probabilities = self.calibrator.ranked(candidates, self.language, self.scheme_terms)[1]
         self.probabilities.append(probabilities[0] if probabilities else 0.0)
+
+
+def _as_linked(candidates: list[Candidate]) -> list[Candidate]:
+    return candidates
+
+
+def _as_ranked(calibrator: Calibrator, crosswalk: Crosswalk, candidates: list[Candidate]) -> list[Candidate]:
+    return calibrator.ranked(candidates, crosswalk.language, crosswalk.scheme_terms)[0]
 
 
 def _ranks(linker: Linker, terms: Sequence[GoldTerm], depth: int, on_progress: Callable[[int], None],
            kinds: TargetKinds | None = None, margins: list[float] | None = None,
-           first: _FirstProbability | None = None) -> list[float]:  # fmt: skip
-    """The gold concepts' ranks; each term's ``margin`` appended to ``margins`` when given, its first
-    candidate's probability to ``first``."""
+           first: _FirstProbability | None = None, shown: Shown = _as_linked) -> list[float]:  # fmt: skip
+    """The gold concepts' ranks in the lists as ``shown``; each term's ``margin`` appended to
+    ``margins`` when given, its first candidate's probability to ``first``."""
     out: list[float] = []
     for begin in range(0, len(terms), BATCH):
         batch = terms[begin : begin + BATCH]
         results = linker.link([t.title for t in batch], top_k=depth, pool=max(POOL, 5 * depth), kinds=kinds)
-        out.extend(_rank(candidates, t.concept_uri) for candidates, t in zip(results, batch, strict=True))
+        out.extend(_rank(shown(candidates), t.concept_uri) for candidates, t in zip(results, batch, strict=True))
         if margins is not None:
             margins.extend(_margin(candidates) for candidates in results)
         if first is not None:
@@ -255,6 +268,7 @@ def simulate(
     skip_boilerplate: bool = True,
     costs: CostModel = COSTS,
     calibrator: Calibrator | None = None,
+    proposals: bool | None = None,
 ) -> Simulation:
     """Replay the crosswalk through a learning and a static linker (see the module docstring).
     ``scorer``: a pipeline (its variant for the crosswalk's language; with ``data_dir``, the
@@ -262,10 +276,12 @@ def simulate(
     ``limit``: only the first N terms of the order. ``order``: ``random`` (``seed``), ``file``,
     ``most-confident`` or ``least-confident`` first (by the static linker's margin between its
     first two candidates). ``learn_kinds``/``skip_boilerplate``: what the learning linker learns
-    besides known mentions (off: mentions only, as before issue 89). ``calibrator``: the
-    learning linker starts after a batch of proposals at 0.95 (``simulate_many``). ``on_progress(done,
-    total)`` counts linked terms."""
-    replay = Replay(seed, learn_kinds, skip_boilerplate, proposals=calibrator is not None)
+    besides known mentions (off: mentions only, as before issue 89). ``calibrator``: lists an ISCO
+    group leads are read most probable first, as the Link page shows them, and with ``proposals``
+    (by default: when there is a calibrator) the learning linker starts after a batch of proposals
+    at 0.95 (``simulate_many``). ``on_progress(done, total)`` counts linked terms."""
+    proposing = calibrator is not None if proposals is None else proposals
+    replay = Replay(seed, learn_kinds, skip_boilerplate, proposals=proposing)
     [result] = simulate_many(crosswalk, taxonomy, scorer, [replay],
                              languages=languages, limit=limit, depth=depth, checkpoints=checkpoints,
                              cache_dir=cache_dir, index_kind=index_kind, on_status=on_status, on_progress=on_progress,
@@ -297,7 +313,9 @@ def simulate_many(
     mentions before each replay (an experiment over seeds 0-2 loaded and ranked three times).
     ``checkpoints=()``: no MRR of the undecided terms (a third of the work with `best`).
 
-    A replay with ``proposals`` starts as the Crosswalk page's "Propose at 95 %" does: every term
+    With a ``calibrator``, the lists an ISCO group leads are read most probable first, as the Link
+    page shows them (``Calibrator.ranked``). A replay with ``proposals`` starts as the Crosswalk
+    page's "Propose at 95 %" does: every term
     whose first candidate's probability (``calibrator``, fit without the crosswalk's country)
     clears ``calibrator.threshold_for(precision)`` is proposed; the curator confirms the right ones
     in bulk (1.5 s each; they become decisions and teach at once) and rejects the wrong ones (1.5 s
@@ -353,17 +371,19 @@ def simulate_many(
     # The curator's sequence per replay, as term positions; the static ranks (and the first
     # candidates' probabilities) of the terms in any of them.
     first = _FirstProbability(calibrator, crosswalk) if calibrator is not None and threshold is not None else None
+    # The lists as the Link page shows them, under the calibrator `propose` and the page use.
+    shown: Shown = _as_linked if calibrator is None else partial(_as_ranked, calibrator, crosswalk)
     margins: list[float] = []
     if by_confidence:
         needed = list(range(len(terms)))
         total = len(terms)
-        ranks = _ranks(linker, terms, depth, progress, margins=margins, first=first)
+        ranks = _ranks(linker, terms, depth, progress, margins=margins, first=first, shown=shown)
         sequences = [queue_order(order, margins, replay.seed)[:count] for replay in replays]
     else:
         sequences = [queue_order(order, [0.0] * len(terms), replay.seed)[:count] for replay in replays]
         needed = sorted({i for sequence in sequences for i in sequence})
         total = len(needed)
-        ranks = _ranks(linker, [terms[i] for i in needed], depth, progress, first=first)
+        ranks = _ranks(linker, [terms[i] for i in needed], depth, progress, first=first, shown=shown)
     static_of = dict(zip(needed, ranks, strict=True))
     cleared = set()
     if first is not None and threshold is not None:
@@ -383,7 +403,7 @@ def simulate_many(
         steps, summaries = _replay(linker, sequence, static_ranks, proposed, positions, depth, progress, teaching,
                                    alias_language, boilerplate if replay.skip_boilerplate else None,
                                    TargetKinds() if replay.learn_kinds else None, known_before, taxonomy,
-                                   costs)  # fmt: skip
+                                   costs, shown)  # fmt: skip
         seconds = linking_seconds / len(replays) + time.perf_counter() - start
         results.append(Simulation(crosswalk.name, scorer_name, languages, replay.seed, depth, skipped, steps,
                                   summaries, load_seconds / len(replays), seconds, order))  # fmt: skip
@@ -393,7 +413,8 @@ def simulate_many(
 def _replay(linker: Linker, sequence: list[GoldTerm], static_ranks: list[float], proposed: list[bool],
             positions: dict[int, float], depth: int, progress: Callable[[int], None], teaching: tuple[str, ...],
             alias_language: str, boilerplate: Boilerplate | None, kinds: TargetKinds | None, known_before: int,
-            taxonomy: Taxonomy, costs: CostModel) -> tuple[list[Step], dict[str, LinkerSummary]]:  # fmt: skip
+            taxonomy: Taxonomy, costs: CostModel,
+            shown: Shown = _as_linked) -> tuple[list[Step], dict[str, LinkerSummary]]:  # fmt: skip
     """The learning linker through ``sequence``, one decision at a time, after the batch of the
     ``proposed`` terms (right when their static rank is 1: confirmed and learnt first)."""
 
@@ -417,7 +438,9 @@ def _replay(linker: Linker, sequence: list[GoldTerm], static_ranks: list[float],
             remaining["static"][share] = mean_reciprocal_rank(static_ranks[i:])
             # With nothing learnt yet the learning linker is the static one: nothing to recompute.
             learned = len(linker.mentions) > known_before or (kinds is not None and kinds.decisions > 0)
-            undecided = _ranks(linker, sequence[i:], depth, progress, kinds) if learned else static_ranks[i:]
+            undecided = (
+                _ranks(linker, sequence[i:], depth, progress, kinds, shown=shown) if learned else static_ranks[i:]
+            )
             remaining["learning"][share] = mean_reciprocal_rank(undecided)
         progress(1)
         if i in confirmed:  # decided in the batch
@@ -425,7 +448,7 @@ def _replay(linker: Linker, sequence: list[GoldTerm], static_ranks: list[float],
             steps.append(Step(i, term, static_ranks[i], 1.0, confirmed[i], proposed=True))
             continue
         [candidates] = linker.link([term.title], top_k=depth, pool=max(POOL, 5 * depth), kinds=kinds)
-        learning_ranks.append(_rank(candidates, term.concept_uri))
+        learning_ranks.append(_rank(shown(candidates), term.concept_uri))
         steps.append(Step(i, term, static_ranks[i], learning_ranks[-1], decide(term), proposed=proposed[i]))
     summaries = {
         "learning": _summary(

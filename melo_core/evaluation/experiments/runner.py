@@ -371,17 +371,26 @@ def _replay(crosswalk: Crosswalk, taxonomy: Taxonomy, scorer: PipelineDefinition
         return simulate_many(crosswalk, taxonomy, scorer, replays, checkpoints=(), on_progress=progress, **options)
 
 
-def _proposing_calibrator(pipeline: str, crosswalk: Crosswalk) -> Calibrator:
-    """What `propose` would use for the crosswalk: the pipeline's calibrator fit by `prepare` without
-    the crosswalk's country."""
+def _shown_calibrator(scorer: PipelineDefinition | str, crosswalk: Crosswalk, proposals: bool,
+                      say: Say) -> Calibrator | None:  # fmt: skip
+    """What the Link page and `propose` would use for the crosswalk: the pipeline's calibrator fit by
+    `prepare` without the crosswalk's country (it orders the lists an ISCO group leads, and
+    proposes). None for a scorer spec, or a pipeline not prepared (lists in score order)."""
     from melo_core.evaluation.calibration import calibration_path, load_calibrator
 
-    calibrator = load_calibrator(pipeline, crosswalk.country)
-    if calibrator is None:
+    if isinstance(scorer, str):
+        if proposals:
+            raise MeloInputError(f"the proposals variant needs a pipeline (its calibrator), not {scorer}")
+        return None
+    calibrator = load_calibrator(scorer.name, crosswalk.country)
+    if calibrator is None and proposals:
         raise MeloInputError(
-            f"the proposals variant needs {calibration_path(pipeline, crosswalk.country)}: "
-            f"run `python -m melo_core prepare --pipeline {pipeline}` first"
+            f"the proposals variant needs {calibration_path(scorer.name, crosswalk.country)}: "
+            f"run `python -m melo_core prepare --pipeline {scorer.name}` first"
         )
+    if calibrator is None:
+        say(f"{crosswalk.name}: no calibrator for {scorer.name} ({calibration_path(scorer.name, crosswalk.country)}): "
+            "lists in score order, as the Link page shows them before `prepare` fits one")  # fmt: skip
     return calibrator
 
 
@@ -416,7 +425,7 @@ def _run_simulation(experiment: Experiment, plan: SimulationPlan, data_dir: Path
                     replays += [Replay(seed, learn_kinds=False, skip_boilerplate=False) for seed in seeds]
                 if "proposals" in plan.variants:
                     replays += [Replay(seed, proposals=True) for seed in seeds]
-                calibrator = _proposing_calibrator(name, crosswalk) if "proposals" in plan.variants else None
+                calibrator = _shown_calibrator(scorer, crosswalk, "proposals" in plan.variants, say)
                 simulations = _replay(crosswalk, taxonomy, scorer, replays, limit=limit or plan.limit,
                                       data_dir=data_dir, order=order, on_status=say, show_progress=show_progress,
                                       label=f"{code} {name} {order}", calibrator=calibrator,
