@@ -146,6 +146,23 @@ def test_runs_over_some_crosswalks_each_are_averaged_together(tmp_path: Path) ->
     assert "| `effort-toy` | mean of 2 | `best` | 950 |" in text and "`mean:crosswalks`" not in text
 
 
+def test_a_title_set_measured_beside_crosswalks_is_not_averaged_with_them(tmp_path: Path) -> None:
+    """Runs over crosswalks and over a job-ad title sample: the crosswalks' mean, the titles apart."""
+    results = tmp_path / "results.csv"
+    for run, datasets, value in (("20261104T000000Z", ("c01", "c02", "mean:crosswalks"), 0.4),
+                                 ("20261104T010000Z", ("titles-5000",), 0.9)):  # fmt: skip
+        rows: list[dict[str, object]] = [
+            {"dataset": dataset, "pipeline": "best", "metric": "acc_at_1", "value": value, "queries": 5,
+             "seconds": 1} for dataset in datasets
+        ]  # fmt: skip
+        append_results(results, "order-toy", rows, origin(run, "abc1234"))
+    text = render(read_results(results))
+    assert (
+        "| `order-toy` | mean of 2 | `best` | 0.4000 |" in text
+        and "| `order-toy` | `titles-5000` | `best` | 0.9000 |" in text
+    )
+
+
 def test_experiments_with_the_same_measures_share_one_table(tmp_path: Path) -> None:
     """calibration and calibration-lexical measure the same: one header, a row each; another
     measure gets its own table."""

@@ -21,6 +21,7 @@ HEAD_FILE = PROJECT_ROOT / "docs" / "benchmarks.head.md"
 TIMINGS_DIR = PROJECT_ROOT / "benchmarks" / "results"
 MELO_DATASET = re.compile(r"^[a-z]{3}_q_([a-z]{2})_c_([a-z]{2})$")
 MEANS = ("mean:all", "mean:monolingual", "mean:cross-lingual")
+TITLE_SETS = ("titles-", "titles_")  # datasets of job-ad titles (benchmarks' samples, `eval --titles`)
 QUALITY = ("mrr", "acc@1", "acc@5", "acc@10", "acc@100")
 CLAIM_PAGE = re.compile(r"docs/experiments/([\w.-]+)\.md")  # a claim's page: its link in the settled list
 MAX_ROWS = 12  # rows of one "other" experiment's table before it shows means per pipeline
@@ -279,8 +280,11 @@ def _others(report: Report, experiments: Sequence[str]) -> list[str]:
         # screenful, the page shows the mean per pipeline of each dataset's current row.
         partial = bool(means and plain) and len(report.runs(experiment)) > 1
         body = _rows(report, experiment, means or datasets, list(metrics))
-        if partial or len(body) > MAX_ROWS:
-            body = _means(report, experiment, plain, list(metrics))
+        if partial or len(body) > MAX_ROWS:  # job-ad title sets are no crosswalks: shown apart, not averaged in
+            titles = [d for d in plain if d.startswith(TITLE_SETS)]
+            rest = [d for d in plain if d not in titles]
+            body = [*(_means(report, experiment, rest, list(metrics)) if rest else []),
+                    *_rows(report, experiment, titles, list(metrics))]  # fmt: skip
         tables.setdefault(metrics, []).extend([f"`{experiment}`", *row] for row in body)
     if not tables:
         return []
