@@ -10,8 +10,9 @@ relations (a scorer spec: exact or narrow, ``ALIAS_RELATIONS``) and the term is 
 scheme's boilerplate (``scheme_learning.Boilerplate``); and every decision teaches the kind of
 concept the scheme maps to (``scheme_learning.TargetKinds``). The static linker learns nothing.
 Each rank costs the curator time (``effort.CostModel``): effort per 100 terms. With a calibrator,
-a replay can start as "Propose at 95 %" does: a batch of proposals, confirmed or rejected in bulk
-(``simulate_many``).
+ranks are read in the lists as the Link page shows them (an ISCO group's list most probable
+first), and a replay can start as "Propose at 95 %" does: a batch of proposals, confirmed or
+rejected in bulk (``simulate_many``).
 
 Gold concepts follow the benchmark build (``builder.select_target``): one gold concept per term,
 the closest relation up to narrowMatch (closeMatch for Norway), ambiguous and vague terms left
@@ -315,9 +316,8 @@ def simulate_many(
 
     With a ``calibrator``, the lists an ISCO group leads are read most probable first, as the Link
     page shows them (``Calibrator.ranked``). A replay with ``proposals`` starts as the Crosswalk
-    page's "Propose at 95 %" does: every term
-    whose first candidate's probability (``calibrator``, fit without the crosswalk's country)
-    clears ``calibrator.threshold_for(precision)`` is proposed; the curator confirms the right ones
+    page's "Propose at 95 %" does: every term whose first candidate's probability (``calibrator``,
+    fit without the crosswalk's country) clears ``calibrator.threshold_for(precision)`` is proposed; the curator confirms the right ones
     in bulk (1.5 s each; they become decisions and teach at once) and rejects the wrong ones (1.5 s
     each; those terms come up again in their turn)."""
     terms, skipped = gold_terms(crosswalk, taxonomy)
