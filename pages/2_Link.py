@@ -439,8 +439,7 @@ source_area.caption(
         f"({md_code(f'python -m melo_core prepare --pipeline {serving}')} fits one)."
     )
     + (
-        " An ISCO group led this list: shown most probable first, as the occupations under a group are "
-        "often the match."
+        " An ISCO group led this list: shown most probable first, as the occupations under a group are often the match."
         if group_led
         else ""
     )
