@@ -48,11 +48,11 @@ def measure(data: Path, code: str, decided: int, pipeline: str | None, folder: P
             for uri, relation in gold[term.code].items():  # every match, as an import brings them
                 store.decide(term.id, uri, relation, "imported")
         began = time.perf_counter()
-        name, link, link_decided = pipeline_link(store, code, pipeline, data)
+        name, link, link_decided, kinds = pipeline_link(store, code, pipeline, data)
         calibrator = scheme_calibrator(name, code)
         loaded = time.perf_counter()
         report = propose(store, code, 0.95, link, calibrator, pipeline=name, tool_version=code_version(),
-                         link_decided=link_decided)  # fmt: skip
+                         link_decided=link_decided, kinds=kinds)  # fmt: skip
         ended = time.perf_counter()
         print(f"  {code}, {decided} decided: {report.summary()}", file=sys.stderr)
         found = store.proposals(code)

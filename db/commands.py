@@ -303,13 +303,13 @@ def cmd_propose(args: argparse.Namespace) -> int:
             raise store.unknown_scheme(args.scheme)
         if not 0.0 < args.precision < 1.0:
             raise MeloInputError(f"--precision must lie between 0 and 1, got {args.precision}")
-        name, link, link_decided = pipeline_link(store, args.scheme, args.pipeline, args.data, say)
+        name, link, link_decided, kinds = pipeline_link(store, args.scheme, args.pipeline, args.data, say)
         calibrator = scheme_calibrator(name, args.scheme)
         todo = store.queue_counts(args.scheme)["todo"]
         with tqdm(total=todo, unit="term", desc="linking", disable=args.quiet, file=sys.stderr) as bar:
             report = propose(store, args.scheme, args.precision, link, calibrator, pipeline=name,
                              tool_version=code_version(), on_progress=lambda n: bar.update(n - bar.n),
-                             link_decided=link_decided)  # fmt: skip
+                             link_decided=link_decided, kinds=kinds)  # fmt: skip
         print(report.summary())
     return 0
 

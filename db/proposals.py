@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 from db.models import MATCH_OUTCOMES
 from db.store import NewProposal, Store
@@ -31,10 +31,10 @@ from melo_core.errors import MeloInputError
 from melo_core.esco.crosswalk import scheme_country
 from melo_core.evaluation.calibration import MIN_SCHEME_TERMS, TOP_K, scheme_offset, shift_probabilities
 from melo_core.linking.linker import Candidate
+from melo_core.linking.scheme_learning import TargetKinds
 
 if TYPE_CHECKING:
     from melo_core.linking.pipeline import PipelineDefinition
-    from melo_core.linking.scheme_learning import TargetKinds
 
 BATCH = 128  # terms linked at once
 MAX_RELINKED = 200  # decided terms linked again for the shift, the latest: enough to fit one number
@@ -48,7 +48,11 @@ class Calibrated(Protocol):
     ) -> list[float]: ...
 
     def ranked(
-        self, candidates: Sequence[Candidate], query_language: str | None, scheme_terms: int | None = None
+        self,
+        candidates: Sequence[Candidate],
+        query_language: str | None,
+        scheme_terms: int | None = None,
+        kinds: TargetKinds | None = None,
     ) -> tuple[list[Candidate], list[float]]: ...
 
     def threshold_for(self, precision: float) -> float | None: ...
@@ -216,12 +220,14 @@ def propose(
     tool_version: str,
     on_progress: Callable[[int], None] = lambda terms: None,
     link_decided: LinkBatch | None = None,
+    kinds: TargetKinds | None = None,
 ) -> ProposeReport:
     """Propose the first candidate of every undecided term of ``scheme`` whose calibrated
     probability clears ``calibrator.threshold_for(precision)``; ``link`` ranks the terms (the
     pipeline with the scheme's known mentions). ``link_decided`` (the pipeline without the scheme's
     own decisions) links again the decided terms the Link page never showed, for the shift; without
-    it only those it showed count. Stops with ``MeloInputError`` when no threshold reaches the
+    it only those it showed count. ``kinds``: the scheme's kinds (``pipeline_link``), as the Link
+    page orders a list an ISCO group leads (``Calibrator.ranked``). Stops with ``MeloInputError`` when no threshold reaches the
     precision on other countries."""
     if not 0.0 < precision < 1.0:
         raise MeloInputError(f"--precision must lie between 0 and 1, got {precision}")
@@ -246,7 +252,7 @@ def propose(
     found: list[NewProposal] = []
     for term, language, candidates in _linked(terms, [t.language or info.language for t in terms], link, on_progress):
         if candidates:  # the first candidate the Link page shows (an ISCO group's list reordered)
-            shown, probabilities = calibrator.ranked(candidates, language, info.terms)
+            shown, probabilities = calibrator.ranked(candidates, language, info.terms, kinds)
             first, probability = shown[0], probabilities[0]
             if shift:
                 probability = float(shift_probabilities([probability], shift)[0])
@@ -285,10 +291,19 @@ def without_scheme_decisions(store: Store, scheme: str, mentions: Sequence[tuple
     return [m for m in mentions if m not in own]
 
 
+class SchemeLinking(NamedTuple):
+    """How `propose` links a scheme's terms (``pipeline_link``)."""
+
+    pipeline: str  # the pipeline's name
+    link: LinkBatch  # with the scheme's decisions as known mentions and its kinds
+    link_decided: LinkBatch  # without its own decisions, for ``relink``
+    kinds: TargetKinds  # what the scheme's decisions show of the kind of concept it maps to
+
+
 def pipeline_link(store: Store, scheme: str, pipeline: str | None, data_dir: str | Path,
-                  say: Callable[[str], None] = lambda message: None) -> tuple[str, LinkBatch, LinkBatch]:  # fmt: skip
+                  say: Callable[[str], None] = lambda message: None) -> SchemeLinking:  # fmt: skip
     """(the pipeline's name, a ``LinkBatch`` through it, one without the scheme's own decisions as
-    known mentions, for ``relink``) for linking ``scheme`` from the command line: the pipeline
+    known mentions, for ``relink``, the scheme's kinds) for linking ``scheme`` from the command line: the pipeline
     named, else the default when it can serve (else its fallback), over the labels in the scheme's
     language and English (as `link` and the calibration's training rows rank them). As on the Link
     page, its known mentions are the other countries' crosswalk titles and the store's current
@@ -331,8 +346,5 @@ def pipeline_link(store: Store, scheme: str, pipeline: str | None, data_dir: str
 
         return link
 
-    return (
-        definition.name,
-        link_holding("every", scheme_kinds(store, scheme, taxonomy.by_uri)),
-        link_holding("others", None),
-    )
+    kinds = scheme_kinds(store, scheme, taxonomy.by_uri)
+    return SchemeLinking(definition.name, link_holding("every", kinds), link_holding("others", None), kinds)

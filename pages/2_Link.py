@@ -422,10 +422,11 @@ with notices:  # a pipeline's readiness, and an error that stops the page
 # Each candidate's calibrated probability of being accepted, where the pipeline has a calibrator;
 # a list an ISCO group leads is shown most probable first (`Calibrator.ranked`).
 probabilities: list[float] = []
-group_led = bool(calibrator and candidates and candidates[0].kind == ISCO_GROUP)
+led_by = candidates[0].concept_uri if candidates else None
 if calibrator:
-    candidates, probabilities = calibrator.ranked(candidates, scheme.language, scheme.terms)
+    candidates, probabilities = calibrator.ranked(candidates, scheme.language, scheme.terms, kinds)
 confidence = dict(zip([c.concept_uri for c in candidates], probabilities, strict=False))
+reordered = bool(candidates) and candidates[0].concept_uri != led_by
 # No calibrator for the pipeline (none fitted, or one of an older format): say how to get one.
 source_area.caption(
     f"Candidates by {produced_by}."
@@ -440,7 +441,7 @@ source_area.caption(
     )
     + (
         " An ISCO group led this list: shown most probable first, as the occupations under a group are often the match."
-        if group_led
+        if reordered
         else ""
     )
     + (

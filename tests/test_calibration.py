@@ -15,7 +15,7 @@ import pytest
 
 from db.exports import sssom_text, validate_sssom
 from db.store import Store
-from melo_core.esco.taxonomy import cached_taxonomy_from_melo
+from melo_core.esco.taxonomy import Concept, cached_taxonomy_from_melo
 from melo_core.evaluation import calibration
 from melo_core.evaluation.calibration import (
     ECE_BINS,
@@ -33,6 +33,7 @@ from melo_core.evaluation.calibration import (
 )
 from melo_core.linking.linker import Candidate
 from melo_core.linking.pipeline import load_pipeline
+from melo_core.linking.scheme_learning import TargetKinds
 from tests.conftest import linked_slice
 from tests.test_pages_curation import LINK, cache, env, page, started  # noqa: F401  (fixtures)
 
@@ -174,6 +175,15 @@ def test_a_list_an_isco_group_leads_is_shown_most_probable_first() -> None:
         )
     )
     assert all(by_uri[c.concept_uri] == p for c, p in zip(shown, probabilities, strict=False))  # each keeps its own
+    # A scheme whose decisions map to ISCO groups of that level: its lists stay in score order.
+    mapped = TargetKinds()
+    for code in ("2221", "2222"):
+        mapped.observe(Concept(f"http://example.org/isco/C{code}", 0, "isco_group", isco_code=code), "narrowMatch")
+    assert calibrator.ranked([group, *occupations], "no", kinds=mapped)[0] == [group, *occupations]
+    occupational = TargetKinds()  # one that maps to occupations: reordered, as with no decision yet
+    occupational.observe(Concept("http://example.org/o", 0, "occupation"), "exactMatch")
+    assert calibrator.ranked([group, *occupations], "no", kinds=occupational)[0] == shown
+    assert calibrator.ranked([group, *occupations], "no", kinds=TargetKinds())[0] == shown
     # An occupation leads: the list stays in score order, whatever the probabilities say.
     listed = [candidate(1, 0.5), candidate(2, 0.45, kind="isco_group"), candidate(3, 0.4)]
     assert calibrator.ranked(listed, "no")[0] == listed

@@ -17,8 +17,9 @@ from db.imports import import_terms, read_terms_csv
 from db.proposals import decisions_offset, propose, scheme_decisions, scheme_relation
 from db.store import AccessError, NewProposal, Store
 from melo_core.errors import MeloInputError
-from melo_core.evaluation.calibration import order_by_probability
+from melo_core.evaluation.calibration import Calibrator
 from melo_core.linking.linker import Candidate
+from melo_core.linking.scheme_learning import TargetKinds
 
 BAKER = "http://data.europa.eu/esco/occupation/baker"
 PASTRY = "http://data.europa.eu/esco/occupation/pastry-baker"
@@ -59,9 +60,13 @@ class ScoreCalibrator:
         return [c.score for c in candidates]
 
     def ranked(
-        self, candidates: Sequence[Candidate], query_language: str | None, scheme_terms: int | None = None
+        self,
+        candidates: Sequence[Candidate],
+        query_language: str | None,
+        scheme_terms: int | None = None,
+        kinds: TargetKinds | None = None,
     ) -> tuple[list[Candidate], list[float]]:
-        return order_by_probability(list(candidates), self.probabilities(candidates[:10], query_language))
+        return Calibrator.ranked(self, candidates, query_language, scheme_terms, kinds)  # type: ignore[arg-type]
 
     def threshold_for(self, precision: float) -> float | None:
         return 0.9 if precision <= 0.95 else None
@@ -355,7 +360,7 @@ def test_the_second_link_leaves_the_schemes_own_decisions_out_of_the_known_menti
     with Store(f"sqlite:///{tmp_path / 'melo.db'}", create=True) as store:
         import_terms(store, "tst", read_terms_csv(path), language="no")
         store.decide(store.terms("tst")[0].id, concept, "exactMatch", "alice")
-        _, link_every, link_decided = pipeline_link(store, "tst", "lexical", nor_data)
+        _, link_every, link_decided, _ = pipeline_link(store, "tst", "lexical", nor_data)
         assert link_every(["Zxqv Flurbmaker"], "no")[0][0].concept_uri == concept
         assert concept not in {c.concept_uri for c in link_decided(["Zxqv Flurbmaker"], "no")[0][:3]}
         assert link_every(["Zxqv Flurbmaker"], "no")[0][0].concept_uri == concept  # and back
@@ -374,7 +379,7 @@ def test_propose_ranks_a_term_as_the_link_page_shows_it(nor_data: Path, tmp_path
     occupation = "http://data.europa.eu/esco/occupation/"
     url, _ = nor_no_to_propose(nor_data, tmp_path, monkeypatch)
     with Store(url) as store:
-        _, before, _ = pipeline_link(store, "nor_no", "lexical", nor_data)
+        before = pipeline_link(store, "nor_no", "lexical", nor_data).link
         ranked_before = before(["Jordmødre"], "no")[0]
         assert ranked_before[0].kind == "isco_group"  # "Midwifery professionals"
         terms = {t.label: t for t in store.queue("nor_no", limit=None)}
@@ -382,7 +387,7 @@ def test_propose_ranks_a_term_as_the_link_page_shows_it(nor_data: Path, tmp_path
                            ("Legespesialister", f"{occupation}9b889f07-c39c-464d-b9d9-b2daa650f9ac"),
                            ("Bilvaskere", f"{occupation}7cb71c5f-c310-481c-b46b-d0044328758c")):  # fmt: skip
             store.decide(terms[label].id, uri, "closeMatch", "alice")
-        _, after, again = pipeline_link(store, "nor_no", "lexical", nor_data)
+        _, after, again, _ = pipeline_link(store, "nor_no", "lexical", nor_data)
         ranked = after(["Jordmødre"], "no")[0]
     kinds = TargetKinds()
     for _ in range(3):

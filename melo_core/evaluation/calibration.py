@@ -29,6 +29,7 @@ import numpy as np
 from melo_core import config
 from melo_core.esco.taxonomy import ISCO_GROUP, crosswalk_languages
 from melo_core.linking.linker import Candidate
+from melo_core.linking.scheme_learning import TargetKinds, target_kind
 from melo_core.runtime.preparing import LastStep
 
 if TYPE_CHECKING:
@@ -267,15 +268,18 @@ class Calibrator:
         features = candidate_features(candidates, query_language, scheme_terms)
         return [float(p) for p in self.probabilities_of(features)]
 
-    def ranked(self, candidates: Sequence[Candidate], query_language: str | None,
-               scheme_terms: int | None = None) -> tuple[list[Candidate], list[float]]:  # fmt: skip
+    def ranked(self, candidates: Sequence[Candidate], query_language: str | None, scheme_terms: int | None = None,
+               kinds: TargetKinds | None = None) -> tuple[list[Candidate], list[float]]:  # fmt: skip
         """One term's candidates as a curator sees them, with their probabilities: where an ISCO group
         leads the list, the first ``TOP_K`` most probable first (ranks renumbered), the rest as
-        linked. A group leads when the term is broad; the occupations under it are then often the
-        match (leave one country out, acc@1 0.434 -> 0.466 over 24 crosswalks; 5,000 job-ad titles
-        0.317 -> 0.318; docs/experiments/probability-order.md). Shown lists keep score order
-        otherwise: reordered everywhere, job-ad titles lost 0.5 points."""
+        linked; unless ``kinds`` (what the scheme's decisions taught) shows groups of that level in
+        use: the calibrator, learnt on schemes that mostly map to occupations, would push down what
+        this scheme maps to. A group leads when the term is broad; the occupations under it are then
+        often the match (docs/experiments/probability-order.md). Other lists keep score order:
+        reordered everywhere, job-ad titles lost 0.5 points of acc@1."""
         probabilities = self.probabilities(candidates[:TOP_K], query_language, scheme_terms)
+        if kinds is not None and candidates and kinds.uses(target_kind(candidates[0])):
+            return list(candidates), probabilities
         return order_by_probability(list(candidates), probabilities)
 
     def shifted(self, offset: float) -> Calibrator:

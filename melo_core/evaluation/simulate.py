@@ -158,8 +158,8 @@ def _margin(candidates: Sequence) -> float:
     return margin([c.score for c in candidates[:2]])
 
 
-# A linked list as the Link page shows it: with a calibrator, an ISCO group's list most probable first.
-Shown = Callable[[list[Candidate]], list[Candidate]]
+# A linked list as the Link page shows it, given the kinds learnt (``Calibrator.ranked``).
+Shown = Callable[[list[Candidate], TargetKinds | None], list[Candidate]]
 
 
 class _FirstProbability:
@@ -176,12 +176,13 @@ class _FirstProbability:
         self.probabilities.append(probabilities[0] if probabilities else 0.0)
 
 
-def _as_linked(candidates: list[Candidate]) -> list[Candidate]:
+def _as_linked(candidates: list[Candidate], kinds: TargetKinds | None) -> list[Candidate]:
     return candidates
 
 
-def _as_ranked(calibrator: Calibrator, crosswalk: Crosswalk, candidates: list[Candidate]) -> list[Candidate]:
-    return calibrator.ranked(candidates, crosswalk.language, crosswalk.scheme_terms)[0]
+def _as_ranked(calibrator: Calibrator, crosswalk: Crosswalk, candidates: list[Candidate],
+               kinds: TargetKinds | None) -> list[Candidate]:  # fmt: skip
+    return calibrator.ranked(candidates, crosswalk.language, crosswalk.scheme_terms, kinds)[0]
 
 
 def _ranks(linker: Linker, terms: Sequence[GoldTerm], depth: int, on_progress: Callable[[int], None],
@@ -193,7 +194,7 @@ def _ranks(linker: Linker, terms: Sequence[GoldTerm], depth: int, on_progress: C
     for begin in range(0, len(terms), BATCH):
         batch = terms[begin : begin + BATCH]
         results = linker.link([t.title for t in batch], top_k=depth, pool=max(POOL, 5 * depth), kinds=kinds)
-        out.extend(_rank(shown(candidates), t.concept_uri) for candidates, t in zip(results, batch, strict=True))
+        out.extend(_rank(shown(candidates, kinds), t.concept_uri) for candidates, t in zip(results, batch, strict=True))
         if margins is not None:
             margins.extend(_margin(candidates) for candidates in results)
         if first is not None:
@@ -448,7 +449,7 @@ def _replay(linker: Linker, sequence: list[GoldTerm], static_ranks: list[float],
             steps.append(Step(i, term, static_ranks[i], 1.0, confirmed[i], proposed=True))
             continue
         [candidates] = linker.link([term.title], top_k=depth, pool=max(POOL, 5 * depth), kinds=kinds)
-        learning_ranks.append(_rank(shown(candidates), term.concept_uri))
+        learning_ranks.append(_rank(shown(candidates, kinds), term.concept_uri))
         steps.append(Step(i, term, static_ranks[i], learning_ranks[-1], decide(term), proposed=proposed[i]))
     summaries = {
         "learning": _summary(

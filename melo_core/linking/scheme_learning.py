@@ -32,6 +32,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from melo_core.esco.taxonomy import ISCO_GROUP, Concept
 
@@ -46,7 +47,17 @@ BOILERPLATE_MIN_TERMS = 5
 _WORD = re.compile(r"\w+")
 
 
-def target_kind(concept: Concept) -> str:
+class Kinded(Protocol):
+    """A concept or a candidate: what its kind of target is read from."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def isco_code(self) -> str | None: ...
+
+
+def target_kind(concept: Concept | Kinded) -> str:
     """``occupation``, or ``iscoN`` for an ISCO group of level N (its code's length)."""
     if concept.kind == ISCO_GROUP and concept.isco_code:
         return f"isco{min(max(len(concept.isco_code), 1), 4)}"
@@ -72,6 +83,10 @@ class TargetKinds:
     def usual_relation(self) -> str | None:
         """The relation the scheme's curators chose most, None before any decision."""
         return self.relations.most_common(1)[0][0] if self.relations else None
+
+    def uses(self, kind: str) -> bool:
+        """Whether the scheme's decisions show ``kind`` in use (it gets no offset); False before any."""
+        return self.decisions > 0 and self.offsets()[kind] == 0.0
 
     def offsets(self) -> dict[str, float]:
         """Per kind: what the linker adds to a concept's score (0 for the kinds in use)."""
