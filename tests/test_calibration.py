@@ -391,6 +391,29 @@ def test_the_link_page_shows_a_list_an_isco_group_leads_most_probable_first(star
     assert confidences == sorted(confidences, reverse=True)
 
 
+def test_the_link_page_keeps_score_order_where_the_scheme_maps_to_such_groups(
+    started: str,  # noqa: F811
+    tmp_path: Path,
+    nor_data: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two terms decided as ISCO groups of the level that leads nor_no's first term's list: the
+    scheme maps to such groups, so the page keeps the list in score order, group first."""
+    monkeypatch.setenv("MELO_MODELS", str(tmp_path / "models"))
+    calibration.save_calibrator(group_shy_calibrator(), tmp_path / "models")
+    groups = [c.uri for c in cached_taxonomy_from_melo(nor_data).concepts
+              if c.kind == "isco_group" and len(c.isco_code or "") == 2]  # fmt: skip
+    with Store(started) as store:
+        later = store.queue("nor_no", limit=3)[1:]
+        for term, uri in zip(later, groups, strict=False):
+            store.decide(term.id, uri, "narrowMatch", "alice")
+    app = page(LINK).run()
+    assert not app.exception
+    table = app.dataframe[0].value
+    assert table["kind"][0] == "isco_group" and table["score"].idxmax() == 0
+    assert not any("An ISCO group led this list" in c.value for c in app.caption)
+
+
 def test_the_calibration_experiment_writes_ece_rows_the_benchmark_page_shows(
     three_countries: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
