@@ -7,10 +7,12 @@ probability that it is a match, from features the ranking has (score, margins, I
 occupation, what leads the list, the scheme's size). It is learnt on other countries' crosswalks.
 Here, leave one country out: for each crosswalk C, the fits without C (and, for the proposal
 threshold, each other country's rows predicted without it too) score C's candidates, and the
-list is read in two orders:
+list is read in three orders:
 
-- ``best``: the pipeline's order, by fused score (what the Link page shows);
-- ``best/by-probability``: the same ten candidates, most probable first.
+- ``best``: the pipeline's order, by fused score;
+- ``best/by-probability``: the same ten candidates, most probable first;
+- ``best/by-probability-group-led``: most probable first only where an ISCO group leads the list,
+  as the Link page shows a list before the scheme's decisions say it maps to such groups.
 
 Rows are `prepare`'s calibration rows (``collect_rows``: ``--terms`` per crosswalk train, as
 `prepare` fits them) and, measured, up to ``--measured-terms`` per crosswalk linked the same way
@@ -27,7 +29,7 @@ other countries' first candidates (in that order) reached it; means over ``mean:
 ``--titles``: job-ad titles (``vacancyTitle``, ``conceptUri``), a sample of ``--title-sample`` (seed
 0) linked over English with every country's crosswalk titles as known mentions, as `link` ranks
 them; their candidates get the calibrator `prepare` fitted on every country (no title trains it).
-Rows: dataset ``titles-N``, ``acc_at_1`` and ``mrr`` (right: the title's concept), both orders.
+Rows: dataset ``titles-N``, ``acc_at_1`` and ``mrr`` (right: the title's concept), each order.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 from melo_core import config  # noqa: E402
 from melo_core.cli.arguments import at_least  # noqa: E402
 from melo_core.esco.crosswalk import crosswalk_path  # noqa: E402
-from melo_core.esco.taxonomy import Taxonomy, cached_taxonomy_from_melo  # noqa: E402
+from melo_core.esco.taxonomy import ISCO_GROUP, Taxonomy, cached_taxonomy_from_melo  # noqa: E402
 from melo_core.esco.titles import read_titles  # noqa: E402
 from melo_core.evaluation.calibration import (  # noqa: E402
     FEATURES,
@@ -57,6 +59,7 @@ from melo_core.evaluation.calibration import (  # noqa: E402
     load_calibrator,
     out_of_fold,
     precision_curve,
+    shown_positions,
     threshold_on_curve,
 )
 from melo_core.evaluation.effort import PROPOSAL_SHORTFALL  # noqa: E402
@@ -68,11 +71,11 @@ NAMES = {"score": "", "probability": "/by-probability", "group-led": "/by-probab
 
 
 def order_of(probabilities: np.ndarray, led_by_group: bool, order: str) -> np.ndarray:
-    """Positions of one list's candidates in ``order``: by score (as linked), by probability, or by
-    probability only where an ISCO group leads the list (by score otherwise)."""
-    if order == "probability" or (order == "group-led" and led_by_group):
+    """Positions of one list's candidates in ``order``: by score (as linked), by probability, or as
+    the Link page shows them (``shown_positions``: by probability only where an ISCO group leads)."""
+    if order == "probability":
         return np.argsort(-probabilities, kind="stable")
-    return np.arange(len(probabilities))
+    return np.array(shown_positions(list(probabilities), led_by_group and order == "group-led"), dtype=int)
 
 
 def lists(rows: CandidateRows) -> list[slice]:
@@ -98,7 +101,7 @@ def firsts(rows: CandidateRows, probabilities: np.ndarray, order: str) -> tuple[
 
 def title_rows(definition: PipelineDefinition, taxonomy: Taxonomy, data: Path, path: Path,
                sample: int) -> list[dict[str, object]]:  # fmt: skip
-    """Job-ad titles in both orders, under the calibrator fitted on every country."""
+    """Job-ad titles in each order, under the calibrator fitted on every country."""
     calibrator = load_calibrator(definition.name)
     if calibrator is None:
         raise SystemExit(f"no calibrator for {definition.name}: run `prepare --pipeline {definition.name}` first")
@@ -109,15 +112,12 @@ def title_rows(definition: PipelineDefinition, taxonomy: Taxonomy, data: Path, p
     pipeline.set_mentions(crosswalk_mentions_of(data, definition.mention_relations, None))
     lists = pipeline.link([title for title, _ in titles], top_k=TOP_K, query_language="en")
     rows: list[dict[str, object]] = []
+    probabilities = [np.array(calibrator.probabilities(candidates, "en", None)) for candidates in lists]
     for order in ORDERS:
         right, reciprocal = [], []
-        for (_, uri), candidates in zip(titles, lists, strict=True):
-            if order == "group-led":  # the shipped rule, as the Link page applies it
-                shown = calibrator.ranked(candidates, "en", None)[0]
-            else:
-                p = np.array(calibrator.probabilities(candidates, "en", None))
-                shown = [candidates[at] for at in order_of(p, False, order)]
-            hits = [i for i, c in enumerate(shown) if c.concept_uri == uri]
+        for (_, uri), candidates, p in zip(titles, lists, probabilities, strict=True):
+            led = bool(candidates) and candidates[0].kind == ISCO_GROUP
+            hits = [i for i, at in enumerate(order_of(p, led, order)) if candidates[at].concept_uri == uri]
             right.append(float(bool(hits) and hits[0] == 0))
             reciprocal.append(1.0 / (hits[0] + 1) if hits else 0.0)
         name = definition.name + NAMES[order]
@@ -158,7 +158,7 @@ def main() -> int:
 
 def crosswalk_rows(args: argparse.Namespace, definition: PipelineDefinition, taxonomy: object, data: Path,
                    languages: list[str], codes: list[str]) -> list[dict[str, object]]:  # fmt: skip
-    """Each crosswalk's terms in both orders, leave one country out."""
+    """Each crosswalk's terms in each order, leave one country out."""
 
     def rows_of(terms: int) -> CandidateRows:
         return collect_rows(definition, taxonomy, data, codes, terms, languages=languages,

@@ -311,13 +311,21 @@ class Calibrator:
                    raw["curve_counts"], raw["countries"], raw["rows"], raw.get("offset_spread"))  # fmt: skip
 
 
+def shown_positions(probabilities: Sequence[float], led_by_group: bool) -> list[int]:
+    """Where one list's candidates (best first by score) stand as shown: most probable first when an
+    ISCO group leads the list (ties by score), as linked otherwise."""
+    if not led_by_group:
+        return list(range(len(probabilities)))
+    return sorted(range(len(probabilities)), key=lambda i: -probabilities[i])  # stable: score order on ties
+
+
 def order_by_probability(candidates: list[Candidate],
                          probabilities: list[float]) -> tuple[list[Candidate], list[float]]:  # fmt: skip
-    """``candidates`` (best first) with their first ``len(probabilities)`` most probable first when an
-    ISCO group leads them (ties by score), ranks renumbered; as given otherwise (``Calibrator.ranked``)."""
+    """``candidates`` (best first) with their first ``len(probabilities)`` as shown (``shown_positions``),
+    ranks renumbered when they move (``Calibrator.ranked``)."""
     if not candidates or candidates[0].kind != ISCO_GROUP:
         return candidates, probabilities
-    order = sorted(range(len(probabilities)), key=lambda i: -probabilities[i])  # stable: score order on ties
+    order = shown_positions(probabilities, led_by_group=True)
     moved = [candidates[i] for i in order] + candidates[len(probabilities) :]
     return [replace(c, rank=rank) for rank, c in enumerate(moved, 1)], [probabilities[i] for i in order]
 
