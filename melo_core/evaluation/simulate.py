@@ -158,48 +158,37 @@ def _margin(candidates: Sequence) -> float:
     return margin([c.score for c in candidates[:2]])
 
 
-# A linked list as the Link page shows it, given the kinds learnt (``Calibrator.ranked``).
-Shown = Callable[[list[Candidate], TargetKinds | None], list[Candidate]]
+# A linked list as the Link page shows it, given the kinds learnt, with its first ten's
+# probabilities (none without a calibrator): ``Calibrator.ranked``.
+Shown = Callable[[list[Candidate], TargetKinds | None], tuple[list[Candidate], list[float]]]
 
 
-class _FirstProbability:
-    """The calibrated probability of each linked term's first candidate, as `propose` computes it."""
-
-    def __init__(self, calibrator: Calibrator, crosswalk: Crosswalk):
-        self.calibrator = calibrator
-        self.language = crosswalk.language
-        self.scheme_terms = crosswalk.scheme_terms
-        self.probabilities: list[float] = []
-
-    def add(self, candidates: Sequence) -> None:
-        probabilities = self.calibrator.ranked(candidates, self.language, self.scheme_terms)[1]
-        self.probabilities.append(probabilities[0] if probabilities else 0.0)
-
-
-def _as_linked(candidates: list[Candidate], kinds: TargetKinds | None) -> list[Candidate]:
-    return candidates
+def _as_linked(candidates: list[Candidate], kinds: TargetKinds | None) -> tuple[list[Candidate], list[float]]:
+    return candidates, []
 
 
 def _as_ranked(calibrator: Calibrator, crosswalk: Crosswalk, candidates: list[Candidate],
-               kinds: TargetKinds | None) -> list[Candidate]:  # fmt: skip
-    return calibrator.ranked(candidates, crosswalk.language, crosswalk.scheme_terms, kinds)[0]
+               kinds: TargetKinds | None) -> tuple[list[Candidate], list[float]]:  # fmt: skip
+    return calibrator.ranked(candidates, crosswalk.language, crosswalk.scheme_terms, kinds)
 
 
 def _ranks(linker: Linker, terms: Sequence[GoldTerm], depth: int, on_progress: Callable[[int], None],
            kinds: TargetKinds | None = None, margins: list[float] | None = None,
-           first: _FirstProbability | None = None, shown: Shown = _as_linked) -> list[float]:  # fmt: skip
+           firsts: list[float] | None = None, shown: Shown = _as_linked) -> list[float]:  # fmt: skip
     """The gold concepts' ranks in the lists as ``shown``; each term's ``margin`` appended to
-    ``margins`` when given, its first candidate's probability to ``first``."""
+    ``margins`` when given, the probability of the first candidate shown (as `propose` computes
+    it) to ``firsts``."""
     out: list[float] = []
     for begin in range(0, len(terms), BATCH):
         batch = terms[begin : begin + BATCH]
         results = linker.link([t.title for t in batch], top_k=depth, pool=max(POOL, 5 * depth), kinds=kinds)
-        out.extend(_rank(shown(candidates, kinds), t.concept_uri) for candidates, t in zip(results, batch, strict=True))
+        for candidates, term in zip(results, batch, strict=True):
+            listed, probabilities = shown(candidates, kinds)
+            out.append(_rank(listed, term.concept_uri))
+            if firsts is not None:
+                firsts.append(probabilities[0] if probabilities else 0.0)
         if margins is not None:
             margins.extend(_margin(candidates) for candidates in results)
-        if first is not None:
-            for candidates in results:
-                first.add(candidates)
         on_progress(len(batch))
     return out
 
@@ -318,9 +307,9 @@ def simulate_many(
     With a ``calibrator``, the lists an ISCO group leads are read most probable first, as the Link
     page shows them (``Calibrator.ranked``). A replay with ``proposals`` starts as the Crosswalk
     page's "Propose at 95 %" does: every term whose first candidate's probability (``calibrator``,
-    fit without the crosswalk's country) clears ``calibrator.threshold_for(precision)`` is proposed; the curator confirms the right ones
-    in bulk (1.5 s each; they become decisions and teach at once) and rejects the wrong ones (1.5 s
-    each; those terms come up again in their turn)."""
+    fit without the crosswalk's country) clears ``calibrator.threshold_for(precision)`` is
+    proposed; the curator confirms the right ones in bulk (1.5 s each; they become decisions and
+    teach at once) and rejects the wrong ones (1.5 s each; those terms come up again in their turn)."""
     terms, skipped = gold_terms(crosswalk, taxonomy)
     if not terms:
         raise MeloInputError(f"crosswalk {crosswalk.name!r} has no term with a single gold concept in the taxonomy")
@@ -371,24 +360,24 @@ def simulate_many(
 
     # The curator's sequence per replay, as term positions; the static ranks (and the first
     # candidates' probabilities) of the terms in any of them.
-    first = _FirstProbability(calibrator, crosswalk) if calibrator is not None and threshold is not None else None
+    firsts: list[float] | None = [] if calibrator is not None and threshold is not None else None
     # The lists as the Link page shows them, under the calibrator `propose` and the page use.
     shown: Shown = _as_linked if calibrator is None else partial(_as_ranked, calibrator, crosswalk)
     margins: list[float] = []
     if by_confidence:
         needed = list(range(len(terms)))
         total = len(terms)
-        ranks = _ranks(linker, terms, depth, progress, margins=margins, first=first, shown=shown)
+        ranks = _ranks(linker, terms, depth, progress, margins=margins, firsts=firsts, shown=shown)
         sequences = [queue_order(order, margins, replay.seed)[:count] for replay in replays]
     else:
         sequences = [queue_order(order, [0.0] * len(terms), replay.seed)[:count] for replay in replays]
         needed = sorted({i for sequence in sequences for i in sequence})
         total = len(needed)
-        ranks = _ranks(linker, [terms[i] for i in needed], depth, progress, first=first, shown=shown)
+        ranks = _ranks(linker, [terms[i] for i in needed], depth, progress, firsts=firsts, shown=shown)
     static_of = dict(zip(needed, ranks, strict=True))
     cleared = set()
-    if first is not None and threshold is not None:
-        cleared = {i for i, p in zip(needed, first.probabilities, strict=True) if p >= threshold}
+    if firsts is not None and threshold is not None:
+        cleared = {i for i, p in zip(needed, firsts, strict=True) if p >= threshold}
     positions = checkpoint_positions(count, checkpoints)
     # The learning steps and the learning checkpoints past 0 %, per replay.
     total += len(replays) * (count + sum(count - p for p in positions if p > 0))
@@ -449,7 +438,7 @@ def _replay(linker: Linker, sequence: list[GoldTerm], static_ranks: list[float],
             steps.append(Step(i, term, static_ranks[i], 1.0, confirmed[i], proposed=True))
             continue
         [candidates] = linker.link([term.title], top_k=depth, pool=max(POOL, 5 * depth), kinds=kinds)
-        learning_ranks.append(_rank(shown(candidates, kinds), term.concept_uri))
+        learning_ranks.append(_rank(shown(candidates, kinds)[0], term.concept_uri))
         steps.append(Step(i, term, static_ranks[i], learning_ranks[-1], decide(term), proposed=proposed[i]))
     summaries = {
         "learning": _summary(
