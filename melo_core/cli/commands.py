@@ -537,7 +537,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     of melo_core/evaluation/effort.py), acc@1, acc@10, the rank at which the curator found each gold concept
     and the MRR of the terms still undecided. Pipelines (default best) also start from the other
     countries' crosswalk titles."""
-    from melo_core.evaluation.simulate import STEP_COLUMNS, simulate, step_rows
+    from melo_core.evaluation.simulate import STEP_COLUMNS, page_calibrator, simulate, step_rows
 
     _pipeline_or_spec(args)
     source_file = crosswalk_path(args.data, args.crosswalk)
@@ -551,16 +551,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     )
     say = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
     scorer = args.scorer or load_pipeline(args.pipeline or DEFAULT_PIPELINE)
-    calibrator = None  # a pipeline's, without the crosswalk's country: it orders lists as the Link page
-    if args.proposals and not isinstance(scorer, PipelineDefinition):
-        raise MeloInputError("--proposals needs a pipeline (its calibrator), not --scorer")
-    if isinstance(scorer, PipelineDefinition):
-        from melo_core.evaluation.calibration import calibration_path, load_calibrator
-
-        calibrator = load_calibrator(scorer.name, crosswalk.country)
-        if calibrator is None and args.proposals:
-            raise MeloInputError(f"--proposals needs {calibration_path(scorer.name, crosswalk.country)}: "
-                                 f"run `python -m melo_core prepare --pipeline {scorer.name}` first")  # fmt: skip
+    calibrator = page_calibrator(scorer, crosswalk, args.proposals, "--proposals")  # orders lists as the Link page
     with tqdm(unit="term", desc=f"simulating {crosswalk.name}", disable=args.quiet, file=sys.stderr) as bar:
 
         def progress(done: int, total: int) -> None:

@@ -240,6 +240,28 @@ class Replay:
     proposals: bool = False  # batch proposals first, at ``simulate_many``'s calibrator and precision
 
 
+def page_calibrator(scorer: str | PipelineDefinition, crosswalk: Crosswalk, proposals: bool, asked: str,
+                    say: Callable[[str], None] = lambda message: None) -> Calibrator | None:  # fmt: skip
+    """What the Link page and `propose` would use for the crosswalk: the pipeline's calibrator fit by
+    `prepare` without the crosswalk's country (it orders the lists an ISCO group leads, and
+    proposes). None for a scorer spec, or a pipeline not prepared (lists in score order). With
+    ``proposals`` (``asked`` by that option), both are a ``MeloInputError``."""
+    from melo_core.evaluation.calibration import calibration_path, load_calibrator
+
+    if isinstance(scorer, str):
+        if proposals:
+            raise MeloInputError(f"{asked} needs a pipeline (its calibrator), not the scorer {scorer}")
+        return None
+    calibrator = load_calibrator(scorer.name, crosswalk.country)
+    where = calibration_path(scorer.name, crosswalk.country)
+    if calibrator is None and proposals:
+        raise MeloInputError(f"{asked} needs {where}: run `python -m melo_core prepare --pipeline {scorer.name}` first")
+    if calibrator is None:
+        say(f"{crosswalk.name}: no calibrator for {scorer.name} ({where}): lists in score order, as the Link "
+            "page shows them before `prepare` fits one")  # fmt: skip
+    return calibrator
+
+
 def simulate(
     crosswalk: Crosswalk,
     taxonomy: Taxonomy,

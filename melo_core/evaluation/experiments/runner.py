@@ -42,7 +42,7 @@ from melo_core.evaluation.significance import mean_interval
 if TYPE_CHECKING:
     from melo_core.esco.crosswalk import Crosswalk
     from melo_core.esco.taxonomy import Taxonomy
-    from melo_core.evaluation.calibration import Calibrator, CandidateRows, Fits
+    from melo_core.evaluation.calibration import CandidateRows, Fits
     from melo_core.evaluation.simulate import Replay, Simulation
     from melo_core.linking.pipeline import PipelineDefinition
 
@@ -371,29 +371,6 @@ def _replay(crosswalk: Crosswalk, taxonomy: Taxonomy, scorer: PipelineDefinition
         return simulate_many(crosswalk, taxonomy, scorer, replays, checkpoints=(), on_progress=progress, **options)
 
 
-def _shown_calibrator(scorer: PipelineDefinition | str, crosswalk: Crosswalk, proposals: bool,
-                      say: Say) -> Calibrator | None:  # fmt: skip
-    """What the Link page and `propose` would use for the crosswalk: the pipeline's calibrator fit by
-    `prepare` without the crosswalk's country (it orders the lists an ISCO group leads, and
-    proposes). None for a scorer spec, or a pipeline not prepared (lists in score order)."""
-    from melo_core.evaluation.calibration import calibration_path, load_calibrator
-
-    if isinstance(scorer, str):
-        if proposals:
-            raise MeloInputError(f"the proposals variant needs a pipeline (its calibrator), not {scorer}")
-        return None
-    calibrator = load_calibrator(scorer.name, crosswalk.country)
-    if calibrator is None and proposals:
-        raise MeloInputError(
-            f"the proposals variant needs {calibration_path(scorer.name, crosswalk.country)}: "
-            f"run `python -m melo_core prepare --pipeline {scorer.name}` first"
-        )
-    if calibrator is None:
-        say(f"{crosswalk.name}: no calibrator for {scorer.name} ({calibration_path(scorer.name, crosswalk.country)}): "
-            "lists in score order, as the Link page shows them before `prepare` fits one")  # fmt: skip
-    return calibrator
-
-
 def _run_simulation(experiment: Experiment, plan: SimulationPlan, data_dir: Path, results: Path, command: str,
                     limit: int, only: list[str] | None, show_progress: bool,
                     say: Say) -> list[dict[str, object]]:  # fmt: skip
@@ -403,7 +380,7 @@ def _run_simulation(experiment: Experiment, plan: SimulationPlan, data_dir: Path
     order instead of the file's ``limit``; ``only``: crosswalk codes."""
     from melo_core.esco.crosswalk import load_crosswalk
     from melo_core.esco.taxonomy import cached_taxonomy_from_melo
-    from melo_core.evaluation.simulate import LinkerSummary, Replay
+    from melo_core.evaluation.simulate import LinkerSummary, Replay, page_calibrator
     from melo_core.linking.pipeline import is_pipeline, load_pipeline
 
     codes, files = _chosen_crosswalks(experiment, plan.crosswalks, only, data_dir)
@@ -425,7 +402,8 @@ def _run_simulation(experiment: Experiment, plan: SimulationPlan, data_dir: Path
                     replays += [Replay(seed, learn_kinds=False, skip_boilerplate=False) for seed in seeds]
                 if "proposals" in plan.variants:
                     replays += [Replay(seed, proposals=True) for seed in seeds]
-                calibrator = _shown_calibrator(scorer, crosswalk, "proposals" in plan.variants, say)
+                calibrator = page_calibrator(scorer, crosswalk, "proposals" in plan.variants,
+                                             "the proposals variant", say)  # fmt: skip
                 simulations = _replay(crosswalk, taxonomy, scorer, replays, limit=limit or plan.limit,
                                       data_dir=data_dir, order=order, on_status=say, show_progress=show_progress,
                                       label=f"{code} {name} {order}", calibrator=calibrator,
